@@ -1,0 +1,152 @@
+"""The `rqcrawl` command: seed a crawl, watch it, export it."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import time
+from urllib.parse import urlsplit
+
+import click
+import redis
+
+from . import config, keys, sinks, stats
+from .config import ConfigError, CrawlConfig
+from .frontier import Frontier
+from .urls import InvalidURL, canonicalize, host_of
+
+DEFAULT_REDIS_URL = "redis://localhost:6379/0"
+
+
+def redis_url(option: str | None) -> str:
+    """Like the `rq` CLI: --url, then RQ_REDIS_URL, then REDIS_URL, then localhost."""
+    return (
+        option or os.environ.get("RQ_REDIS_URL") or os.environ.get("REDIS_URL") or DEFAULT_REDIS_URL
+    )
+
+
+def connect(url: str) -> redis.Redis:
+    """A checked connection; an unreachable Redis is a one-line error, not a traceback."""
+    try:
+        conn = redis.Redis.from_url(url)
+        conn.ping()
+    except ValueError as exc:
+        raise click.ClickException(f"invalid Redis URL {url!r}: {exc}") from None
+    except redis.RedisError as exc:
+        raise click.ClickException(f"cannot reach Redis at {url}: {exc}") from None
+    return conn
+
+
+def existing(conn: redis.Redis, crawl: str) -> CrawlConfig:
+    cfg = config.load(conn, crawl)
+    if cfg is None:
+        raise click.ClickException(f"no crawl named {crawl!r} in this Redis")
+    return cfg
+
+
+redis_option = click.option(
+    "--url", "-u", "url", default=None, help="Redis URL (default: $RQ_REDIS_URL, $REDIS_URL)."
+)
+
+
+@click.group()
+@click.version_option(package_name="rqcrawl")
+def main() -> None:
+    """rqcrawl: a distributed web crawler in which every URL is an RQ job."""
+
+
+@main.command()
+@click.argument("urls", nargs=-1, required=True)
+@click.option("--max-depth", type=click.IntRange(min=0), default=None, help="Clicks from a seed.")
+@click.option("--crawl", "name", default=None, help="Crawl name (default: derived, printed).")
+@click.option("--allow-private", is_flag=True, default=None, help="Allow private addresses.")
+@click.option("--config", "config_file", type=click.Path(), default=None, help="TOML settings.")
+@redis_option
+def seed(urls, max_depth, name, allow_private, config_file, url) -> None:
+    """Store a crawl's settings in Redis and queue its seed URLs at depth 0."""
+    seeds = canonical_seeds(urls)
+    if name is not None and not keys.valid_crawl_name(name):
+        raise click.ClickException(
+            f"invalid crawl name {name!r}: use letters, digits, _ and - (at most 64)"
+        )
+    cfg = settings(config_file, max_depth=max_depth, allow_private=allow_private)
+    if not cfg.scope_hosts:
+        cfg = CrawlConfig.from_dict({"scope_hosts": sorted({host_of(s) for s in seeds})}, cfg)
+    conn = connect(redis_url(url))
+    name = name or derived_name(seeds[0])
+    stored = config.load(conn, name)
+    if stored is None:
+        config.save(conn, name, cfg)
+    else:
+        click.echo(f"crawl {name} exists: adding seeds, keeping its settings", err=True)
+        cfg = stored
+    new = Frontier(conn, name, cfg).seed(seeds)
+    click.echo(f"crawl {name}: {new} of {len(seeds)} seed(s) queued (max depth {cfg.max_depth})")
+    click.echo(name)
+
+
+def canonical_seeds(urls: tuple[str, ...]) -> list[str]:
+    seeds = []
+    for raw in urls:
+        try:
+            seeds.append(canonicalize(raw))
+        except InvalidURL as exc:
+            raise click.ClickException(str(exc)) from None
+    return seeds
+
+
+def settings(config_file: str | None, **flags) -> CrawlConfig:
+    """Defaults < file < command-line flags (flags left unset do not override)."""
+    try:
+        cfg = CrawlConfig.from_toml(config_file) if config_file else CrawlConfig()
+        return CrawlConfig.from_dict({k: v for k, v in flags.items() if v is not None}, cfg)
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def derived_name(seed_url: str) -> str:
+    host = re.sub(r"[^A-Za-z0-9]+", "-", urlsplit(seed_url).hostname or "crawl").strip("-")
+    return f"{host[:40]}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+@main.command()
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object.")
+@redis_option
+def status(name, as_json, url) -> None:
+    """State and counters of crawl NAME."""
+    conn = connect(redis_url(url))
+    Frontier(conn, name, existing(conn, name)).reap()
+    s = stats.status(conn, name)
+    click.echo(json.dumps(s, sort_keys=True) if as_json else stats.render(s))
+
+
+@main.command()
+@click.argument("name")
+@click.option(
+    "-o", "--output", "output", type=click.Path(), required=True, help="File ('-': stdout)."
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["jsonl", "csv"]),
+    default=None,
+    help="Default: from the file name, else jsonl.",
+)
+@redis_option
+def export(name, output, fmt, url) -> None:
+    """Write every recorded URL of crawl NAME to a file, one row per URL."""
+    conn = connect(redis_url(url))
+    existing(conn, name)
+    fmt = fmt or ("csv" if output.endswith(".csv") else "jsonl")
+    if output == "-":
+        rows = sinks.export(conn, name, sys.stdout, fmt)
+    else:
+        try:
+            with open(output, "w", encoding="utf-8", newline="") as out:
+                rows = sinks.export(conn, name, out, fmt)
+        except OSError as exc:
+            raise click.ClickException(f"cannot write {output}: {exc.strerror}") from None
+    click.echo(f"{rows} row(s) written to {output}", err=True)

@@ -1,0 +1,174 @@
+"""Fetching one URL: keep-alive session, timeouts, streamed size cap, redirects re-checked."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+
+import requests
+
+from .config import CrawlConfig
+from .guard import GuardedAdapter, find_refusal
+from .urls import InvalidURL, canonicalize
+
+HTML_TYPES = ("text/html", "application/xhtml+xml")
+TRANSIENT_STATUS = {408, 429, 500, 502, 503, 504}
+_CHUNK = 64 * 1024
+
+
+@dataclass
+class Response:
+    url: str
+    final_url: str
+    status: int
+    content_type: str
+    body: bytes | None  # None when the page is not HTML (not downloaded)
+
+
+class FetchError(Exception):
+    """A fetch that ended without a usable response.
+
+    `reason` is a short machine-readable word (timeout, too_large, redirect_loop...);
+    `transient` says whether trying again later may help; `retry_after` is the server's wish.
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        message: str,
+        transient: bool = False,
+        status: int | None = None,
+        retry_after: float | None = None,
+    ):
+        super().__init__(message)
+        self.reason = reason
+        self.transient = transient
+        self.status = status
+        self.retry_after = retry_after
+
+
+_sessions: dict[bool, requests.Session] = {}
+
+
+def session(allow_private: bool) -> requests.Session:
+    """The process's keep-alive session, one per guard setting."""
+    if allow_private not in _sessions:
+        s = requests.Session()
+        if not allow_private:
+            s.mount("http://", GuardedAdapter())
+            s.mount("https://", GuardedAdapter())
+        _sessions[allow_private] = s
+    return _sessions[allow_private]
+
+
+def fetch(url: str, cfg: CrawlConfig, check_hop: Callable[[str], str | None]) -> Response:
+    """GET `url`, following redirects by hand so that `check_hop` (scope) sees every hop.
+
+    `check_hop(url)` returns a skip reason or None. Raises FetchError.
+    """
+    s = session(cfg.allow_private)
+    visited = [url]
+    current = url
+    deadline = time.monotonic() + cfg.download_timeout
+    while True:
+        resp = _get(s, current, cfg)
+        if not resp.is_redirect:
+            return _read(resp, url, current, cfg, deadline)
+        resp.close()
+        try:
+            target = canonicalize(resp.headers["location"], current)
+        except InvalidURL as exc:
+            raise FetchError("bad_redirect", str(exc), status=resp.status_code) from None
+        if target in visited:
+            raise FetchError("redirect_loop", f"redirect loop back to {target}")
+        if len(visited) > cfg.max_redirects:
+            raise FetchError("too_many_redirects", f"more than {cfg.max_redirects} redirects")
+        reason = check_hop(target)
+        if reason:
+            raise FetchError(reason, f"redirect to {target}: {reason}", status=resp.status_code)
+        visited.append(target)
+        current = target
+
+
+def _get(s: requests.Session, url: str, cfg: CrawlConfig) -> requests.Response:
+    try:
+        return s.get(
+            url,
+            headers={"User-Agent": cfg.user_agent},
+            timeout=(cfg.connect_timeout, cfg.read_timeout),
+            allow_redirects=False,
+            stream=True,
+        )
+    except requests.RequestException as exc:
+        refused = find_refusal(exc)
+        if refused:
+            raise FetchError("refused_address", str(refused.args[-1])) from None
+        kind = "timeout" if isinstance(exc, requests.Timeout) else "connection"
+        raise FetchError(kind, f"{kind}: {_short(exc)}", transient=True) from None
+
+
+def _read(
+    resp: requests.Response, url: str, final: str, cfg: CrawlConfig, deadline: float
+) -> Response:
+    with resp:
+        status = resp.status_code
+        ctype = resp.headers.get("content-type", "")
+        if status in TRANSIENT_STATUS:
+            raise FetchError(
+                f"http_{status}",
+                f"HTTP {status}",
+                transient=True,
+                status=status,
+                retry_after=retry_after(resp.headers.get("retry-after")),
+            )
+        if status >= 400:
+            raise FetchError(f"http_{status}", f"HTTP {status}", status=status)
+        if ctype.split(";")[0].strip().lower() not in HTML_TYPES:
+            return Response(url, final, status, ctype, None)
+        declared = resp.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > cfg.max_body_bytes:
+            raise FetchError("too_large", f"Content-Length {declared} over the cap", status=status)
+        return Response(url, final, status, ctype, _body(resp, cfg, deadline))
+
+
+def _body(resp: requests.Response, cfg: CrawlConfig, deadline: float) -> bytes:
+    """Read the decoded body; a cap on decoded bytes also stops decompression bombs."""
+    chunks, size = [], 0
+    try:
+        for chunk in resp.iter_content(_CHUNK):
+            size += len(chunk)
+            if size > cfg.max_body_bytes:
+                raise FetchError(
+                    "too_large", f"body over {cfg.max_body_bytes} bytes", status=resp.status_code
+                )
+            if time.monotonic() > deadline:
+                raise FetchError(
+                    "download_timeout",
+                    f"download took over {cfg.download_timeout}s",
+                    transient=True,
+                    status=resp.status_code,
+                )
+            chunks.append(chunk)
+    except requests.RequestException as exc:
+        raise FetchError("read_error", f"read error: {_short(exc)}", transient=True) from None
+    return b"".join(chunks)
+
+
+def retry_after(value: str | None) -> float | None:
+    """Seconds asked for by a Retry-After header (delta-seconds or an HTTP date)."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc)
+    return text if len(text) < 200 else text[:197] + "..."

@@ -1,0 +1,286 @@
+"""The frontier: admission, level-by-level release as RQ jobs, exact finishing, recovery.
+
+Admitted URLs wait in one Redis list per crawl (`held`, entries "depth url") and are released
+as RQ jobs only while fewer than `window` are in flight, and only at the current level: level
+d+1 starts once every URL of level d has ended. So a URL is always first discovered along a
+shortest path, its depth is exact whatever the number of workers, and RQ holds at most
+`window` jobs of a crawl at a time.
+
+One Lua script ends a URL: it forgets it from `inflight`, records its outcome, admits its
+children through the Bloom filter and releases the next URLs, all atomically. A crashed worker
+therefore either did all of that or none of it; the reaper brings back URLs whose job was lost.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from redis import Redis
+from rq import Queue
+from rq.job import JobStatus
+from rq.registry import StartedJobRegistry
+
+from . import keys
+from .bloom import LUA_BLOOM, BloomFilter
+from .config import CrawlConfig
+from .sinks import failure_record
+
+REAP_EVERY = 15  # seconds between two recovery passes of one crawl
+LOST_AFTER = 30  # seconds a released URL may go without a live RQ job before it is requeued
+_LIVE = {"queued", "started", "scheduled", "deferred"}
+JOB_FUNC = "rqcrawl.jobs.crawl_url"
+
+# KEYS: counters, inflight, held, items, reap lock, bloom shards...
+# ARGV: done url ('' when seeding), counter increments "field n field n", record json,
+#       child depth, window, shard bits, k, now, reap interval, n children, children...,
+#       k positions per child...
+# Returns {1 | 0 (done url had already ended), admitted, reap due, released "depth url"...}
+_LUA_FINISH = (
+    LUA_BLOOM
+    + """
+local counters, inflight, held, items = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local done, now = ARGV[1], ARGV[8]
+local reap_due = 0
+if done ~= '' then
+  if redis.call('HDEL', inflight, done) == 0 then return {0, 0, 0} end
+  for field, n in string.gmatch(ARGV[2], '(%S+) (%S+)') do
+    redis.call('HINCRBY', counters, field, n)
+  end
+  if ARGV[3] ~= '' then redis.call('XADD', items, '*', 'r', ARGV[3]) end
+  redis.call('HSET', counters, 'last_at', now)
+  if redis.call('SET', KEYS[5], '1', 'NX', 'EX', ARGV[9]) then reap_due = 1 end
+end
+local child_depth, shard_bits = ARGV[4], tonumber(ARGV[6])
+local k, n = tonumber(ARGV[7]), tonumber(ARGV[10])
+local admitted = 0
+for i = 1, n do
+  if bloom_test(6, shard_bits, k, ARGV, 11 + n + (i - 1) * k, true) == 1 then
+    redis.call('RPUSH', held, child_depth .. ' ' .. ARGV[10 + i])
+    admitted = admitted + 1
+  end
+end
+if admitted > 0 then redis.call('HINCRBY', counters, 'admitted', admitted) end
+
+local out = {1, admitted, reap_due}
+local level = tonumber(redis.call('HGET', counters, 'level') or '0')
+local room = tonumber(ARGV[5]) - redis.call('HLEN', inflight)
+while room > 0 do
+  local head = redis.call('LRANGE', held, 0, room - 1)
+  if #head == 0 then break end
+  local taken = 0
+  for _, entry in ipairs(head) do
+    local sp = string.find(entry, ' ', 1, true)
+    local depth = tonumber(string.sub(entry, 1, sp - 1))
+    if depth > level then break end
+    local url = string.sub(entry, sp + 1)
+    if redis.call('HSETNX', inflight, url, depth .. ' ' .. now .. ' 0') == 1 then
+      out[#out + 1] = entry
+    end
+    taken = taken + 1
+  end
+  if taken > 0 then
+    redis.call('LTRIM', held, taken, -1)
+    room = room - taken
+  elseif redis.call('HLEN', inflight) == 0 then
+    level = level + 1
+    redis.call('HSET', counters, 'level', level)
+  else
+    break
+  end
+end
+return out
+"""
+)
+
+# Compare-and-set of one inflight entry, so the reaper never requeues a URL that ended or
+# was requeued meanwhile. KEYS: inflight. ARGV: url, expected entry, new entry.
+_LUA_CAS = """
+if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then
+  redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+  return 1
+end
+return 0
+"""
+
+
+@dataclass(frozen=True)
+class InFlight:
+    """A released URL: its depth, when it was (re)released, and its attempt number."""
+
+    depth: int
+    released_at: float
+    attempt: int
+
+    @classmethod
+    def parse(cls, raw: bytes | str) -> InFlight:
+        depth, at, attempt = (raw.decode() if isinstance(raw, bytes) else raw).split(" ")
+        return cls(int(depth), float(at), int(attempt))
+
+    def encode(self) -> str:
+        return f"{self.depth} {self.released_at!r} {self.attempt}"
+
+
+def job_id(crawl: str, url: str, attempt: int) -> str:
+    digest = hashlib.sha1(url.encode("utf-8")).hexdigest()[:20]
+    return f"rqcrawl-{crawl}-{digest}-{attempt}"
+
+
+def attempt_of(rq_job_id: str) -> int:
+    return int(rq_job_id.rsplit("-", 1)[1])
+
+
+class Frontier:
+    """One crawl's frontier, as seen from a seeding client or a worker."""
+
+    def __init__(self, redis: Redis, crawl: str, cfg: CrawlConfig):
+        self.redis = redis
+        self.crawl = crawl
+        self.cfg = cfg
+        self.bloom = BloomFilter(
+            redis, keys.key(crawl, "bloom"), cfg.bloom_capacity, cfg.bloom_error_rate
+        )
+        self.counters = keys.key(crawl, "counters")
+        self.inflight = keys.key(crawl, "inflight")
+        self.held = keys.key(crawl, "held")
+        self.items = keys.key(crawl, "items")
+        self.queue = Queue(keys.QUEUE_NAME, connection=redis)
+        self._finish = redis.register_script(_LUA_FINISH)
+        self._cas = redis.register_script(_LUA_CAS)
+
+    def seed(self, urls: list[str]) -> int:
+        """Admit `urls` at depth 0; returns how many were new to the crawl."""
+        self.redis.hsetnx(self.counters, "started_at", repr(time.time()))
+        admitted, _ = self._run("", "", None, urls, 0)
+        return admitted
+
+    def claim(self, url: str, rq_job_id: str) -> InFlight | None:
+        """The URL's inflight entry if this job is the live attempt for it, else None
+        (the URL already ended, or a newer attempt replaced this job)."""
+        raw = self.redis.hget(self.inflight, url)
+        if raw is None:
+            return None
+        entry = InFlight.parse(raw)
+        return entry if entry.attempt == attempt_of(rq_job_id) else None
+
+    def finish(
+        self,
+        url: str,
+        counts: dict[str, int],
+        record: dict,
+        children: list[str],
+        child_depth: int,
+    ) -> None:
+        """End `url` for good: add `counts` to the counters, record it, admit `children`."""
+        increments = " ".join(f"{field} {n}" for field, n in counts.items() if n)
+        _, reap_due = self._run(url, increments, record, children, child_depth)
+        if reap_due:
+            self.reap()
+
+    def retry_later(self, url: str, entry: InFlight, delay: float) -> None:
+        """Schedule the next attempt of `url` through RQ's scheduler; it stays in flight."""
+        nxt = InFlight(entry.depth, time.time() + delay, entry.attempt + 1)
+        job = self.queue.create_job(
+            JOB_FUNC, status=JobStatus.SCHEDULED, **self._job_kwargs(url, nxt)
+        )
+        when = datetime.now(UTC) + timedelta(seconds=max(0.0, delay))
+        with self.redis.pipeline() as pipe:
+            pipe.hset(self.inflight, url, nxt.encode())
+            pipe.hincrby(self.counters, "retries", 1)
+            self.queue.schedule_job(job, when, pipeline=pipe)
+            pipe.execute()
+
+    def _run(
+        self,
+        done: str,
+        increments: str,
+        record: dict | None,
+        children: list[str],
+        child_depth: int,
+    ) -> tuple[int, int]:
+        args = [
+            done,
+            increments,
+            json.dumps(record, separators=(",", ":")) if record else "",
+            child_depth,
+            self.cfg.window,
+            self.bloom.shard_bits,
+            self.bloom.hashes,
+            repr(time.time()),
+            REAP_EVERY,
+            len(children),
+            *children,
+            *self.bloom.flat_positions(children),
+        ]
+        ok, admitted, reap_due, *released = self._finish(
+            keys=[self.counters, self.inflight, self.held, self.items, keys.key(self.crawl, "reap")]
+            + self.bloom.keys,
+            args=args,
+        )
+        self._enqueue([_split(raw) for raw in released])
+        return admitted, reap_due
+
+    def _enqueue(self, entries: list[tuple[str, InFlight]]) -> None:
+        """Create the RQ jobs of released URLs in one pipeline."""
+        if not entries:
+            return
+        datas = [Queue.prepare_data(JOB_FUNC, **self._job_kwargs(u, e)) for u, e in entries]
+        with self.redis.pipeline() as pipe:
+            self.queue.enqueue_many(datas, pipeline=pipe)
+            pipe.execute()
+
+    def _job_kwargs(self, url: str, entry: InFlight) -> dict:
+        """Job hygiene: tiny JSON-friendly args, a dashboard-readable description, no result."""
+        short = url if len(url) <= 120 else url[:117] + "..."
+        return {
+            "args": (self.crawl, url, entry.depth),
+            "job_id": job_id(self.crawl, url, entry.attempt),
+            "description": f"{self.crawl} d{entry.depth} {short}",
+            "result_ttl": 0,
+            "failure_ttl": self.cfg.failure_ttl,
+            "timeout": self.cfg.job_timeout,
+        }
+
+    def reap(self) -> int:
+        """Requeue URLs whose RQ job was lost (worker killed, job timed out, enqueue never
+        happened). Uses RQ's own cleanup to turn abandoned jobs into failed ones first.
+        Returns how many URLs were brought back or given up."""
+        StartedJobRegistry(queue=self.queue).cleanup()
+        cutoff = time.time() - LOST_AFTER
+        stale = [
+            (url.decode(), raw.decode(), InFlight.parse(raw))
+            for url, raw in self.redis.hgetall(self.inflight).items()
+        ]
+        stale = [s for s in stale if s[2].released_at < cutoff]
+        if not stale:
+            return 0
+        with self.redis.pipeline(transaction=False) as pipe:
+            for url, _, entry in stale:
+                pipe.hget(f"rq:job:{job_id(self.crawl, url, entry.attempt)}", "status")
+            statuses = pipe.execute()
+        brought = 0
+        for (url, raw, entry), status in zip(stale, statuses, strict=True):
+            if status is not None and status.decode() in _LIVE:
+                continue
+            brought += 1
+            if entry.attempt >= self.cfg.retries:
+                self._give_up(url, raw, entry)
+                continue
+            nxt = InFlight(entry.depth, time.time(), entry.attempt + 1)
+            if self._cas(keys=[self.inflight], args=[url, raw, nxt.encode()]):
+                self._enqueue([(url, nxt)])
+        return brought
+
+    def _give_up(self, url: str, raw: str, entry: InFlight) -> None:
+        if self.redis.hget(self.inflight, url) == raw.encode():
+            message = f"job lost by its worker {entry.attempt + 1} times"
+            record = failure_record(url, entry.depth, "lost", message, entry.attempt + 1)
+            self._run(url, "failed 1", record, [], entry.depth + 1)
+
+
+def _split(raw: bytes) -> tuple[str, InFlight]:
+    depth, url = raw.decode().split(" ", 1)
+    return url, InFlight(int(depth), 0.0, 0)

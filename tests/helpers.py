@@ -1,0 +1,83 @@
+"""Running the real commands: `rqcrawl ...` and `rq worker crawl` as subprocesses."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from servers import env_with
+
+BIN = Path(sys.executable).parent
+
+
+def rqcrawl(redis_url: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run(
+        [str(BIN / "rqcrawl"), *args],
+        env=env_with(redis_url),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"rqcrawl {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def status(redis_url: str, crawl: str) -> dict:
+    return json.loads(rqcrawl(redis_url, "status", crawl, "--json").stdout)
+
+
+def wait_finished(redis_url: str, crawl: str, timeout: float = 120) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        s = status(redis_url, crawl)
+        if s["state"] == "finished":
+            return s
+        if time.monotonic() > deadline:
+            raise AssertionError(f"crawl {crawl} not finished after {timeout}s: {s}")
+        time.sleep(0.3)
+
+
+class Workers:
+    """Real `rq worker crawl` processes, stopped (warm shutdown, then kill) on exit."""
+
+    def __init__(self, redis_url: str, count: int, *extra: str, log_dir: Path | None = None):
+        self.procs = []
+        self.names = []
+        for n in range(count):
+            name = f"w{n}-{time.monotonic_ns()}"
+            log = open(log_dir / f"{name}.log", "w") if log_dir else subprocess.DEVNULL
+            self.names.append(name)
+            self.procs.append(
+                subprocess.Popen(
+                    [str(BIN / "rq"), "worker", "crawl", "--name", name, *extra],
+                    env=env_with(redis_url),
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                )
+            )
+
+    def __enter__(self) -> Workers:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in self.procs:
+            try:
+                p.wait(15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line]

