@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import sys
 import time
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import click
@@ -14,17 +16,21 @@ import redis
 
 from . import config, keys, sinks, stats
 from .config import ConfigError, CrawlConfig
+from .embedded import EmbeddedRedis
 from .frontier import Frontier
+from .runner import LocalWorkers, watch
 from .urls import InvalidURL, canonicalize, host_of
 
 DEFAULT_REDIS_URL = "redis://localhost:6379/0"
 
 
+def configured_redis_url(option: str | None) -> str | None:
+    """Like the `rq` CLI: --url, then RQ_REDIS_URL, then REDIS_URL."""
+    return option or os.environ.get("RQ_REDIS_URL") or os.environ.get("REDIS_URL")
+
+
 def redis_url(option: str | None) -> str:
-    """Like the `rq` CLI: --url, then RQ_REDIS_URL, then REDIS_URL, then localhost."""
-    return (
-        option or os.environ.get("RQ_REDIS_URL") or os.environ.get("REDIS_URL") or DEFAULT_REDIS_URL
-    )
+    return configured_redis_url(option) or DEFAULT_REDIS_URL
 
 
 def connect(url: str) -> redis.Redis:
@@ -67,24 +73,40 @@ def main() -> None:
 def seed(urls, max_depth, name, allow_private, config_file, url) -> None:
     """Store a crawl's settings in Redis and queue its seed URLs at depth 0."""
     seeds = canonical_seeds(urls)
-    if name is not None and not keys.valid_crawl_name(name):
-        raise click.ClickException(
-            f"invalid crawl name {name!r}: use letters, digits, _ and - (at most 64)"
-        )
-    cfg = settings(config_file, max_depth=max_depth, allow_private=allow_private)
-    if not cfg.scope_hosts:
-        cfg = CrawlConfig.from_dict({"scope_hosts": sorted({host_of(s) for s in seeds})}, cfg)
+    cfg = scoped(settings(config_file, max_depth=max_depth, allow_private=allow_private), seeds)
     conn = connect(redis_url(url))
-    name = name or derived_name(seeds[0])
+    name = checked_name(name) or derived_name(seeds[0])
+    cfg, new = start_crawl(conn, name, cfg, seeds)
+    click.echo(f"crawl {name}: {new} of {len(seeds)} seed(s) queued (max depth {cfg.max_depth})")
+    click.echo(name)
+
+
+def start_crawl(
+    conn: redis.Redis, name: str, cfg: CrawlConfig, seeds: list[str]
+) -> tuple[CrawlConfig, int]:
+    """Store the config of a new crawl (an existing one keeps its own) and admit the seeds."""
     stored = config.load(conn, name)
     if stored is None:
         config.save(conn, name, cfg)
     else:
-        click.echo(f"crawl {name} exists: adding seeds, keeping its settings", err=True)
+        click.echo(f"crawl {name} exists: resuming it with its own settings", err=True)
         cfg = stored
-    new = Frontier(conn, name, cfg).seed(seeds)
-    click.echo(f"crawl {name}: {new} of {len(seeds)} seed(s) queued (max depth {cfg.max_depth})")
-    click.echo(name)
+    return cfg, Frontier(conn, name, cfg).seed(seeds)
+
+
+def checked_name(name: str | None) -> str | None:
+    if name is not None and not keys.valid_crawl_name(name):
+        raise click.ClickException(
+            f"invalid crawl name {name!r}: use letters, digits, _ and - (at most 64)"
+        )
+    return name
+
+
+def scoped(cfg: CrawlConfig, seeds: list[str]) -> CrawlConfig:
+    """Without explicit scope_hosts, a crawl stays on its seeds' hosts."""
+    if cfg.scope_hosts:
+        return cfg
+    return CrawlConfig.from_dict({"scope_hosts": sorted({host_of(s) for s in seeds})}, cfg)
 
 
 def canonical_seeds(urls: tuple[str, ...]) -> list[str]:
@@ -106,8 +128,12 @@ def settings(config_file: str | None, **flags) -> CrawlConfig:
         raise click.ClickException(str(exc)) from None
 
 
-def derived_name(seed_url: str) -> str:
+def derived_name(seed_url: str, stable_key: str | None = None) -> str:
+    """The seed's host and a timestamp, or a hash of `stable_key` so that the same command
+    names the same crawl (how `rqcrawl crawl` resumes)."""
     host = re.sub(r"[^A-Za-z0-9]+", "-", urlsplit(seed_url).hostname or "crawl").strip("-")
+    if stable_key is not None:
+        return f"{host[:40]}-{hashlib.sha1(stable_key.encode()).hexdigest()[:10]}"
     return f"{host[:40]}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
@@ -140,6 +166,10 @@ def export(name, output, fmt, url) -> None:
     """Write every recorded URL of crawl NAME to a file, one row per URL."""
     conn = connect(redis_url(url))
     existing(conn, name)
+    write_export(conn, name, output, fmt)
+
+
+def write_export(conn: redis.Redis, name: str, output: str, fmt: str | None) -> None:
     fmt = fmt or ("csv" if output.endswith(".csv") else "jsonl")
     if output == "-":
         rows = sinks.export(conn, name, sys.stdout, fmt)
@@ -150,3 +180,68 @@ def export(name, output, fmt, url) -> None:
         except OSError as exc:
             raise click.ClickException(f"cannot write {output}: {exc.strerror}") from None
     click.echo(f"{rows} row(s) written to {output}", err=True)
+
+
+@main.command()
+@click.argument("urls", nargs=-1, required=True)
+@click.option("--max-depth", type=click.IntRange(min=0), default=None, help="Clicks from a seed.")
+@click.option("-o", "--output", type=click.Path(), required=True, help="Output file.")
+@click.option("--format", "fmt", type=click.Choice(["jsonl", "csv"]), default=None)
+@click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True)
+@click.option("--crawl", "name", default=None, help="Crawl name (default: from the command).")
+@click.option("--allow-private", is_flag=True, default=None, help="Allow private addresses.")
+@click.option("--config", "config_file", type=click.Path(), default=None, help="TOML settings.")
+@click.option(
+    "--data-dir",
+    type=click.Path(),
+    default=".rqcrawl",
+    show_default=True,
+    help="Where the embedded Redis keeps its data.",
+)
+@redis_option
+def crawl(
+    urls, max_depth, output, fmt, workers, name, allow_private, config_file, data_dir, url
+) -> None:
+    """Crawl on this machine until done and write OUTPUT: seed, run local workers, show
+    progress. Uses an embedded Redis unless a Redis URL is configured. Running the same
+    command again after an interruption resumes the crawl."""
+    seeds = canonical_seeds(urls)
+    cfg = scoped(settings(config_file, max_depth=max_depth, allow_private=allow_private), seeds)
+    name = checked_name(name) or derived_name(seeds[0], json.dumps([seeds, cfg.to_json()]))
+    server = None
+    target = configured_redis_url(url)
+    if target is None:
+        try:
+            server = EmbeddedRedis(Path(data_dir)).start()
+        except RuntimeError as exc:
+            raise click.ClickException(str(exc)) from None
+        target = server.url
+    try:
+        conn = connect(target)
+        start_crawl(conn, name, cfg, seeds)
+        run_local(conn, target, name, workers)
+        write_export(conn, name, output, fmt)
+    finally:
+        if server:
+            server.stop()
+
+
+def run_local(conn: redis.Redis, target: str, name: str, workers: int) -> None:
+    pool = LocalWorkers(target, workers)
+    try:
+        final = watch(conn, name, pool)
+    except KeyboardInterrupt:
+        click.echo("\ninterrupted: letting the workers finish their current page...", err=True)
+        pool.stop()
+        raise click.ClickException(
+            f"crawl {name} stopped; run the same command again to resume it"
+        ) from None
+    except RuntimeError as exc:
+        raise click.ClickException(str(exc)) from None
+    finally:
+        pool.stop()
+    click.echo(
+        f"crawl {name} finished: {final['fetched']} fetched, {final['failed']} failed, "
+        f"{final['skipped_total']} skipped in {final['elapsed_s']:.1f} s",
+        err=True,
+    )

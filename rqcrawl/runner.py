@@ -1,0 +1,100 @@
+"""Running a crawl on this machine: local worker processes and a progress display that
+ends when the crawl is finished."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from typing import TextIO
+
+from redis import Redis
+
+from . import config, keys, stats
+from .frontier import Frontier
+
+WORKER_CLASS = "rq.worker.SimpleWorker"  # no fork per job: session and config stay warm
+
+
+class LocalWorkers:
+    """N `rq worker crawl` processes of this Python, in their own session so that Ctrl-C
+    reaches only us and we stop them in order (warm shutdown, then kill)."""
+
+    def __init__(self, redis_url: str, count: int):
+        self.procs = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "rq.cli",
+                    "worker",
+                    keys.QUEUE_NAME,
+                    "--url",
+                    redis_url,
+                    "--worker-class",
+                    WORKER_CLASS,
+                    "--with-scheduler",
+                    "--maintenance-interval",
+                    "30",
+                    "--quiet",
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )  # fmt: skip
+            for _ in range(count)
+        ]
+
+    def alive(self) -> int:
+        return sum(p.poll() is None for p in self.procs)
+
+    def stop(self, grace: float = 30) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        for p in self.procs:
+            try:
+                p.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+def progress_line(s: dict, width: int = 30) -> str:
+    done = s["fetched"] + s["failed"] + s["skipped_total"]
+    total = max(s["admitted"], 1)
+    filled = int(width * done / total)
+    bar = "#" * filled + "." * (width - filled)
+    return (
+        f"[{bar}] {done}/{s['admitted']} URLs  depth {s['level']}/{s['max_depth']}  "
+        f"{s['pages_per_s']:.1f} pages/s  {s['failed']} failed  {s['skipped_total']} skipped"
+    )
+
+
+def watch(conn: Redis, crawl: str, workers: LocalWorkers, out: TextIO = sys.stderr) -> dict:
+    """Show progress until the crawl is finished; returns the final status.
+
+    On a terminal the line is redrawn in place; otherwise a plain line every 5 seconds.
+    """
+    tty = out.isatty()
+    frontier = Frontier(conn, crawl, config.load(conn, crawl))
+    last_line = 0.0
+    while True:
+        frontier.reap()
+        s = stats.status(conn, crawl)
+        now = time.monotonic()
+        if tty:
+            out.write("\r" + progress_line(s) + "\x1b[K")
+            out.flush()
+        elif now - last_line >= 5 or s["state"] == "finished":
+            out.write(progress_line(s) + "\n")
+            last_line = now
+        if s["state"] == "finished":
+            if tty:
+                out.write("\n")
+            return s
+        if workers.alive() == 0:
+            raise RuntimeError("every worker process exited; see `rq worker` output")
+        time.sleep(0.5)

@@ -1,0 +1,249 @@
+"""URL canonicalization and scope: one spelling per page, and which pages belong to the crawl."""
+
+from __future__ import annotations
+
+import pytest
+
+from rqcrawl.urls import InvalidURL, canonicalize, host_of, in_scope
+
+BASE = "http://example.com/a/b/page.html"
+
+
+# --- canonical form of absolute URLs -------------------------------------------------------
+
+
+def test_scheme_and_host_are_lowercased_path_is_not():
+    assert canonicalize("HTTP://WWW.Example.COM/Some/Path") == "http://www.example.com/Some/Path"
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("http://example.com:80/x", "http://example.com/x"),
+        ("https://example.com:443/x", "https://example.com/x"),
+        ("HTTPS://EXAMPLE.com:443", "https://example.com/"),
+    ],
+)
+def test_default_port_is_dropped(url, expected):
+    assert canonicalize(url) == expected
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("http://example.com:8080/x", "http://example.com:8080/x"),
+        ("https://example.com:8443/x", "https://example.com:8443/x"),
+        # 443 is only the default for https, 80 only for http.
+        ("http://example.com:443/x", "http://example.com:443/x"),
+        ("https://example.com:80/x", "https://example.com:80/x"),
+    ],
+)
+def test_non_default_port_is_kept(url, expected):
+    assert canonicalize(url) == expected
+
+
+def test_fragment_is_dropped():
+    assert canonicalize("http://example.com/doc.html#section-2") == "http://example.com/doc.html"
+    assert canonicalize("http://example.com/doc.html?a=1#x") == "http://example.com/doc.html?a=1"
+
+
+def test_query_parameters_are_sorted():
+    assert canonicalize("http://example.com/s?q=x&b=2&a=1") == "http://example.com/s?a=1&b=2&q=x"
+
+
+def test_same_page_with_params_in_any_order_gives_one_url():
+    spellings = [
+        "http://example.com/list?page=2&sort=name&dir=asc",
+        "http://example.com/list?sort=name&dir=asc&page=2",
+        "HTTP://Example.com:80/list?dir=asc&page=2&sort=name#top",
+        "http://example.com/list?dir=asc&sort=name&page=2",
+    ]
+    canonical = {canonicalize(u) for u in spellings}
+    assert canonical == {"http://example.com/list?dir=asc&page=2&sort=name"}
+
+
+def test_different_query_values_stay_different():
+    assert canonicalize("http://example.com/p?id=1") != canonicalize("http://example.com/p?id=2")
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("http://example.com", "http://example.com/"),
+        ("https://example.com:8443", "https://example.com:8443/"),
+        ("http://example.com?x=1", "http://example.com/?x=1"),
+        ("http://example.com#frag", "http://example.com/"),
+    ],
+)
+def test_empty_path_gets_a_slash(url, expected):
+    assert canonicalize(url) == expected
+
+
+def test_canonicalize_is_idempotent():
+    for url in [
+        "HTTP://Example.COM:80/a/b?b=2&a=1#frag",
+        "https://example.com:8443",
+        "http://[2001:DB8::1]:8080/x?z=1&y=2",
+        "http://example.com/a b",
+    ]:
+        once = canonicalize(url)
+        assert canonicalize(once) == once
+
+
+def test_surrounding_whitespace_is_ignored():
+    assert canonicalize("  \n http://example.com/x \t") == "http://example.com/x"
+
+
+# --- IPv6 -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("http://[::1]/x", "http://[::1]/x"),
+        ("http://[::1]:8080/x", "http://[::1]:8080/x"),
+        ("http://[::1]:80/x", "http://[::1]/x"),
+        ("https://[2001:DB8::1]:443", "https://[2001:db8::1]/"),
+    ],
+)
+def test_ipv6_host_keeps_its_brackets(url, expected):
+    assert canonicalize(url) == expected
+
+
+def test_ipv6_host_of():
+    assert host_of(canonicalize("http://[::1]:8080/x")) == "[::1]:8080"
+
+
+# --- resolution against a base --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("href", "expected"),
+    [
+        ("other.html", "http://example.com/a/b/other.html"),
+        ("./other.html", "http://example.com/a/b/other.html"),
+        ("sub/x.html", "http://example.com/a/b/sub/x.html"),
+        ("/root.html", "http://example.com/root.html"),
+        ("../up.html", "http://example.com/a/up.html"),
+        ("../../top.html", "http://example.com/top.html"),
+        ("../../../../beyond.html", "http://example.com/beyond.html"),
+        ("?q=1", "http://example.com/a/b/page.html?q=1"),
+        ("#top", "http://example.com/a/b/page.html"),
+        ("//cdn.example.org/lib.js", "http://cdn.example.org/lib.js"),
+        ("https://Other.example:443/Z", "https://other.example/Z"),
+    ],
+)
+def test_resolution_against_base(href, expected):
+    assert canonicalize(href, BASE) == expected
+
+
+def test_protocol_relative_takes_the_scheme_of_the_base():
+    assert canonicalize("//cdn.example.org/x", "https://example.com/") == "https://cdn.example.org/x"
+    assert canonicalize("//cdn.example.org/x", "http://example.com/") == "http://cdn.example.org/x"
+
+
+def test_relative_url_without_base_is_invalid():
+    with pytest.raises(InvalidURL):
+        canonicalize("other.html")
+    with pytest.raises(InvalidURL):
+        canonicalize("/root.html")
+
+
+# --- invalid URLs ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "mailto:someone@example.com",
+        "javascript:void(0)",
+        "ftp://example.com/file.txt",
+        "tel:+15555550100",
+        "data:text/html,hello",
+        "example.com/no-scheme",
+    ],
+)
+def test_non_http_schemes_are_invalid(url):
+    with pytest.raises(InvalidURL) as info:
+        canonicalize(url)
+    message = str(info.value)
+    assert url in message
+    assert "scheme" in message
+
+
+@pytest.mark.parametrize("url", ["mailto:someone@example.com", "javascript:alert(1)"])
+def test_non_http_schemes_are_invalid_even_with_a_base(url):
+    with pytest.raises(InvalidURL, match="scheme"):
+        canonicalize(url, BASE)
+
+
+@pytest.mark.parametrize("url", ["http://", "http:///path", "https://:443/x"])
+def test_url_without_host_is_invalid(url):
+    with pytest.raises(InvalidURL) as info:
+        canonicalize(url)
+    message = str(info.value)
+    assert url in message
+    assert "no host" in message
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("http://example.com:99999/", "out of range"),
+        ("http://example.com:65536/", "out of range"),
+        ("http://example.com:abc/", "abc"),
+    ],
+)
+def test_bad_port_is_invalid(url, reason):
+    with pytest.raises(InvalidURL) as info:
+        canonicalize(url)
+    message = str(info.value)
+    assert url in message
+    assert "port" in message.lower()
+    assert reason in message
+
+
+def test_malformed_ipv6_is_invalid():
+    with pytest.raises(InvalidURL, match="IPv6"):
+        canonicalize("http://[::1/x")
+
+
+def test_invalid_url_is_a_value_error():
+    assert issubclass(InvalidURL, ValueError)
+
+
+# --- host_of / in_scope ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "host"),
+    [
+        ("http://example.com/x", "example.com"),
+        ("http://example.com:8080/x", "example.com:8080"),
+        ("https://sub.example.com/", "sub.example.com"),
+    ],
+)
+def test_host_of(url, host):
+    assert host_of(url) == host
+
+
+def test_host_of_canonical_url_drops_default_port():
+    assert host_of(canonicalize("http://Example.com:80/x")) == "example.com"
+
+
+def test_in_scope():
+    hosts = ["example.com", "127.0.0.1:8000"]
+    assert in_scope("http://example.com/a", hosts)
+    assert in_scope("https://example.com/b?c=d", hosts)
+    assert in_scope("http://127.0.0.1:8000/p", hosts)
+    # Subdomains, other ports and other hosts are out.
+    assert not in_scope("http://sub.example.com/a", hosts)
+    assert not in_scope("http://example.com:8080/a", hosts)
+    assert not in_scope("http://127.0.0.1/p", hosts)
+    assert not in_scope("http://127.0.0.1:8001/p", hosts)
+    assert not in_scope("http://example.org/a", hosts)
+    assert not in_scope("http://notexample.com/a", hosts)
+
+
+def test_in_scope_with_no_hosts_is_false():
+    assert not in_scope("http://example.com/", [])
