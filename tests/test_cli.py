@@ -1,0 +1,135 @@
+"""The commands a user types: clear one-line errors, the guard, redirects, the embedded crawl."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from http.server import BaseHTTPRequestHandler
+
+from helpers import BIN, Workers, read_jsonl, rqcrawl, wait_finished
+from servers import HTTPSite, env_with, free_port, reply
+from testsite import Site
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess, *words: str) -> None:
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    for word in words:
+        assert word in lines[0]
+
+
+def test_invalid_seed_url_is_a_one_line_error(redis_url):
+    for bad in ["mailto:someone@example.org", "http://", "ftp://example.org/", "http://h:99999/"]:
+        proc = rqcrawl(redis_url, "seed", bad, "--max-depth", "1", check=False)
+        assert_one_line_error(proc, "invalid URL")
+
+
+def test_unreachable_redis_is_a_one_line_error():
+    dead = f"redis://127.0.0.1:{free_port()}/0"
+    proc = rqcrawl(dead, "seed", "http://example.org/", "--max-depth", "1", check=False)
+    assert_one_line_error(proc, "cannot reach Redis", dead)
+    assert_one_line_error(rqcrawl(dead, "status", "x", check=False), "cannot reach Redis")
+
+
+def test_unknown_crawl_and_bad_name(redis_url):
+    assert_one_line_error(rqcrawl(redis_url, "status", "nope", check=False), "no crawl named")
+    proc = rqcrawl(redis_url, "seed", "http://example.org/", "--crawl", "a:b", check=False)
+    assert_one_line_error(proc, "invalid crawl name")
+
+
+def test_seed_derives_and_prints_a_name(redis_url):
+    proc = rqcrawl(redis_url, "seed", "http://example.org/", "--max-depth", "0")
+    name = proc.stdout.strip().splitlines()[-1]
+    assert name.startswith("example-org-")
+    assert rqcrawl(redis_url, "status", name, "--json").stdout.startswith("{")
+
+
+def test_guard_refuses_loopback_unless_allowed(redis_url, tmp_path):
+    site = Site(pages=5)
+    with HTTPSite(site.handle, max_requests=50, max_seconds=60) as http:
+        rqcrawl(redis_url, "seed", http.base + "/p0.html", "--max-depth", "2", "--crawl", "g")
+        with Workers(redis_url, 1):
+            s = wait_finished(redis_url, "g")
+    assert http.hits == {}  # refused before a single byte was sent
+    assert s["skipped"] == {"refused_address": 1}
+    out = tmp_path / "g.jsonl"
+    rqcrawl(redis_url, "export", "g", "-o", str(out))
+    [row] = read_jsonl(out)
+    assert row["outcome"] == "refused_address" and "loopback" in row["error"]
+
+
+def redirecting(routes: dict[str, tuple[int, str]]):
+    """A handler answering `path -> (status, location or body)`."""
+
+    def handle(req: BaseHTTPRequestHandler) -> None:
+        status, value = routes.get(req.path, (404, ""))
+        if 300 <= status < 400:
+            reply(req, status, b"", headers={"Location": value})
+        else:
+            reply(req, status, value.encode())
+
+    return handle
+
+
+def test_redirect_hops_are_checked_against_scope_and_loops(redis_url, tmp_path):
+    with HTTPSite(redirecting({}), host="127.0.0.2", max_requests=20, max_seconds=60) as other:
+        routes = {
+            "/": (200, '<a href="/away">a</a><a href="/loop1">l</a><a href="/ok">o</a>'),
+            "/away": (302, other.base + "/"),
+            "/loop1": (301, "/loop2"),
+            "/loop2": (301, "/loop1"),
+            "/ok": (302, "/final"),
+            "/final": (200, "<title>Final</title>"),
+        }
+        with HTTPSite(redirecting(routes), max_requests=50, max_seconds=60) as http:
+            rqcrawl(redis_url, "seed", http.base + "/", "--max-depth", "1", "--crawl", "r",
+                    "--allow-private")
+            with Workers(redis_url, 1):
+                wait_finished(redis_url, "r")
+        assert other.hits == {}  # the out-of-scope hop was never requested
+    out = tmp_path / "r.jsonl"
+    rqcrawl(redis_url, "export", "r", "-o", str(out))
+    rows = {r["url"].rsplit("/", 1)[1]: r for r in read_jsonl(out)}
+    assert rows["away"]["outcome"] == "out_of_scope"
+    assert rows["loop1"]["outcome"] == "failed" and "loop" in rows["loop1"]["error"]
+    assert rows["ok"]["final_url"].endswith("/final") and rows["ok"]["title"] == "Final"
+    assert http.hits["/loop1"] == 1 and http.hits["/loop2"] == 1
+
+
+def run_crawl(base: str, data_dir, out) -> subprocess.Popen:
+    env = env_with("")
+    env.pop("RQ_REDIS_URL")
+    return subprocess.Popen(
+        [str(BIN / "rqcrawl"), "crawl", base + "/p0.html", "--max-depth", "3", "-o", str(out),
+         "--data-dir", str(data_dir), "--allow-private", "--workers", "2"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+def test_embedded_crawl_resumes_after_ctrl_c_without_refetching(tmp_path):
+    site = Site(pages=60, slow={i: 0.15 for i in range(60)})
+    expected = site.expected(3)
+    out = tmp_path / "pages.jsonl"
+    with HTTPSite(site.handle, max_requests=300, max_seconds=240) as http:
+        first = run_crawl(http.base, tmp_path / "data", out)
+        deadline = time.monotonic() + 60
+        while sum(http.hits.values()) < 8 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        first.send_signal(signal.SIGINT)
+        _, err = first.communicate(timeout=60)
+        assert first.returncode != 0
+        assert "run the same command again" in err and "Traceback" not in err
+        assert not out.exists()
+        fetched_before = sum(http.hits.values())
+        assert 0 < fetched_before < len(expected)
+
+        second = run_crawl(http.base, tmp_path / "data", out)
+        _, err = second.communicate(timeout=180)
+        assert second.returncode == 0, err
+        assert "finished" in err
+    assert all(n == 1 for n in http.hits.values()), http.hits
+    rows = read_jsonl(out)
+    assert len(rows) == len(expected) == len(http.hits)
