@@ -103,10 +103,10 @@ def checked_name(name: str | None) -> str | None:
 
 
 def scoped(cfg: CrawlConfig, seeds: list[str]) -> CrawlConfig:
-    """Without explicit scope_hosts, a crawl stays on its seeds' hosts."""
-    if cfg.scope_hosts:
-        return cfg
-    return CrawlConfig.from_dict({"scope_hosts": sorted({host_of(s) for s in seeds})}, cfg)
+    """Without explicit scope_hosts, a crawl stays on its seeds' hosts. Hosts are compared
+    with canonical URLs, so they are lowercased here."""
+    hosts = [h.lower() for h in cfg.scope_hosts] or sorted({host_of(s) for s in seeds})
+    return CrawlConfig.from_dict({"scope_hosts": hosts}, cfg)
 
 
 def canonical_seeds(urls: tuple[str, ...]) -> list[str]:

@@ -30,14 +30,14 @@ class CrawlConfig:
     user_agent: str = "rqcrawl/0.1 (+https://pypi.org/project/rqcrawl/)"
     connect_timeout: float = 5.0
     read_timeout: float = 15.0
-    download_timeout: float = 60.0
+    download_timeout: float = 45.0
     max_body_bytes: int = 5_000_000
     max_redirects: int = 10
     max_url_length: int = 2048
     bloom_capacity: int = 10_000_000
     bloom_error_rate: float = 0.001
     window: int = 1000
-    job_timeout: int = 180
+    job_timeout: int = 60
     failure_ttl: int = 7 * 24 * 3600
     retries: int = 2
     retry_base: float = 2.0

@@ -97,10 +97,11 @@ return out
 )
 
 # Compare-and-set of one inflight entry, so the reaper never requeues a URL that ended or
-# was requeued meanwhile. KEYS: inflight. ARGV: url, expected entry, new entry.
+# was requeued meanwhile. KEYS: inflight, counters. ARGV: url, expected entry, new entry.
 _LUA_CAS = """
 if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then
   redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+  redis.call('HINCRBY', KEYS[2], 'recovered', 1)
   return 1
 end
 return 0
@@ -270,7 +271,7 @@ class Frontier:
                 self._give_up(url, raw, entry)
                 continue
             nxt = InFlight(entry.depth, time.time(), entry.attempt + 1)
-            if self._cas(keys=[self.inflight], args=[url, raw, nxt.encode()]):
+            if self._cas(keys=[self.inflight, self.counters], args=[url, raw, nxt.encode()]):
                 self._enqueue([(url, nxt)])
         return brought
 

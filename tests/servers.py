@@ -60,12 +60,18 @@ class RedisServer:
         self.directory.mkdir(parents=True, exist_ok=True)
         args = [
             redis_server_binary(),
-            "--port", str(self.port),
-            "--bind", "127.0.0.1",
-            "--save", "",
-            "--appendonly", "yes" if self.appendonly else "no",
-            "--dir", str(self.directory),
-            "--maxmemory-policy", "noeviction",
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "yes" if self.appendonly else "no",
+            "--dir",
+            str(self.directory),
+            "--maxmemory-policy",
+            "noeviction",
         ]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
         conn = redis.Redis.from_url(self.url)
@@ -76,7 +82,7 @@ class RedisServer:
                 return self
             except redis.ConnectionError:
                 if time.monotonic() > deadline or self.proc.poll() is not None:
-                    raise RuntimeError(f"redis-server did not start on port {self.port}")
+                    raise RuntimeError(f"redis-server did not start on port {self.port}") from None
                 time.sleep(0.05)
 
     def stop(self) -> None:
@@ -156,8 +162,13 @@ class HTTPSite:
         self.server.server_close()
 
 
-def reply(req: BaseHTTPRequestHandler, status: int, body: bytes, ctype: str = "text/html",
-          headers: dict[str, str] | None = None) -> None:
+def reply(
+    req: BaseHTTPRequestHandler,
+    status: int,
+    body: bytes,
+    ctype: str = "text/html",
+    headers: dict[str, str] | None = None,
+) -> None:
     req.send_response(status)
     req.send_header("Content-Type", ctype)
     req.send_header("Content-Length", str(len(body)))

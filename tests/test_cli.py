@@ -85,8 +85,16 @@ def test_redirect_hops_are_checked_against_scope_and_loops(redis_url, tmp_path):
             "/final": (200, "<title>Final</title>"),
         }
         with HTTPSite(redirecting(routes), max_requests=50, max_seconds=60) as http:
-            rqcrawl(redis_url, "seed", http.base + "/", "--max-depth", "1", "--crawl", "r",
-                    "--allow-private")
+            rqcrawl(
+                redis_url,
+                "seed",
+                http.base + "/",
+                "--max-depth",
+                "1",
+                "--crawl",
+                "r",
+                "--allow-private",
+            )
             with Workers(redis_url, 1):
                 wait_finished(redis_url, "r")
         assert other.hits == {}  # the out-of-scope hop was never requested

@@ -24,8 +24,16 @@ def test_two_workers_fetch_exactly_the_pages_within_depth(redis_url, conn, tmp_p
     site = Site(pages=60, slow={1: 0.4, 4: 0.2})
     max_depth = 3
     with HTTPSite(site.handle, max_requests=500, max_seconds=180) as http:
-        seeded = rqcrawl(redis_url, "seed", http.base + "/p0.html", "--max-depth",
-                         str(max_depth), "--crawl", "e2e", "--allow-private")
+        seeded = rqcrawl(
+            redis_url,
+            "seed",
+            http.base + "/p0.html",
+            "--max-depth",
+            str(max_depth),
+            "--crawl",
+            "e2e",
+            "--allow-private",
+        )
         assert "e2e" in seeded.stdout
         with Workers(redis_url, 2, log_dir=tmp_path) as workers:
             final = wait_finished(redis_url, "e2e")

@@ -79,6 +79,20 @@ def test_empty_path_gets_a_slash(url, expected):
     assert canonicalize(url) == expected
 
 
+def test_percent_encoding_is_normalized():
+    assert canonicalize("http://example.com/%7Efoo") == canonicalize("http://example.com/~foo")
+    assert canonicalize("http://example.com/a%2fb") == "http://example.com/a%2Fb"
+    assert canonicalize("http://example.com/a b") == "http://example.com/a%20b"
+
+
+def test_dot_segments_are_resolved():
+    assert canonicalize("http://example.com/a/./b/../c") == "http://example.com/a/c"
+
+
+def test_trailing_dot_of_host_is_dropped():
+    assert canonicalize("http://Example.com.:8080") == "http://example.com:8080/"
+
+
 def test_canonicalize_is_idempotent():
     for url in [
         "HTTP://Example.COM:80/a/b?b=2&a=1#frag",
@@ -138,7 +152,9 @@ def test_resolution_against_base(href, expected):
 
 
 def test_protocol_relative_takes_the_scheme_of_the_base():
-    assert canonicalize("//cdn.example.org/x", "https://example.com/") == "https://cdn.example.org/x"
+    assert (
+        canonicalize("//cdn.example.org/x", "https://example.com/") == "https://cdn.example.org/x"
+    )
     assert canonicalize("//cdn.example.org/x", "http://example.com/") == "http://cdn.example.org/x"
 
 

@@ -74,8 +74,12 @@ class Site:
 
     def render(self, i: int, origin: str) -> bytes:
         hrefs = [self.href(i, t, (i + n) % 6, origin) for n, t in enumerate(self.links[i])]
-        hrefs += ["mailto:someone@example.org", "javascript:void(0)", "tel:+123456",
-                  "http://external.invalid/page"]
+        hrefs += [
+            "mailto:someone@example.org",
+            "javascript:void(0)",
+            "tel:+123456",
+            "http://external.invalid/page",
+        ]
         if i in self.missing:
             hrefs.append(self.missing[i])
         links = "\n".join(f'<li><a href="{h}">link {n}</a></li>' for n, h in enumerate(hrefs))

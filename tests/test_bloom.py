@@ -1,0 +1,332 @@
+"""The shared Bloom filter, on the private Redis of the test session."""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import queue
+
+import pytest
+import redis
+from redis.crc import key_slot
+
+from rqcrawl.bloom import BloomFilter, optimal_size
+
+
+def urls(prefix: str, n: int) -> list[str]:
+    return [f"http://{prefix}.example/page/{i}?q={i * 7}" for i in range(n)]
+
+
+def add_in_batches(bloom: BloomFilter, items: list[str], batch: int = 2000) -> list[bool]:
+    out: list[bool] = []
+    for i in range(0, len(items), batch):
+        out += bloom.add_many(items[i : i + batch])
+    return out
+
+
+def contains_in_batches(bloom: BloomFilter, items: list[str], batch: int = 2000) -> list[bool]:
+    out: list[bool] = []
+    for i in range(0, len(items), batch):
+        out += bloom.contains_many(items[i : i + batch])
+    return out
+
+
+def shard_bytes(conn: redis.Redis, bloom: BloomFilter) -> int:
+    return sum(conn.strlen(key) for key in bloom.keys)
+
+
+# --- optimal_size ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("capacity", "error_rate"),
+    [(1, 0.5), (100, 0.1), (1000, 0.01), (20_000, 0.01), (1_000_000, 0.001), (10**7, 1e-6)],
+)
+def test_optimal_size_matches_the_formula(capacity, error_rate):
+    bits, hashes = optimal_size(capacity, error_rate)
+    m = -capacity * math.log(error_rate) / math.log(2) ** 2
+    assert m <= bits < m + 1
+    assert hashes == max(1, round(bits / capacity * math.log(2)))
+
+
+@pytest.mark.parametrize(
+    ("capacity", "error_rate", "expected"),
+    [
+        (1000, 0.01, (9586, 7)),
+        (20_000, 0.01, (191_702, 7)),
+        (1_000_000, 0.001, (14_377_588, 10)),
+    ],
+)
+def test_optimal_size_known_values(capacity, error_rate, expected):
+    assert optimal_size(capacity, error_rate) == expected
+
+
+@pytest.mark.parametrize(
+    ("capacity", "error_rate"), [(0, 0.01), (-5, 0.01), (10, 0), (10, 1), (10, -0.1), (10, 1.5)]
+)
+def test_optimal_size_rejects_bad_parameters(capacity, error_rate):
+    with pytest.raises(ValueError):
+        optimal_size(capacity, error_rate)
+
+
+# --- add_many / contains_many ---------------------------------------------------------------
+
+
+def test_add_many_reports_only_new_urls(conn):
+    bloom = BloomFilter(conn, "t:bloom", capacity=10_000, error_rate=0.001)
+    assert bloom.add_many(["http://a/1", "http://a/2"]) == [True, True]
+    assert bloom.add_many(["http://a/2", "http://a/3", "http://a/1"]) == [False, True, False]
+    assert bloom.add_many(["http://a/1", "http://a/2", "http://a/3"]) == [False, False, False]
+
+
+def test_duplicate_within_one_batch_is_new_only_the_first_time(conn):
+    bloom = BloomFilter(conn, "t:bloom", capacity=10_000, error_rate=0.001)
+    got = bloom.add_many(["http://a/x", "http://a/y", "http://a/x", "http://a/z", "http://a/y"])
+    assert got == [True, True, False, True, False]
+
+
+def test_empty_batches(conn):
+    bloom = BloomFilter(conn, "t:bloom", capacity=1000, error_rate=0.01)
+    assert bloom.add_many([]) == []
+    assert bloom.contains_many([]) == []
+
+
+def test_contains_many(conn):
+    bloom = BloomFilter(conn, "t:bloom", capacity=10_000, error_rate=0.001)
+    assert bloom.contains_many(["http://a/1", "http://a/2"]) == [False, False]
+    bloom.add_many(["http://a/1", "http://a/3"])
+    got = bloom.contains_many(["http://a/1", "http://a/2", "http://a/3", "http://a/4"])
+    assert got == [True, False, True, False]
+
+
+def test_contains_many_does_not_add(conn):
+    bloom = BloomFilter(conn, "t:bloom", capacity=10_000, error_rate=0.001)
+    bloom.add_many(["http://a/0"])
+    before = [conn.get(key) for key in bloom.keys]
+    assert bloom.contains_many(["http://a/1", "http://a/2"]) == [False, False]
+    assert [conn.get(key) for key in bloom.keys] == before
+    assert bloom.add_many(["http://a/1", "http://a/2"]) == [True, True]
+
+
+def test_filter_state_is_shared_by_name_and_separate_between_names(conn, redis_url):
+    first = BloomFilter(conn, "crawl1:bloom", capacity=10_000, error_rate=0.001)
+    first.add_many(["http://a/1"])
+    other_conn = redis.Redis.from_url(redis_url)
+    try:
+        same = BloomFilter(other_conn, "crawl1:bloom", capacity=10_000, error_rate=0.001)
+        other = BloomFilter(other_conn, "crawl2:bloom", capacity=10_000, error_rate=0.001)
+        assert same.contains_many(["http://a/1"]) == [True]
+        assert same.add_many(["http://a/1"]) == [False]
+        assert other.contains_many(["http://a/1"]) == [False]
+        assert other.add_many(["http://a/1"]) == [True]
+    finally:
+        other_conn.close()
+
+
+# --- size and accuracy at capacity ----------------------------------------------------------
+
+CAPACITY, ERROR_RATE = 20_000, 0.01
+
+
+@pytest.fixture
+def full_filter(conn):
+    """A filter filled to capacity, the URLs added, and 20000 other URLs to probe it with."""
+    bloom = BloomFilter(conn, "full:bloom", capacity=CAPACITY, error_rate=ERROR_RATE)
+    added = urls("added", CAPACITY)
+    probes = urls("probe", CAPACITY)
+    new = add_in_batches(bloom, added)
+    return bloom, added, probes, new
+
+
+def test_nearly_every_url_is_new_while_filling(full_filter):
+    _, _, _, new = full_filter
+    # Distinct URLs: only false positives while filling may say "seen" (far below 1% overall).
+    assert sum(new) >= CAPACITY * (1 - ERROR_RATE)
+
+
+def test_no_false_negatives(full_filter):
+    bloom, added, _, _ = full_filter
+    assert all(contains_in_batches(bloom, added))
+    assert not any(add_in_batches(bloom, added))
+
+
+def test_memory_is_within_10_percent_of_optimum(conn, full_filter):
+    bloom, _, _, _ = full_filter
+    optimum_bytes = -CAPACITY * math.log(ERROR_RATE) / math.log(2) ** 2 / 8
+    used = shard_bytes(conn, bloom)
+    assert used == pytest.approx(optimum_bytes, rel=0.10)
+    assert used <= math.ceil(bloom.bits / 8) * 1.10
+
+
+def test_false_positive_rate_at_capacity(full_filter):
+    bloom, _, probes, _ = full_filter
+    measured = sum(contains_in_batches(bloom, probes)) / len(probes)
+    assert measured <= ERROR_RATE * 1.3
+    # A filter that answers "no" to everything would pass the line above: it must be a real
+    # Bloom filter at capacity, whose false positives are close to the target, not absent.
+    assert measured >= ERROR_RATE / 2
+
+
+def test_stats_fields(conn, full_filter):
+    bloom, _, _, _ = full_filter
+    stats = bloom.stats()
+    bits, hashes = optimal_size(CAPACITY, ERROR_RATE)
+    assert stats["capacity"] == CAPACITY
+    assert stats["error_rate"] == ERROR_RATE
+    assert stats["bits"] == bits
+    assert stats["hashes"] == hashes
+    set_bits = sum(conn.bitcount(key) for key in bloom.keys)
+    assert stats["fill_ratio"] == pytest.approx(set_bits / bits)
+    # At capacity about half the bits are set: 1 - exp(-k n / m).
+    assert stats["fill_ratio"] == pytest.approx(1 - math.exp(-hashes * CAPACITY / bits), rel=0.02)
+    assert stats["estimated_false_positive_rate"] == pytest.approx(stats["fill_ratio"] ** hashes)
+
+
+def test_estimated_false_positive_rate_is_close_to_measured(full_filter):
+    bloom, _, probes, _ = full_filter
+    measured = sum(contains_in_batches(bloom, probes)) / len(probes)
+    estimated = bloom.stats()["estimated_false_positive_rate"]
+    assert estimated == pytest.approx(measured, rel=0.25)
+    assert estimated == pytest.approx(ERROR_RATE, rel=0.25)
+
+
+def test_stats_of_an_empty_filter(conn):
+    bloom = BloomFilter(conn, "empty:bloom", capacity=1000, error_rate=0.01)
+    stats = bloom.stats()
+    assert stats["fill_ratio"] == 0
+    assert stats["estimated_false_positive_rate"] == 0
+    assert (stats["bits"], stats["hashes"]) == optimal_size(1000, 0.01)
+    assert stats["bits_set"] == 0
+
+
+def test_stats_fill_grows_with_additions(conn):
+    bloom = BloomFilter(conn, "grow:bloom", capacity=1000, error_rate=0.01)
+    bloom.add_many(urls("a", 100))
+    low = bloom.stats()
+    bloom.add_many(urls("b", 900))
+    high = bloom.stats()
+    assert 0 < low["fill_ratio"] < high["fill_ratio"] < 1
+    assert low["estimated_false_positive_rate"] < high["estimated_false_positive_rate"]
+    assert low["bits_set"] <= 100 * bloom.hashes
+
+
+# --- sharding -------------------------------------------------------------------------------
+
+
+def test_small_shard_limit_gives_several_keys_with_one_hash_tag(conn):
+    bloom = BloomFilter(conn, "crawl:bloom", capacity=1000, error_rate=0.01, shard_limit=1000)
+    bits, _ = optimal_size(1000, 0.01)
+    assert len(bloom.keys) == math.ceil(bits / 1000) > 1
+    assert len(set(bloom.keys)) == len(bloom.keys)
+    for key in bloom.keys:
+        assert key.startswith("{crawl:bloom}")
+    assert len({key_slot(key.encode()) for key in bloom.keys}) == 1
+    assert key_slot(bloom.keys[0].encode()) == key_slot(b"crawl:bloom")
+
+
+def test_existing_hash_tag_in_name_is_kept(conn):
+    bloom = BloomFilter(
+        conn, "rqcrawl:{c1}:bloom", capacity=1000, error_rate=0.01, shard_limit=1000
+    )
+    assert len(bloom.keys) > 1
+    for key in bloom.keys:
+        assert key.startswith("rqcrawl:{c1}:bloom")
+        assert key.count("{") == 1 and key.count("}") == 1
+    assert {key_slot(key.encode()) for key in bloom.keys} == {key_slot(b"c1")}
+
+
+def test_sharded_filter_works_and_fills_every_shard(conn):
+    capacity = 1000
+    bloom = BloomFilter(conn, "crawl:bloom", capacity=capacity, error_rate=0.01, shard_limit=1000)
+    added = urls("added", capacity)
+    new = bloom.add_many(added)
+    assert sum(new) >= capacity * 0.99
+    assert bloom.add_many(added[:10] * 2) == [False] * 20
+    assert all(bloom.contains_many(added))
+    # Every shard is used, none is larger than the shard limit, and in all they use no more
+    # memory than one unsharded string would.
+    lengths = [conn.strlen(key) for key in bloom.keys]
+    assert all(0 < n <= math.ceil(1000 / 8) for n in lengths), lengths
+    assert sum(lengths) == pytest.approx(bloom.bits / 8, rel=0.10)
+    stats = bloom.stats()
+    assert stats["shards"] == len(bloom.keys)
+    assert stats["bits_set"] == sum(conn.bitcount(key) for key in bloom.keys)
+    probes = urls("probe", 5000)
+    measured = sum(bloom.contains_many(probes)) / len(probes)
+    assert measured <= 0.01 * 1.3
+
+
+def test_sharded_and_unsharded_filters_give_the_same_answers(conn):
+    sharded = BloomFilter(conn, "s:bloom", capacity=1000, error_rate=0.01, shard_limit=1000)
+    single = BloomFilter(conn, "u:bloom", capacity=1000, error_rate=0.01)
+    assert len(single.keys) == 1 and len(sharded.keys) > 1
+    added = urls("added", 1000) + urls("added", 50)  # with duplicates
+    assert sharded.add_many(added) == single.add_many(added)
+    probes = urls("probe", 3000)
+    assert sharded.contains_many(probes) == single.contains_many(probes)
+    assert sharded.stats()["bits_set"] == single.stats()["bits_set"]
+
+
+# --- two concurrent writers -----------------------------------------------------------------
+
+SHARED = [f"http://shared.example/item/{i}" for i in range(5000)]
+BATCH = 50
+
+
+def _writer(url: str, name: str, shard_limit: int, barrier, results, tag: str) -> None:
+    """Add SHARED batch by batch, in step with the other writer: both send batch i at once.
+
+    The second writer sends each batch reversed, so the two also race inside a batch.
+    """
+    conn = redis.Redis.from_url(url)
+    try:
+        bloom = BloomFilter(conn, name, capacity=200_000, error_rate=1e-6, shard_limit=shard_limit)
+        new: dict[str, bool] = {}
+        for i in range(0, len(SHARED), BATCH):
+            batch = SHARED[i : i + BATCH]
+            if tag == "w2":
+                batch = batch[::-1]
+            barrier.wait(timeout=20)
+            new.update(zip(batch, bloom.add_many(batch), strict=True))
+        results.put((tag, [new[u] for u in SHARED]))
+    finally:
+        conn.close()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("shard_limit", [2**32, 500_000], ids=["one-key", "sharded"])
+def test_two_concurrent_writers_see_each_url_new_exactly_once(conn, redis_url, shard_limit):
+    name = "race:bloom"
+    ctx = multiprocessing.get_context("fork")
+    barrier = ctx.Barrier(2)
+    results = ctx.Queue()
+    procs = [
+        ctx.Process(target=_writer, args=(redis_url, name, shard_limit, barrier, results, tag))
+        for tag in ("w1", "w2")
+    ]
+    for p in procs:
+        p.start()
+    try:
+        got = {}
+        for _ in procs:
+            try:
+                tag, new = results.get(timeout=30)
+            except queue.Empty:
+                pytest.fail(f"a writer did not report: exit codes {[p.exitcode for p in procs]}")
+            got[tag] = new
+    finally:
+        for p in procs:
+            p.join(10)
+            if p.is_alive():
+                p.kill()
+                p.join()
+    assert [p.exitcode for p in procs] == [0, 0]
+    assert len(got["w1"]) == len(got["w2"]) == len(SHARED)
+    times_new = [a + b for a, b in zip(got["w1"], got["w2"], strict=True)]
+    twice = [u for u, n in zip(SHARED, times_new, strict=True) if n == 2]
+    never = [u for u, n in zip(SHARED, times_new, strict=True) if n == 0]
+    assert not twice, f"{len(twice)} URLs reported new by both writers, e.g. {twice[:3]}"
+    assert not never, f"{len(never)} URLs reported new by neither writer, e.g. {never[:3]}"
+    bloom = BloomFilter(conn, name, capacity=200_000, error_rate=1e-6, shard_limit=shard_limit)
+    assert len(bloom.keys) == (1 if shard_limit == 2**32 else math.ceil(bloom.bits / shard_limit))
+    assert all(bloom.contains_many(SHARED))

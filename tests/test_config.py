@@ -1,0 +1,206 @@
+"""Crawl settings: validation of dicts and TOML files."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+from rqcrawl.config import ConfigError, CrawlConfig
+
+# --- from_dict ------------------------------------------------------------------------------
+
+
+def test_empty_dict_gives_the_defaults():
+    assert CrawlConfig.from_dict({}) == CrawlConfig()
+
+
+def test_known_keys_override_defaults():
+    config = CrawlConfig.from_dict(
+        {
+            "max_depth": 5,
+            "scope_hosts": ["example.com"],
+            "allow_private": True,
+            "user_agent": "test-agent",
+            "read_timeout": 2.5,
+        }
+    )
+    assert config.max_depth == 5
+    assert config.scope_hosts == ["example.com"]
+    assert config.allow_private is True
+    assert config.user_agent == "test-agent"
+    assert config.read_timeout == 2.5
+    # Untouched settings keep their defaults.
+    assert config.window == CrawlConfig().window
+    assert config.connect_timeout == CrawlConfig().connect_timeout
+
+
+def test_from_dict_overlays_on_a_base():
+    base = CrawlConfig.from_dict({"max_depth": 7, "retries": 5})
+    config = CrawlConfig.from_dict({"retries": 1}, base)
+    assert config.max_depth == 7
+    assert config.retries == 1
+    assert base.retries == 5
+
+
+@pytest.mark.parametrize("key", ["max_dept", "MaxDepth", "bloom_size", ""])
+def test_unknown_key_is_rejected_naming_the_key(key):
+    with pytest.raises(ConfigError) as info:
+        CrawlConfig.from_dict({"max_depth": 3, key: 1})
+    assert repr(key) in str(info.value)
+    assert "unknown" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("max_depth", "3"),
+        ("max_depth", 3.0),
+        ("max_depth", True),
+        ("max_depth", None),
+        ("allow_private", 1),
+        ("allow_private", "yes"),
+        ("user_agent", 42),
+        ("connect_timeout", "5"),
+        ("connect_timeout", True),
+        ("bloom_error_rate", "0.01"),
+        ("window", [1000]),
+        ("scope_hosts", "example.com"),
+        ("scope_hosts", ["example.com", 8080]),
+        ("scope_hosts", {"example.com": True}),
+    ],
+)
+def test_wrong_type_is_rejected_naming_the_key(key, value):
+    with pytest.raises(ConfigError) as info:
+        CrawlConfig.from_dict({key: value})
+    assert repr(key) in str(info.value)
+
+
+def test_wrong_type_message_names_the_types():
+    with pytest.raises(ConfigError) as info:
+        CrawlConfig.from_dict({"max_depth": "3"})
+    message = str(info.value)
+    assert "'max_depth'" in message
+    assert "int" in message
+    assert "str" in message
+
+
+def test_config_error_is_a_value_error():
+    assert issubclass(ConfigError, ValueError)
+
+
+@pytest.mark.parametrize(
+    "key", ["connect_timeout", "read_timeout", "download_timeout", "bloom_error_rate", "retry_base"]
+)
+def test_int_is_accepted_for_float(key):
+    config = CrawlConfig.from_dict({key: 3})
+    value = getattr(config, key)
+    assert value == 3.0
+    assert type(value) is float
+
+
+def test_every_float_setting_accepts_an_int():
+    floats = [f.name for f in fields(CrawlConfig) if type(getattr(CrawlConfig(), f.name)) is float]
+    assert floats  # the defaults do have float settings
+    config = CrawlConfig.from_dict({name: 1 for name in floats})
+    assert all(type(getattr(config, name)) is float for name in floats)
+
+
+def test_empty_scope_hosts_is_accepted():
+    assert CrawlConfig.from_dict({"scope_hosts": []}).scope_hosts == []
+
+
+def test_config_round_trips_through_json():
+    config = CrawlConfig.from_dict(
+        {"max_depth": 4, "scope_hosts": ["a.example", "b.example"], "retry_base": 1.5}
+    )
+    assert CrawlConfig.from_dict(json.loads(config.to_json())) == config
+
+
+# --- from_toml ------------------------------------------------------------------------------
+
+
+def test_from_toml_reads_a_crawl_table(tmp_path):
+    path = tmp_path / "crawl.toml"
+    path.write_text(
+        "[crawl]\n"
+        "max_depth = 4\n"
+        'scope_hosts = ["example.com", "127.0.0.1:8000"]\n'
+        "read_timeout = 30\n"
+        "bloom_error_rate = 0.0001\n"
+        "allow_private = true\n"
+    )
+    config = CrawlConfig.from_toml(path)
+    assert config == CrawlConfig.from_dict(
+        {
+            "max_depth": 4,
+            "scope_hosts": ["example.com", "127.0.0.1:8000"],
+            "read_timeout": 30.0,
+            "bloom_error_rate": 0.0001,
+            "allow_private": True,
+        }
+    )
+    assert type(config.read_timeout) is float
+
+
+def test_from_toml_reads_top_level_settings(tmp_path):
+    path = tmp_path / "crawl.toml"
+    path.write_text('max_depth = 1\nuser_agent = "bot/1.0"\n')
+    config = CrawlConfig.from_toml(str(path))
+    assert config.max_depth == 1
+    assert config.user_agent == "bot/1.0"
+
+
+def test_from_toml_overlays_on_a_base(tmp_path):
+    path = tmp_path / "crawl.toml"
+    path.write_text("[crawl]\nretries = 0\n")
+    base = CrawlConfig.from_dict({"max_depth": 9})
+    config = CrawlConfig.from_toml(path, base)
+    assert (config.max_depth, config.retries) == (9, 0)
+
+
+def test_from_toml_rejects_unknown_key(tmp_path):
+    path = tmp_path / "crawl.toml"
+    path.write_text("[crawl]\nmax_depht = 3\n")
+    with pytest.raises(ConfigError, match="'max_depht'"):
+        CrawlConfig.from_toml(path)
+
+
+def test_from_toml_rejects_wrong_type(tmp_path):
+    path = tmp_path / "crawl.toml"
+    path.write_text('[crawl]\nwindow = "100"\n')
+    with pytest.raises(ConfigError, match="'window'"):
+        CrawlConfig.from_toml(path)
+
+
+def test_from_toml_missing_file(tmp_path):
+    path = tmp_path / "nope.toml"
+    with pytest.raises(ConfigError) as info:
+        CrawlConfig.from_toml(path)
+    assert str(path) in str(info.value)
+
+
+def test_from_toml_invalid_toml(tmp_path):
+    path = tmp_path / "bad.toml"
+    path.write_text("[crawl\nmax_depth = = 3\n")
+    with pytest.raises(ConfigError) as info:
+        CrawlConfig.from_toml(path)
+    assert str(path) in str(info.value)
+
+
+# --- conf/default.toml ----------------------------------------------------------------------
+
+DEFAULT_TOML = Path(__file__).resolve().parent.parent / "conf" / "default.toml"
+
+
+def test_default_toml_equals_the_built_in_defaults():
+    assert CrawlConfig.from_toml(DEFAULT_TOML) == CrawlConfig()
+
+
+def test_default_toml_documents_every_setting():
+    with open(DEFAULT_TOML, "rb") as fh:
+        data = tomllib.load(fh)
+    assert set(data["crawl"]) == {f.name for f in fields(CrawlConfig)}
