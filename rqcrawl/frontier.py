@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from redis import Redis
 from rq import Queue
@@ -187,7 +188,9 @@ class Frontier:
         job = self.queue.create_job(
             JOB_FUNC, status=JobStatus.SCHEDULED, **self._job_kwargs(url, nxt)
         )
-        when = datetime.now(UTC) + timedelta(seconds=max(0.0, delay))
+        # RQ's scheduler keeps whole seconds and may run a job up to 1 s early: round up so
+        # that a Retry-After is never cut short.
+        when = datetime.fromtimestamp(math.ceil(time.time() + max(0.0, delay)), UTC)
         with self.redis.pipeline() as pipe:
             pipe.hset(self.inflight, url, nxt.encode())
             pipe.hincrby(self.counters, "retries", 1)

@@ -27,6 +27,14 @@ def rqcrawl(redis_url: str, *args: str, check: bool = True) -> subprocess.Comple
     return proc
 
 
+def seed_local(redis_url: str, url: str, crawl: str, max_depth: int, *extra: str):
+    """`rqcrawl seed` of a crawl on loopback servers (so with --allow-private)."""
+    return rqcrawl(
+        redis_url, "seed", url, "--max-depth", str(max_depth), "--crawl", crawl,
+        "--allow-private", *extra,
+    )  # fmt: skip
+
+
 def status(redis_url: str, crawl: str) -> dict:
     return json.loads(rqcrawl(redis_url, "status", crawl, "--json").stdout)
 

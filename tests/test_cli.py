@@ -7,7 +7,7 @@ import subprocess
 import time
 from http.server import BaseHTTPRequestHandler
 
-from helpers import BIN, Workers, read_jsonl, rqcrawl, wait_finished
+from helpers import BIN, Workers, read_jsonl, rqcrawl, seed_local, wait_finished
 from servers import HTTPSite, env_with, free_port, reply
 from testsite import Site
 
@@ -85,16 +85,7 @@ def test_redirect_hops_are_checked_against_scope_and_loops(redis_url, tmp_path):
             "/final": (200, "<title>Final</title>"),
         }
         with HTTPSite(redirecting(routes), max_requests=50, max_seconds=60) as http:
-            rqcrawl(
-                redis_url,
-                "seed",
-                http.base + "/",
-                "--max-depth",
-                "1",
-                "--crawl",
-                "r",
-                "--allow-private",
-            )
+            seed_local(redis_url, http.base + "/", "r", 1)
             with Workers(redis_url, 1):
                 wait_finished(redis_url, "r")
         assert other.hits == {}  # the out-of-scope hop was never requested

@@ -7,7 +7,7 @@ import signal
 import time
 from urllib.parse import urlsplit
 
-from helpers import Workers, read_jsonl, rqcrawl, wait_finished
+from helpers import Workers, read_jsonl, rqcrawl, seed_local, wait_finished
 from rq import Worker
 from servers import HTTPSite
 from testsite import Site
@@ -26,18 +26,7 @@ def test_sigkill_of_a_worker_mid_crawl_leaves_an_exact_result(redis_url, conn, t
     conf = tmp_path / "short.toml"  # RQ notices a dead worker's job job_timeout + 60 s late
     conf.write_text("[crawl]\njob_timeout = 20\ndownload_timeout = 10.0\n")
     with HTTPSite(site.handle, max_requests=400, max_seconds=400) as http:
-        rqcrawl(
-            redis_url,
-            "seed",
-            http.base + "/p0.html",
-            "--max-depth",
-            "3",
-            "--crawl",
-            "k",
-            "--allow-private",
-            "--config",
-            str(conf),
-        )
+        seed_local(redis_url, http.base + "/p0.html", "k", 3, "--config", str(conf))
         extra = ("--worker-class", "rq.worker.SimpleWorker", "--job-monitoring-interval", "5")
         with Workers(redis_url, 2, *extra, log_dir=tmp_path) as workers:
             victim = workers.procs[0]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 from urllib.parse import urlsplit
 
-from helpers import Workers, read_jsonl, rqcrawl, wait_finished
+from helpers import Workers, read_jsonl, rqcrawl, seed_local, wait_finished
 from rq import Worker
 from servers import HTTPSite
 from testsite import Site
@@ -24,16 +24,7 @@ def test_two_workers_fetch_exactly_the_pages_within_depth(redis_url, conn, tmp_p
     site = Site(pages=60, slow={1: 0.4, 4: 0.2})
     max_depth = 3
     with HTTPSite(site.handle, max_requests=500, max_seconds=180) as http:
-        seeded = rqcrawl(
-            redis_url,
-            "seed",
-            http.base + "/p0.html",
-            "--max-depth",
-            str(max_depth),
-            "--crawl",
-            "e2e",
-            "--allow-private",
-        )
+        seeded = seed_local(redis_url, http.base + "/p0.html", "e2e", max_depth)
         assert "e2e" in seeded.stdout
         with Workers(redis_url, 2, log_dir=tmp_path) as workers:
             final = wait_finished(redis_url, "e2e")

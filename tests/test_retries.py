@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from http.server import BaseHTTPRequestHandler
 
-from helpers import Workers, read_jsonl, rqcrawl, wait_finished
+from helpers import Workers, read_jsonl, rqcrawl, seed_local, wait_finished
 from servers import HTTPSite, reply
 
 
@@ -37,18 +37,7 @@ def test_transient_failures_are_retried_and_permanent_ones_are_not(redis_url, tm
     conf = tmp_path / "fast.toml"
     conf.write_text("[crawl]\nretries = 2\nretry_base = 0.2\n")
     with HTTPSite(flaky_site(), max_requests=50, max_seconds=120) as http:
-        rqcrawl(
-            redis_url,
-            "seed",
-            http.base + "/",
-            "--max-depth",
-            "1",
-            "--crawl",
-            "f",
-            "--allow-private",
-            "--config",
-            str(conf),
-        )
+        seed_local(redis_url, http.base + "/", "f", 1, "--config", str(conf))
         with Workers(redis_url, 2, "--with-scheduler"):
             s = wait_finished(redis_url, "f", timeout=90)
     out = tmp_path / "f.jsonl"
