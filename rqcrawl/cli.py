@@ -144,7 +144,7 @@ def derived_name(seed_url: str, stable_key: str | None = None) -> str:
 def status(name, as_json, url) -> None:
     """State and counters of crawl NAME."""
     conn = connect(redis_url(url))
-    Frontier(conn, name, existing(conn, name)).reap()
+    Frontier(conn, name, existing(conn, name)).maybe_reap()
     s = stats.status(conn, name)
     click.echo(json.dumps(s, sort_keys=True) if as_json else stats.render(s))
 

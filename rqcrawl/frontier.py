@@ -149,6 +149,7 @@ class Frontier:
         self.inflight = keys.key(crawl, "inflight")
         self.held = keys.key(crawl, "held")
         self.items = keys.key(crawl, "items")
+        self.reap_lock = keys.key(crawl, "reap")
         self.queue = Queue(keys.QUEUE_NAME, connection=redis)
         self._finish = redis.register_script(_LUA_FINISH)
         self._cas = redis.register_script(_LUA_CAS)
@@ -219,8 +220,8 @@ class Frontier:
             *children,
             *self.bloom.flat_positions(children),
         ]
-        ok, admitted, reap_due, *released = self._finish(
-            keys=[self.counters, self.inflight, self.held, self.items, keys.key(self.crawl, "reap")]
+        _, admitted, reap_due, *released = self._finish(
+            keys=[self.counters, self.inflight, self.held, self.items, self.reap_lock]
             + self.bloom.keys,
             args=args,
         )
@@ -247,6 +248,13 @@ class Frontier:
             "failure_ttl": self.cfg.failure_ttl,
             "timeout": self.cfg.job_timeout,
         }
+
+    def maybe_reap(self) -> int:
+        """Run a recovery pass unless one ran for this crawl in the last REAP_EVERY seconds
+        (the same lock the finish script takes for workers)."""
+        if self.redis.set(self.reap_lock, 1, nx=True, ex=REAP_EVERY):
+            return self.reap()
+        return 0
 
     def reap(self) -> int:
         """Requeue URLs whose RQ job was lost (worker killed, job timed out, enqueue never

@@ -6,6 +6,7 @@ the crawl's config in Redis, read once per process.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 from rq import get_current_job
@@ -86,14 +87,14 @@ def visit(url: str, depth: int, cfg: CrawlConfig) -> Visit:
     page = parse(decode(resp.body, resp.content_type), resp.final_url)
     record.update(outcome="fetched", title=page.title, bytes=len(resp.body))
     record["outlinks"] = len(page.links)
-    counts = {"fetched": 1, "links:bad": page.bad_links}
+    counts = Counter({"fetched": 1, "links:bad": page.bad_links})
     children = []
     if depth < cfg.max_depth:
         for link in page.links:
             if not in_scope(link, cfg.scope_hosts):
-                counts["links:out_of_scope"] = counts.get("links:out_of_scope", 0) + 1
+                counts["links:out_of_scope"] += 1
             elif len(link) > cfg.max_url_length:
-                counts["links:too_long"] = counts.get("links:too_long", 0) + 1
+                counts["links:too_long"] += 1
             else:
                 children.append(link)
     return Visit(record, counts, children)

