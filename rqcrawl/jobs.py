@@ -16,6 +16,7 @@ from .config import CrawlConfig
 from .extract import decode, parse
 from .fetch import FetchError, fetch
 from .frontier import Frontier
+from .rules import link_verdict
 from .sinks import page_record
 from .urls import in_scope
 
@@ -91,10 +92,9 @@ def visit(url: str, depth: int, cfg: CrawlConfig) -> Visit:
     children = []
     if depth < cfg.max_depth:
         for link in page.links:
-            if not in_scope(link, cfg.scope_hosts):
-                counts["links:out_of_scope"] += 1
-            elif len(link) > cfg.max_url_length:
-                counts["links:too_long"] += 1
-            else:
+            verdict = link_verdict(link, cfg)
+            if verdict is None:
                 children.append(link)
+            else:
+                counts["links:" + verdict.removeprefix("drop:")] += 1
     return Visit(record, counts, children)
