@@ -20,6 +20,7 @@ setup(
     ],
     extras_require={
         "dashboard": ["rq-dashboard>=0.8"],
+        "bench": ["scrapy>=2.11"],
         "test": ["pytest>=8", "pytest-timeout>=2", "ruff"],
     },
     entry_points={"console_scripts": ["rqcrawl=rqcrawl.cli:main"]},

@@ -15,6 +15,7 @@ import click
 import redis
 
 from . import config, keys, sinks, stats
+from .bench import bench
 from .config import ConfigError, CrawlConfig
 from .embedded import EmbeddedRedis
 from .frontier import Frontier
@@ -245,3 +246,6 @@ def run_local(conn: redis.Redis, target: str, name: str, workers: int) -> None:
         f"{final['skipped_total']} skipped in {final['elapsed_s']:.1f} s",
         err=True,
     )
+
+
+main.add_command(bench)

@@ -1,0 +1,427 @@
+"""`rqcrawl bench`: rqcrawl against Scrapy on the same generated local site, in the same run.
+
+Each crawl gets a fresh site server and (for rqcrawl) a fresh private Redis, runs to the end,
+and is measured from outside its processes: wall time, CPU and peak RSS of every crawler
+process (from /proc for rqcrawl's workers, from `resource` inside the Scrapy process), Redis
+CPU and commands (INFO deltas) and Redis bytes per pending job, per held URL and per seen URL.
+Timings on a shared machine are noisy: compare rows of one run, and use --repeat for medians.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import click
+from redis import Redis
+from rq import Worker
+
+from . import config, keys, stats
+from .benchsite import SiteServer, SiteSpec, page_path
+from .config import CrawlConfig
+from .embedded import EmbeddedRedis
+from .frontier import Frontier
+from .runner import LocalWorkers
+from .urls import canonicalize
+
+CRAWL = "bench"
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+# The crawl settings of every rqcrawl run. Politeness must be off for a throughput comparison
+# (Scrapy's DOWNLOAD_DELAY is 0 by default too): when the per-host delay and robots.txt
+# settings land, they are passed disabled here.
+BENCH_SETTINGS: dict = {
+    "max_depth": 1000,  # the whole site, like Scrapy's DEPTH_LIMIT 0
+    "allow_private": True,  # the site is on 127.0.0.1
+}
+
+
+@dataclass
+class Result:
+    """One crawl's measurements; derived per-page numbers are computed by the table."""
+
+    crawler: str
+    procs: int  # rqcrawl worker processes, or Scrapy's CONCURRENT_REQUESTS
+    latency: float
+    pages: int
+    wall_s: float
+    cpu_s: float
+    peak_rss_kb: int
+    site_cpu_s: float
+    redis: dict = field(default_factory=dict)  # rqcrawl only
+
+
+def proc_cpu_s(pid: int) -> float:
+    """utime + stime of a process and of its reaped children, in seconds."""
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return sum(int(x) for x in fields[11:15]) / CLK_TCK
+
+
+def proc_peak_rss_kb(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return 0
+
+
+def redis_numbers(conn: Redis) -> dict:
+    """The Redis counters the bench takes deltas of."""
+    cpu, st, mem = conn.info("cpu"), conn.info("stats"), conn.info("memory")
+    return {
+        "cpu_s": cpu["used_cpu_sys"] + cpu["used_cpu_user"],
+        "commands": st["total_commands_processed"],
+        "used_memory": mem["used_memory"],
+        "rss": mem["used_memory_rss"],
+        "commandstats": {k: v["calls"] for k, v in conn.info("commandstats").items()},
+    }
+
+
+def key_bytes(conn: Redis, names: list[str]) -> int:
+    return sum(conn.memory_usage(n, samples=0) or 0 for n in names)
+
+
+def site_urls(server: SiteServer, count: int) -> list[str]:
+    return [canonicalize(server.origin + page_path(i)) for i in range(count)]
+
+
+def run_rqcrawl(spec: SiteSpec, latency: float, workers: int, site_procs: int) -> Result:
+    """Crawl the site with `workers` local worker processes against a private Redis."""
+    server = SiteServer(spec, latency, site_procs).start()
+    with tempfile.TemporaryDirectory(prefix="rqcrawl-bench-") as tmp:
+        redis_server = EmbeddedRedis(Path(tmp)).start()
+        conn = Redis.from_url(redis_server.url)
+        pool = LocalWorkers(redis_server.url, workers)
+        try:
+            wait_for_workers(conn, pool, workers)
+            cpu0 = sum(proc_cpu_s(p.pid) for p in pool.procs)
+            site0 = sum(proc_cpu_s(pid) for pid in server.pids)
+            before = redis_numbers(conn)
+            cfg = crawl_config(server)
+            config.save(conn, CRAWL, cfg)
+            Frontier(conn, CRAWL, cfg).seed([canonicalize(server.origin + "/p0.html")])
+            wait_finished(conn, pool)
+            cpu = sum(proc_cpu_s(p.pid) for p in pool.procs) - cpu0
+            rss = sum(proc_peak_rss_kb(p.pid) for p in pool.procs)
+            site_cpu = sum(proc_cpu_s(pid) for pid in server.pids) - site0
+            after = redis_numbers(conn)
+            final = stats.status(conn, CRAWL)
+            pool.stop()
+            memory = redis_memory(conn, cfg, final, site_urls(server, min(spec.pages, 2000)))
+        finally:
+            pool.stop()
+            redis_server.stop()
+            server.stop()
+    return Result(
+        "rqcrawl",
+        workers,
+        latency,
+        final["fetched"],
+        final["elapsed_s"],
+        cpu,
+        rss,
+        site_cpu,
+        redis_deltas(before, after) | memory,
+    )
+
+
+def crawl_config(server: SiteServer) -> CrawlConfig:
+    return CrawlConfig.from_dict(BENCH_SETTINGS | {"scope_hosts": [f"127.0.0.1:{server.port}"]})
+
+
+def wait_for_workers(conn: Redis, pool: LocalWorkers, count: int, timeout: float = 60) -> None:
+    """Start timing only once every worker has registered (Python start-up is not crawling)."""
+    deadline = time.monotonic() + timeout
+    while Worker.count(connection=conn) < count:
+        if pool.alive() < count or time.monotonic() > deadline:
+            raise click.ClickException("rq workers did not start")
+        time.sleep(0.1)
+
+
+def wait_finished(conn: Redis, pool: LocalWorkers) -> None:
+    """Poll the two keys that say `finished` (cheaper than a full status, which counts bits)."""
+    inflight, held = keys.key(CRAWL, "inflight"), keys.key(CRAWL, "held")
+    while True:
+        with conn.pipeline(transaction=False) as pipe:
+            pipe.hlen(inflight)
+            pipe.llen(held)
+            if pipe.execute() == [0, 0]:
+                return
+        if pool.alive() == 0:
+            raise click.ClickException("every rq worker exited")
+        time.sleep(0.1)
+
+
+def redis_deltas(before: dict, after: dict) -> dict:
+    calls = {
+        name.removeprefix("cmdstat_"): n - before["commandstats"].get(name, 0)
+        for name, n in after["commandstats"].items()
+    }
+    return {
+        "cpu_s": after["cpu_s"] - before["cpu_s"],
+        "commands": after["commands"] - before["commands"],
+        "rss": after["rss"],
+        "calls": {k: v for k, v in calls.items() if v},
+    }
+
+
+def redis_memory(conn: Redis, cfg: CrawlConfig, final: dict, urls: list[str]) -> dict:
+    """Bytes per seen URL (Bloom filter, items stream) of the finished crawl, and bytes per
+    pending URL, measured with the workers stopped by seeding two more crawls: one whose
+    URLs all become RQ jobs, one whose URLs all wait in the held list (window 0)."""
+    bloom = Frontier(conn, CRAWL, cfg).bloom
+    return {
+        "seen": final["admitted"],
+        "bloom_bytes": key_bytes(conn, bloom.keys),
+        "bloom_optimum_bytes": bloom.bits / 8,
+        "bloom_capacity": cfg.bloom_capacity,
+        "items_bytes": key_bytes(conn, [keys.key(CRAWL, "items")]),
+        "job_bytes": pending_bytes(conn, "pending-jobs", urls, window=len(urls)),
+        "held_bytes": pending_bytes(conn, "pending-held", urls, window=0),
+    }
+
+
+def pending_bytes(conn: Redis, crawl: str, urls: list[str], window: int) -> float:
+    """Redis bytes per URL seeded into a new crawl (its tiny Bloom filter not counted)."""
+    cfg = CrawlConfig.from_dict(
+        {"allow_private": True, "window": window, "bloom_capacity": len(urls)}
+    )
+    config.save(conn, crawl, cfg)
+    frontier = Frontier(conn, crawl, cfg)
+    before = conn.info("memory")["used_memory"]
+    frontier.seed(urls)
+    grown = conn.info("memory")["used_memory"] - before
+    return (grown - key_bytes(conn, frontier.bloom.keys)) / len(urls)
+
+
+def run_scrapy(spec: SiteSpec, latency: float, concurrency: int, site_procs: int) -> Result:
+    """Crawl the site with the equivalent Scrapy spider, in its own process."""
+    server = SiteServer(spec, latency, site_procs).start()
+    with tempfile.TemporaryDirectory(prefix="rqcrawl-bench-") as tmp:
+        result_path = Path(tmp) / "scrapy.json"
+        try:
+            site0 = sum(proc_cpu_s(pid) for pid in server.pids)
+            proc = subprocess.run(
+                [
+                    sys.executable, "-m", "rqcrawl.benchspider", server.origin + "/p0.html",
+                    str(result_path), "--concurrency", str(concurrency),
+                ],
+                capture_output=True,
+                text=True,
+            )  # fmt: skip
+            site_cpu = sum(proc_cpu_s(pid) for pid in server.pids) - site0
+        finally:
+            server.stop()
+        if proc.returncode != 0 or not result_path.exists():
+            raise click.ClickException(f"the Scrapy crawl failed:\n{proc.stderr[-2000:]}")
+        r = json.loads(result_path.read_text())
+    return Result(
+        "scrapy",
+        concurrency,
+        latency,
+        r["pages"],
+        r["wall_s"],
+        r["cpu_s"],
+        r["peak_rss_kb"],
+        site_cpu,
+    )
+
+
+def scrapy_available() -> bool:
+    try:
+        import scrapy  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def median_result(results: list[Result]) -> Result:
+    """Medians of every number over repeats of one configuration."""
+    first = results[0]
+
+    def med(get):
+        return statistics.median(get(r) for r in results)
+
+    redis = {}
+    if first.redis:
+        redis = {k: med(lambda r, k=k: r.redis[k]) for k, v in first.redis.items() if k != "calls"}
+        redis["calls"] = {
+            name: med(lambda r, name=name: r.redis["calls"].get(name, 0))
+            for name in first.redis["calls"]
+        }
+    return Result(
+        first.crawler,
+        first.procs,
+        first.latency,
+        int(med(lambda r: r.pages)),
+        med(lambda r: r.wall_s),
+        med(lambda r: r.cpu_s),
+        int(med(lambda r: r.peak_rss_kb)),
+        med(lambda r: r.site_cpu_s),
+        redis,
+    )
+
+
+COLUMNS = [
+    ("crawler", "{}"),
+    ("procs", "{}"),
+    ("lat ms", "{:.0f}"),
+    ("pages", "{}"),
+    ("pages/s", "{:.1f}"),
+    ("CPU ms/pg", "{:.2f}"),
+    ("peak RSS MB", "{:.0f}"),
+    ("Redis CPU ms/pg", "{}"),
+    ("Redis cmd/pg", "{}"),
+    ("Redis RSS MB", "{}"),
+    ("B/pending job", "{}"),
+    ("B/held URL", "{}"),
+    ("Bloom B/seen", "{}"),
+    ("items B/seen", "{}"),
+    ("site CPU ms/pg", "{:.2f}"),
+]
+
+
+def row(r: Result) -> list[str]:
+    """The table's cells for one result ('-' where a number does not apply)."""
+    rd = r.redis
+    pages = max(r.pages, 1)
+
+    def redis_cell(fmt: str, value) -> str:
+        return fmt.format(value) if rd else "-"
+
+    values = [
+        r.crawler,
+        r.procs,
+        r.latency * 1000,
+        r.pages,
+        r.pages / r.wall_s if r.wall_s else 0.0,
+        r.cpu_s * 1000 / pages,
+        r.peak_rss_kb / 1024,
+        redis_cell("{:.2f}", rd and rd["cpu_s"] * 1000 / pages),
+        redis_cell("{:.1f}", rd and rd["commands"] / pages),
+        redis_cell("{:.0f}", rd and rd["rss"] / 2**20),
+        redis_cell("{:.0f}", rd and rd["job_bytes"]),
+        redis_cell("{:.0f}", rd and rd["held_bytes"]),
+        redis_cell("{:.0f}", rd and rd["bloom_bytes"] / max(rd["seen"], 1)),
+        redis_cell("{:.0f}", rd and rd["items_bytes"] / max(rd["seen"], 1)),
+        r.site_cpu_s * 1000 / pages,
+    ]
+    return [fmt.format(v) for (_, fmt), v in zip(COLUMNS, values, strict=True)]
+
+
+def table(results: list[Result]) -> str:
+    rows = [[name for name, _ in COLUMNS]] + [row(r) for r in results]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(COLUMNS))]
+    lines = ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def notes(results: list[Result]) -> list[str]:
+    """What the table cannot show in a cell: ratios asked for by the targets, Bloom sizing,
+    the commands a job costs."""
+    out = []
+    by = {(r.crawler, r.procs, r.latency): r for r in results}
+
+    def rate(r: Result) -> float:
+        return r.pages / r.wall_s if r.wall_s else 0.0
+
+    for lat in sorted({r.latency for r in results}):
+        ours = [r for r in results if r.crawler == "rqcrawl" and r.latency == lat]
+        theirs = [r for r in results if r.crawler == "scrapy" and r.latency == lat]
+        if ours and theirs:
+            a, b = max(ours, key=rate), max(theirs, key=rate)
+            out.append(
+                f"latency {lat * 1000:.0f} ms: best rqcrawl ({a.procs} workers) / best Scrapy "
+                f"({b.procs} concurrent) pages/s = {rate(a) / rate(b):.2f}x"
+            )
+        one, two = by.get(("rqcrawl", 1, lat)), by.get(("rqcrawl", 2, lat))
+        if one and two:
+            out.append(
+                f"latency {lat * 1000:.0f} ms: rqcrawl 2 workers / 1 worker pages/s = "
+                f"{rate(two) / rate(one):.2f}x"
+            )
+    for r in results:
+        if r.redis:
+            rd = r.redis
+            top = sorted(rd["calls"].items(), key=lambda kv: -kv[1])[:10]
+            calls = ", ".join(f"{name} {n / max(r.pages, 1):.1f}" for name, n in top)
+            label = f"rqcrawl {r.procs} workers, {r.latency * 1000:.0f} ms"
+            out.append(f"{label}: Redis calls per page: {calls}")
+    mem = next((r.redis for r in results if r.redis), None)
+    if mem:
+        out.append(
+            f"Bloom filter: {mem['bloom_bytes'] / 2**20:.1f} MB allocated for bloom_capacity "
+            f"{mem['bloom_capacity']:,} = {mem['bloom_bytes'] / mem['bloom_optimum_bytes']:.3f}x "
+            f"the optimum for that capacity; per seen URL it is that size / {mem['seen']:,} URLs"
+        )
+    return out
+
+
+def parse_list(kind):
+    """A click callback for comma-separated lists such as `--workers 1,2`."""
+
+    def parse(ctx, param, value: str) -> list:
+        try:
+            return [kind(v) for v in value.split(",") if v.strip()]
+        except ValueError:
+            raise click.BadParameter(f"expected a comma-separated list: {value!r}") from None
+
+    return parse
+
+
+@click.command()
+@click.option("--pages", type=click.IntRange(min=10), default=20_000, show_default=True)
+@click.option("--workers", default="1,2", show_default=True, callback=parse_list(int),
+              help="rqcrawl worker counts to run, comma-separated.")  # fmt: skip
+@click.option("--latency", default="0", show_default=True, callback=parse_list(float),
+              help="Seconds added to every response, comma-separated (e.g. 0,0.1).")  # fmt: skip
+@click.option("--scrapy/--no-scrapy", "with_scrapy", default=True,
+              help="Also crawl with Scrapy, when installed (rqcrawl[bench]).")  # fmt: skip
+@click.option("--concurrency", default="16", show_default=True, callback=parse_list(int),
+              help="Scrapy CONCURRENT_REQUESTS values, comma-separated.")  # fmt: skip
+@click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Runs of each configuration; the table shows medians.")  # fmt: skip
+@click.option("--site-procs", type=click.IntRange(min=1), default=2, show_default=True,
+              help="Processes serving the site.")  # fmt: skip
+def bench(pages, workers, latency, with_scrapy, concurrency, repeat, site_procs) -> None:
+    """Benchmark rqcrawl against Scrapy on a generated local site and print one table."""
+    if with_scrapy and not scrapy_available():
+        click.echo("Scrapy is not installed: rqcrawl only (pip install 'rqcrawl[bench]')", err=True)
+        with_scrapy = False
+    spec = SiteSpec(pages=pages)
+    runs = [("rqcrawl", n, lat) for lat in latency for n in workers]
+    if with_scrapy:
+        runs += [("scrapy", c, lat) for lat in latency for c in concurrency]
+    results = []
+    for crawler, procs, lat in runs:
+        reps = []
+        for i in range(repeat):
+            click.echo(
+                f"{crawler} {procs} @ {lat * 1000:.0f} ms, run {i + 1}/{repeat}...", err=True
+            )
+            run = run_rqcrawl if crawler == "rqcrawl" else run_scrapy
+            reps.append(run(spec, lat, procs, site_procs))
+        results.append(median_result(reps))
+    command = (
+        f"rqcrawl bench --pages {pages} --workers {','.join(map(str, workers))} "
+        f"--latency {','.join(map(str, latency))} --{'' if with_scrapy else 'no-'}scrapy "
+        f"--concurrency {','.join(map(str, concurrency))} --repeat {repeat} "
+        f"--site-procs {site_procs}"
+    )
+    click.echo(
+        f"site: {pages} pages of {spec.min_bytes // 1000}-{spec.max_bytes // 1000} KB, "
+        f"{spec.links} links each; {os.cpu_count()} CPUs; medians of {repeat} run(s)"
+    )
+    click.echo(table(results))
+    for line in notes(results):
+        click.echo(line)
+    click.echo(f"reproduce: {command}")

@@ -1,0 +1,204 @@
+"""The benchmark's web site: a deterministic link graph, pre-rendered in memory, served by a
+small asyncio HTTP/1.1 server in several forked processes, so that the site is never what
+limits the crawlers being compared.
+
+Pages live at the same three kinds of address as the test site (`/pN.html`, `/d/pN.html`,
+`/item?id=N&v=1`) and link to each other in every form a crawler must resolve: relative with
+`../`, root-relative, absolute, protocol-relative, with fragments, and with query parameters
+in another order. Each page also carries links no crawler may follow (mailto:, javascript:,
+tel:, another host). Page i links to its tree children 8i+1..8i+8, so every page is
+reachable from page 0, and to random pages up to about 40 links.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import posixpath
+import random
+import signal
+import socket
+from dataclasses import dataclass
+from urllib.parse import parse_qs, urlsplit
+
+FANOUT = 8
+UNCRAWLABLE = (
+    "mailto:someone@example.org",
+    "javascript:void(0)",
+    "tel:+123456",
+    "http://external.invalid/page",
+)
+_WORDS = "lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor".split()
+
+
+def page_path(i: int) -> str:
+    if i % 3 == 2:
+        return f"/item?id={i}&v=1"
+    return f"/d/p{i}.html" if i % 3 == 1 else f"/p{i}.html"
+
+
+@dataclass(frozen=True)
+class SiteSpec:
+    """What the site looks like: its size and the seed that fixes every page."""
+
+    pages: int = 20_000
+    links: int = 40  # links per page, the uncrawlable ones included
+    min_bytes: int = 15_000
+    max_bytes: int = 25_000
+    seed: int = 1
+
+
+def link_targets(spec: SiteSpec) -> list[list[int]]:
+    """For each page, the pages it links to: tree children first, then random pages."""
+    rnd = random.Random(spec.seed)
+    crawlable = spec.links - len(UNCRAWLABLE)
+    out = []
+    for i in range(spec.pages):
+        tree = [c for c in range(FANOUT * i + 1, FANOUT * i + FANOUT + 1) if c < spec.pages]
+        out.append(tree + [rnd.randrange(spec.pages) for _ in range(crawlable - len(tree))])
+    return out
+
+
+def href(source: int, target: int, form: int, origin: str) -> str:
+    """One of six spellings of the link from `source` to `target`."""
+    path = page_path(target)
+    if form == 0:  # relative, with ../ where needed
+        parts = urlsplit(path)
+        rel = posixpath.relpath(parts.path, posixpath.dirname(urlsplit(page_path(source)).path))
+        return rel + (f"?{parts.query}" if parts.query else "")
+    if form == 1:
+        return path
+    if form == 2:
+        return origin + path
+    if form == 3:
+        return "//" + origin.split("://", 1)[1] + path
+    if form == 4:
+        return path + "#section"
+    if "?" in path:  # the same page with its parameters in another order
+        return f"/item?v=1&id={target}"
+    return origin + path + "#top"
+
+
+def render(spec: SiteSpec, origin: str) -> dict[str, bytes]:
+    """Every page's HTML by request path (as the site spells it), for `origin`."""
+    rnd = random.Random(spec.seed + 1)
+    pages = {}
+    for i, targets in enumerate(link_targets(spec)):
+        hrefs = [href(i, t, (i + n) % 6, origin) for n, t in enumerate(targets)]
+        hrefs += UNCRAWLABLE
+        links = "\n".join(
+            f'<li><a href="{h}">link {n} of page {i}</a></li>' for n, h in enumerate(hrefs)
+        )
+        head = (
+            f"<!doctype html><html><head><title>Page {i}</title></head>"
+            f"<body><h1 id=section>Page {i}</h1><ul>{links}</ul>"
+        )
+        tail = "</body></html>"
+        room = rnd.randint(spec.min_bytes, spec.max_bytes) - len(head) - len(tail)
+        pages[page_path(i)] = (head + _filler(rnd, room) + tail).encode()
+    return pages
+
+
+def _filler(rnd: random.Random, size: int) -> str:
+    """`size` bytes of paragraph (what makes pages realistically heavy): a slice of one random
+    text, so rendering 20,000 pages takes seconds, not minutes."""
+    text = _text(rnd.randrange(8))
+    start = rnd.randrange(len(text) - size) if size < len(text) else 0
+    return "<p>" + text[start : start + max(0, size - 7)] + "</p>"
+
+
+@functools.cache
+def _text(seed: int, size: int = 60_000) -> str:
+    rnd = random.Random(seed)
+    return " ".join(rnd.choice(_WORDS) for _ in range(size // 5))[:size]
+
+
+def lookup(pages: dict[str, bytes], raw_path: str) -> bytes | None:
+    """The page a request path names: `/item` accepts its parameters in any order."""
+    body = pages.get(raw_path)
+    if body is None and raw_path.startswith("/item?"):
+        q = parse_qs(urlsplit(raw_path).query)
+        if q.get("v") == ["1"] and q.get("id", [""])[0].isdigit():
+            body = pages.get(page_path(int(q["id"][0])))
+    return body
+
+
+async def _serve_conn(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, pages: dict, latency: float
+) -> None:
+    """HTTP/1.1 keep-alive: one GET after another on the connection until the client closes."""
+    try:
+        while True:
+            head = await reader.readuntil(b"\r\n\r\n")
+            path = head.split(b" ", 2)[1].decode("latin-1")
+            body = lookup(pages, path)
+            status = b"200 OK" if body is not None else b"404 Not Found"
+            body = body if body is not None else b"<html><title>Not found</title></html>"
+            if latency:
+                await asyncio.sleep(latency)
+            writer.write(
+                b"HTTP/1.1 " + status + b"\r\nContent-Type: text/html; charset=utf-8\r\n"
+                b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+            )
+            await writer.drain()
+    except (asyncio.IncompleteReadError, ConnectionError, IndexError, asyncio.LimitOverrunError):
+        pass
+    finally:
+        writer.close()
+
+
+def _child(sock: socket.socket, pages: dict, latency: float) -> None:
+    async def main() -> None:
+        server = await asyncio.start_server(
+            lambda r, w: _serve_conn(r, w, pages, latency), sock=sock, backlog=1024
+        )
+        async with server:
+            await server.serve_forever()
+
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    asyncio.run(main())
+
+
+class SiteServer:
+    """The site on 127.0.0.1, rendered once, served by `procs` forked processes that share one
+    listening socket (the kernel spreads connections; copy-on-write shares the pages)."""
+
+    def __init__(self, spec: SiteSpec, latency: float = 0.0, procs: int = 2):
+        self.spec = spec
+        self.latency = latency
+        self.procs = procs
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(1024)
+        self.port = self.sock.getsockname()[1]
+        self.pids: list[int] = []
+
+    @property
+    def origin(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> SiteServer:
+        pages = render(self.spec, self.origin)
+        for _ in range(self.procs):
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    _child(self.sock, pages, self.latency)
+                finally:
+                    os._exit(0)
+            self.pids.append(pid)
+        self.sock.close()
+        return self
+
+    def stop(self) -> None:
+        for pid in self.pids:
+            try:
+                os.kill(pid, signal.SIGTERM)
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+            except ProcessLookupError:
+                os.waitpid(pid, os.WNOHANG)
+        self.pids = []
