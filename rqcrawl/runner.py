@@ -17,18 +17,25 @@ from .frontier import Frontier
 WORKER_CLASS = "rq.worker.SimpleWorker"  # no fork per job: session and config stay warm
 
 
+def worker_command(threads: int) -> list[str]:
+    """`rq worker`, or with threads > 1 the same command line running that many workers in
+    threads of one process (rqcrawl.threadworkers)."""
+    if threads > 1:
+        return ["rqcrawl.threadworkers", "--threads", str(threads)]
+    return ["rq.cli", "worker"]
+
+
 class LocalWorkers:
     """N `rq worker crawl` processes of this Python, in their own session so that Ctrl-C
     reaches only us and we stop them in order (warm shutdown, then kill)."""
 
-    def __init__(self, redis_url: str, count: int):
+    def __init__(self, redis_url: str, count: int, threads: int = 1):
         self.procs = [
             subprocess.Popen(
                 [
                     sys.executable,
                     "-m",
-                    "rq.cli",
-                    "worker",
+                    *worker_command(threads),
                     keys.QUEUE_NAME,
                     "--url",
                     redis_url,
