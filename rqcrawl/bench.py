@@ -1,9 +1,10 @@
 """`rqcrawl bench`: rqcrawl against Scrapy on the same generated local site, in the same run.
 
-Each crawl gets a fresh site server and (for rqcrawl) a fresh private Redis, runs to the end,
-and is measured from outside its processes: wall time, CPU and peak RSS of every crawler
-process (from /proc for rqcrawl's workers, from `resource` inside the Scrapy process), Redis
-CPU and commands (INFO deltas) and Redis bytes per pending job, per held URL and per seen URL.
+Each crawl gets a fresh site server and (for rqcrawl) a fresh private Redis (the embedded one
+of `rqcrawl crawl`: Unix socket, append-only file), runs to the end, and is measured: wall
+time from the seed to the last page, CPU and peak RSS of every crawler process (from /proc for
+rqcrawl's workers, from `resource` inside the Scrapy process), Redis CPU and commands (INFO
+deltas) and Redis bytes per pending job, per held URL and per seen URL.
 Timings on a shared machine are noisy: compare rows of one run, and use --repeat for medians.
 """
 
@@ -49,6 +50,7 @@ class Result:
 
     crawler: str
     procs: int  # rqcrawl worker processes, or Scrapy's CONCURRENT_REQUESTS
+    threads: int  # rqcrawl workers per process
     latency: float
     pages: int
     wall_s: float
@@ -75,13 +77,12 @@ def proc_peak_rss_kb(pid: int) -> int:
 
 def redis_numbers(conn: Redis) -> dict:
     """The Redis counters the bench takes deltas of."""
-    cpu, st, mem = conn.info("cpu"), conn.info("stats"), conn.info("memory")
+    cpu, st = conn.info("cpu"), conn.info("stats")
     return {
         "cpu_s": cpu["used_cpu_sys"] + cpu["used_cpu_user"],
         "commands": st["total_commands_processed"],
-        "used_memory": mem["used_memory"],
-        "rss": mem["used_memory_rss"],
-        "commandstats": {k: v["calls"] for k, v in conn.info("commandstats").items()},
+        "rss": conn.info("memory")["used_memory_rss"],
+        "commandstats": conn.info("commandstats"),
     }
 
 
@@ -93,15 +94,18 @@ def site_urls(server: SiteServer, count: int) -> list[str]:
     return [canonicalize(server.origin + page_path(i)) for i in range(count)]
 
 
-def run_rqcrawl(spec: SiteSpec, latency: float, workers: int, site_procs: int) -> Result:
-    """Crawl the site with `workers` local worker processes against a private Redis."""
+def run_rqcrawl(
+    spec: SiteSpec, latency: float, workers: int, threads: int, site_procs: int
+) -> Result:
+    """Crawl the site with `workers` local worker processes (of `threads` workers each)
+    against a private Redis."""
     server = SiteServer(spec, latency, site_procs).start()
     with tempfile.TemporaryDirectory(prefix="rqcrawl-bench-") as tmp:
         redis_server = EmbeddedRedis(Path(tmp)).start()
         conn = Redis.from_url(redis_server.url)
-        pool = LocalWorkers(redis_server.url, workers)
+        pool = LocalWorkers(redis_server.url, workers, threads)
         try:
-            wait_for_workers(conn, pool, workers)
+            wait_for_workers(conn, pool, workers * threads)
             cpu0 = sum(proc_cpu_s(p.pid) for p in pool.procs)
             site0 = sum(proc_cpu_s(pid) for pid in server.pids)
             before = redis_numbers(conn)
@@ -123,6 +127,7 @@ def run_rqcrawl(spec: SiteSpec, latency: float, workers: int, site_procs: int) -
     return Result(
         "rqcrawl",
         workers,
+        threads,
         latency,
         final["fetched"],
         final["elapsed_s"],
@@ -141,7 +146,7 @@ def wait_for_workers(conn: Redis, pool: LocalWorkers, count: int, timeout: float
     """Start timing only once every worker has registered (Python start-up is not crawling)."""
     deadline = time.monotonic() + timeout
     while Worker.count(connection=conn) < count:
-        if pool.alive() < count or time.monotonic() > deadline:
+        if pool.alive() < len(pool.procs) or time.monotonic() > deadline:
             raise click.ClickException("rq workers did not start")
         time.sleep(0.1)
 
@@ -161,15 +166,20 @@ def wait_finished(conn: Redis, pool: LocalWorkers) -> None:
 
 
 def redis_deltas(before: dict, after: dict) -> dict:
-    calls = {
-        name.removeprefix("cmdstat_"): n - before["commandstats"].get(name, 0)
-        for name, n in after["commandstats"].items()
-    }
+    def delta(field: str) -> dict[str, int]:
+        old = before["commandstats"]
+        return {
+            name.removeprefix("cmdstat_"): v[field] - old.get(name, {}).get(field, 0)
+            for name, v in after["commandstats"].items()
+        }
+
+    calls, usec = delta("calls"), delta("usec")
     return {
         "cpu_s": after["cpu_s"] - before["cpu_s"],
         "commands": after["commands"] - before["commands"],
         "rss": after["rss"],
         "calls": {k: v for k, v in calls.items() if v},
+        "usec": {k: v for k, v in usec.items() if calls[k]},
     }
 
 
@@ -202,8 +212,10 @@ def pending_bytes(conn: Redis, crawl: str, urls: list[str], window: int) -> floa
     return (grown - key_bytes(conn, frontier.bloom.keys)) / len(urls)
 
 
-def run_scrapy(spec: SiteSpec, latency: float, concurrency: int, site_procs: int) -> Result:
-    """Crawl the site with the equivalent Scrapy spider, in its own process."""
+def run_scrapy(
+    spec: SiteSpec, latency: float, concurrency: int, threads: int, site_procs: int
+) -> Result:
+    """Crawl the site with the equivalent Scrapy spider, in its own process (one thread)."""
     server = SiteServer(spec, latency, site_procs).start()
     with tempfile.TemporaryDirectory(prefix="rqcrawl-bench-") as tmp:
         result_path = Path(tmp) / "scrapy.json"
@@ -226,6 +238,7 @@ def run_scrapy(spec: SiteSpec, latency: float, concurrency: int, site_procs: int
     return Result(
         "scrapy",
         concurrency,
+        threads,
         latency,
         r["pages"],
         r["wall_s"],
@@ -252,14 +265,18 @@ def median_result(results: list[Result]) -> Result:
 
     redis = {}
     if first.redis:
-        redis = {k: med(lambda r, k=k: r.redis[k]) for k, v in first.redis.items() if k != "calls"}
-        redis["calls"] = {
-            name: med(lambda r, name=name: r.redis["calls"].get(name, 0))
-            for name in first.redis["calls"]
+        redis = {
+            k: med(lambda r, k=k: r.redis[k]) for k in first.redis if k not in ("calls", "usec")
         }
+        for part in ("calls", "usec"):
+            redis[part] = {
+                name: med(lambda r, name=name, part=part: r.redis[part].get(name, 0))
+                for name in first.redis[part]
+            }
     return Result(
         first.crawler,
         first.procs,
+        first.threads,
         first.latency,
         int(med(lambda r: r.pages)),
         med(lambda r: r.wall_s),
@@ -277,6 +294,7 @@ COLUMNS = [
     ("pages", "{}"),
     ("pages/s", "{:.1f}"),
     ("CPU ms/pg", "{:.2f}"),
+    ("+Redis", "{}"),
     ("peak RSS MB", "{:.0f}"),
     ("Redis CPU ms/pg", "{}"),
     ("Redis cmd/pg", "{}"),
@@ -299,11 +317,12 @@ def row(r: Result) -> list[str]:
 
     values = [
         r.crawler,
-        r.procs,
+        f"{r.procs}x{r.threads}" if r.threads > 1 else r.procs,
         r.latency * 1000,
         r.pages,
         r.pages / r.wall_s if r.wall_s else 0.0,
         r.cpu_s * 1000 / pages,
+        redis_cell("{:.2f}", rd and (r.cpu_s + rd["cpu_s"]) * 1000 / pages),
         r.peak_rss_kb / 1024,
         redis_cell("{:.2f}", rd and rd["cpu_s"] * 1000 / pages),
         redis_cell("{:.1f}", rd and rd["commands"] / pages),
@@ -329,7 +348,7 @@ def notes(results: list[Result]) -> list[str]:
     """What the table cannot show in a cell: ratios asked for by the targets, Bloom sizing,
     the commands a job costs."""
     out = []
-    by = {(r.crawler, r.procs, r.latency): r for r in results}
+    by = {(r.crawler, r.procs, r.threads, r.latency): r for r in results}
 
     def rate(r: Result) -> float:
         return r.pages / r.wall_s if r.wall_s else 0.0
@@ -340,10 +359,10 @@ def notes(results: list[Result]) -> list[str]:
         if ours and theirs:
             a, b = max(ours, key=rate), max(theirs, key=rate)
             out.append(
-                f"latency {lat * 1000:.0f} ms: best rqcrawl ({a.procs} workers) / best Scrapy "
+                f"latency {lat * 1000:.0f} ms: best rqcrawl ({workers_label(a)}) / best Scrapy "
                 f"({b.procs} concurrent) pages/s = {rate(a) / rate(b):.2f}x"
             )
-        one, two = by.get(("rqcrawl", 1, lat)), by.get(("rqcrawl", 2, lat))
+        one, two = by.get(("rqcrawl", 1, 1, lat)), by.get(("rqcrawl", 2, 1, lat))
         if one and two:
             out.append(
                 f"latency {lat * 1000:.0f} ms: rqcrawl 2 workers / 1 worker pages/s = "
@@ -352,10 +371,14 @@ def notes(results: list[Result]) -> list[str]:
     for r in results:
         if r.redis:
             rd = r.redis
-            top = sorted(rd["calls"].items(), key=lambda kv: -kv[1])[:10]
-            calls = ", ".join(f"{name} {n / max(r.pages, 1):.1f}" for name, n in top)
-            label = f"rqcrawl {r.procs} workers, {r.latency * 1000:.0f} ms"
-            out.append(f"{label}: Redis calls per page: {calls}")
+            pages = max(r.pages, 1)
+            top = sorted(rd["calls"], key=lambda name: -rd["usec"][name])[:10]
+            calls = ", ".join(
+                f"{name} {rd['calls'][name] / pages:.1f} ({rd['usec'][name] / pages:.0f} us)"
+                for name in top
+            )
+            label = f"rqcrawl {workers_label(r)}, {r.latency * 1000:.0f} ms"
+            out.append(f"{label}: Redis calls (and time) per page, Lua's included: {calls}")
     mem = next((r.redis for r in results if r.redis), None)
     if mem:
         out.append(
@@ -364,6 +387,11 @@ def notes(results: list[Result]) -> list[str]:
             f"the optimum for that capacity; per seen URL it is that size / {mem['seen']:,} URLs"
         )
     return out
+
+
+def workers_label(r: Result) -> str:
+    threads = f" x {r.threads} threads" if r.threads > 1 else ""
+    return f"{r.procs} worker process(es){threads}"
 
 
 def parse_list(kind):
@@ -384,6 +412,8 @@ def parse_list(kind):
               help="rqcrawl worker counts to run, comma-separated.")  # fmt: skip
 @click.option("--latency", default="0", show_default=True, callback=parse_list(float),
               help="Seconds added to every response, comma-separated (e.g. 0,0.1).")  # fmt: skip
+@click.option("--threads", default="1", show_default=True, callback=parse_list(int),
+              help="rqcrawl workers per process (threads), comma-separated.")  # fmt: skip
 @click.option("--scrapy/--no-scrapy", "with_scrapy", default=True,
               help="Also crawl with Scrapy, when installed (rqcrawl[bench]).")  # fmt: skip
 @click.option("--concurrency", default="16", show_default=True, callback=parse_list(int),
@@ -392,27 +422,29 @@ def parse_list(kind):
               help="Runs of each configuration; the table shows medians.")  # fmt: skip
 @click.option("--site-procs", type=click.IntRange(min=1), default=2, show_default=True,
               help="Processes serving the site.")  # fmt: skip
-def bench(pages, workers, latency, with_scrapy, concurrency, repeat, site_procs) -> None:
+def bench(pages, workers, threads, latency, with_scrapy, concurrency, repeat, site_procs) -> None:
     """Benchmark rqcrawl against Scrapy on a generated local site and print one table."""
     if with_scrapy and not scrapy_available():
         click.echo("Scrapy is not installed: rqcrawl only (pip install 'rqcrawl[bench]')", err=True)
         with_scrapy = False
     spec = SiteSpec(pages=pages)
-    runs = [("rqcrawl", n, lat) for lat in latency for n in workers]
+    runs = [("rqcrawl", n, t, lat) for lat in latency for t in threads for n in workers]
     if with_scrapy:
-        runs += [("scrapy", c, lat) for lat in latency for c in concurrency]
+        runs += [("scrapy", c, 1, lat) for lat in latency for c in concurrency]
     results = []
-    for crawler, procs, lat in runs:
+    for crawler, procs, per_proc, lat in runs:
         reps = []
         for i in range(repeat):
             click.echo(
-                f"{crawler} {procs} @ {lat * 1000:.0f} ms, run {i + 1}/{repeat}...", err=True
+                f"{crawler} {procs}x{per_proc} @ {lat * 1000:.0f} ms, run {i + 1}/{repeat}...",
+                err=True,
             )
             run = run_rqcrawl if crawler == "rqcrawl" else run_scrapy
-            reps.append(run(spec, lat, procs, site_procs))
+            reps.append(run(spec, lat, procs, per_proc, site_procs))
         results.append(median_result(reps))
     command = (
         f"rqcrawl bench --pages {pages} --workers {','.join(map(str, workers))} "
+        f"--threads {','.join(map(str, threads))} "
         f"--latency {','.join(map(str, latency))} --{'' if with_scrapy else 'no-'}scrapy "
         f"--concurrency {','.join(map(str, concurrency))} --repeat {repeat} "
         f"--site-procs {site_procs}"

@@ -120,7 +120,8 @@ def lookup(pages: dict[str, bytes], raw_path: str) -> bytes | None:
     if body is None and raw_path.startswith("/item?"):
         q = parse_qs(urlsplit(raw_path).query)
         if q.get("v") == ["1"] and q.get("id", [""])[0].isdigit():
-            body = pages.get(page_path(int(q["id"][0])))
+            path = page_path(int(q["id"][0]))
+            body = pages.get(path) if path.startswith("/item?") else None
     return body
 
 
