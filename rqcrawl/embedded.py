@@ -51,6 +51,9 @@ class EmbeddedRedis:
                 "--appendonly", "yes",
                 "--save", "",
                 "--maxmemory-policy", "noeviction",
+                # An RQ job hash has a value over the default 64 bytes (its pickled call, or a
+                # long description): it would be a hashtable of ~2.1 KB instead of ~0.6 KB.
+                "--hash-max-ziplist-value", "512",
                 "--logfile", "redis.log",
             ],
             stdout=subprocess.DEVNULL,
