@@ -191,3 +191,20 @@ def test_robots_5xx_means_wait_and_retry_never_crawl_blindly(redis_url, tmp_path
     rqcrawl(redis_url, "export", "rd", "-o", str(out))
     (row,) = read_jsonl(out)
     assert row["outcome"] == "failed" and "robots.txt unavailable" in row["error"]
+
+
+def test_status_warns_about_eviction_and_a_missing_scheduler(redis_url, conn):
+    seed_local(redis_url, "http://127.0.0.1:9/", "w", 1)  # never crawled: no worker runs
+    assert status(redis_url, "w")["warnings"] == []
+    conn.config_set("maxmemory", "1gb")
+    conn.config_set("maxmemory-policy", "allkeys-lru")
+    try:
+        conn.zadd("rq:scheduled:crawl", {"rqcrawl-w-late": time.time() - 60})
+        warnings = status(redis_url, "w")["warnings"]
+        text = rqcrawl(redis_url, "status", "w").stdout
+    finally:
+        conn.config_set("maxmemory-policy", "noeviction")
+        conn.config_set("maxmemory", "0")
+    assert len(warnings) == 2
+    assert "no RQ scheduler" in warnings[0] and "allkeys-lru" in warnings[1]
+    assert text.count("WARNING") == 2
