@@ -35,12 +35,16 @@ from .urls import canonicalize
 CRAWL = "bench"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
-# The crawl settings of every rqcrawl run. Politeness must be off for a throughput comparison
-# (Scrapy's DOWNLOAD_DELAY is 0 by default too): when the per-host delay and robots.txt
-# settings land, they are passed disabled here.
+# The crawl settings of every rqcrawl run. Politeness is off, as in the Scrapy spider: no delay
+# between requests (Scrapy's DOWNLOAD_DELAY is 0 by default), no per-host concurrency cap
+# beyond the workers' number (Scrapy's CONCURRENT_REQUESTS_PER_DOMAIN is set to
+# CONCURRENT_REQUESTS), robots.txt not fetched (ROBOTSTXT_OBEY is False).
 BENCH_SETTINGS: dict = {
     "max_depth": 1000,  # the whole site, like Scrapy's DEPTH_LIMIT 0
     "allow_private": True,  # the site is on 127.0.0.1
+    "delay": 0.0,
+    "host_concurrency": 10_000,
+    "obey_robots": False,
 }
 
 
