@@ -43,7 +43,7 @@ def test_one_process_of_four_threads_crawls_exactly_the_site(redis_url, conn):
     expected = site.expected(3)
     handler = Concurrency(site.handle)
     with HTTPSite(handler, max_requests=400, max_seconds=200) as http:
-        seed_local(redis_url, http.base + "/p0.html", "t", 3)
+        seed_local(redis_url, http.base + "/p0.html", "t", 3, "--host-concurrency", "4")
         pool = LocalWorkers(redis_url, 1, threads=4)
         try:
             final = wait_finished(redis_url, "t", timeout=120)
@@ -51,6 +51,7 @@ def test_one_process_of_four_threads_crawls_exactly_the_site(redis_url, conn):
         finally:
             pool.stop(grace=20)
         assert pool.procs[0].returncode == 0  # a warm stop, not a kill
+    assert http.hits.pop("/robots.txt") == 1
     assert all(n == 1 for n in http.hits.values()), http.hits
     canonical = {path_of(canonicalize(http.base + p)) for p in expected}
     assert {path_of(canonicalize(http.base + p)) for p in http.hits} == canonical
