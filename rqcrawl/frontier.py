@@ -40,6 +40,10 @@ REAP_EVERY = 15  # seconds between two recovery passes of one crawl
 LOST_AFTER = 30  # seconds a released URL may go without a live RQ job before it is requeued
 _LIVE = {"queued", "started", "scheduled", "deferred"}
 JOB_FUNC = "rqcrawl.jobs.crawl_url"
+# URLs this process has passed through the Bloom filter (at most this many, about 5 MB): they
+# are in it for good, so they are not sent again. Pages of a site repeat most of their links,
+# and each link costs k bit operations in Redis.
+KNOWN_MAX = 50_000
 WAKE_FUNC = "rqcrawl.jobs.wake"
 
 # KEYS: counters, inflight, held, items, reap lock, pages per host, later, bloom shards...
@@ -210,6 +214,7 @@ class Frontier:
         self._cas = redis.register_script(_LUA_CAS)
         self._defer = redis.register_script(_LUA_DEFER)
         self._due = redis.register_script(_LUA_DUE)
+        self._known: set[str] = set()
 
     def seed(self, urls: list[str]) -> int:
         """Admit `urls` at depth 0 (budgets apply, trap rules do not); returns how many were
@@ -310,6 +315,7 @@ class Frontier:
         children: list[tuple[str | None, str]],
         child_depth: int,
     ) -> tuple[int, int]:
+        children = [c for c in children if c[1] not in self._known]
         urls = [u for _, u in children]
         args = [
             done,
@@ -341,6 +347,9 @@ class Frontier:
             + self.bloom.keys,
             args=args,
         )
+        if len(self._known) > KNOWN_MAX:
+            self._known.clear()
+        self._known.update(urls)
         self._enqueue([_split(raw) for raw in released])
         return admitted, reap_due
 
