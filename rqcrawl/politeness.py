@@ -51,7 +51,10 @@ redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 local ready, booked, step = load_state(KEYS[1], host)
 step = math.max(step, delay)
 local free = redis.call('ZCARD', KEYS[2]) < tonumber(ARGV[4])
-if free and now >= ready and (is_booked or booked <= now) then
+-- Without a delay, `ready` is only the end of another worker's last request, whose clock may
+-- be a little ahead of ours: waiting for it deferred jobs for nothing, and every later job
+-- queued behind them one request duration apart.
+if free and (delay == 0 or now >= ready) and (is_booked or booked <= now) then
   redis.call('ZADD', KEYS[2], ARGV[6], ARGV[5])
   save_state(KEYS[1], host, now + delay, booked, step)
   return '0'
