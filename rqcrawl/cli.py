@@ -8,13 +8,16 @@ import os
 import re
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import click
 import redis
 
-from . import config, keys, sinks, stats
+from . import config, control, keys, monitor, sinks, stats
 from .config import ConfigError, CrawlConfig
 from .embedded import EmbeddedRedis
 from .frontier import Frontier
@@ -140,13 +143,119 @@ def derived_name(seed_url: str, stable_key: str | None = None) -> str:
 @main.command()
 @click.argument("name")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object.")
+@click.option("--config", "show_config", is_flag=True, help="The crawl's settings (TOML).")
+@click.option("--watch", "watching", is_flag=True, help="Refresh until finished or cancelled.")
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0.1),
+    default=2.0,
+    show_default=True,
+    help="Seconds between two refreshes of --watch.",
+)
 @redis_option
-def status(name, as_json, url) -> None:
-    """State and counters of crawl NAME."""
+def status(name, as_json, show_config, watching, interval, url) -> None:
+    """State and counters of crawl NAME, or its settings (--config)."""
+    if watching and (as_json or show_config):
+        raise click.UsageError("--watch cannot be combined with --json or --config")
     conn = connect(redis_url(url))
-    Frontier(conn, name, existing(conn, name)).maybe_reap()
-    s = stats.status(conn, name)
-    click.echo(json.dumps(s, sort_keys=True) if as_json else stats.render(s))
+    cfg = existing(conn, name)
+    if show_config:
+        click.echo(json.dumps(asdict(cfg), indent=2) if as_json else cfg.to_toml())
+    elif watching:
+        watch_status(conn, name, cfg, interval)
+    else:
+        Frontier(conn, name, cfg).maybe_reap()
+        s = stats.status(conn, name)
+        click.echo(json.dumps(s, sort_keys=True) if as_json else stats.render(s))
+
+
+def watch_status(conn: redis.Redis, name: str, cfg: CrawlConfig, interval: float) -> None:
+    """Ctrl-C is the normal way to stop watching: no traceback, exit status 0."""
+    try:
+        monitor.watch_status(conn, name, cfg, interval)
+    except KeyboardInterrupt:
+        click.echo()
+    except LookupError as exc:
+        raise click.ClickException(str(exc)) from None
+    except redis.RedisError as exc:
+        raise click.ClickException(f"lost Redis: {exc}") from None
+
+
+@main.command(name="list")
+@click.option("--json", "as_json", is_flag=True, help="A JSON array of the crawls' status.")
+@redis_option
+def list_crawls(as_json, url) -> None:
+    """Every crawl of this Redis: state, fetched/admitted, pages/s."""
+    conn = connect(redis_url(url))
+    names = sorted(n.decode() for n in conn.smembers(keys.CRAWLS))
+    rows = [s for s in (stats.status(conn, n) for n in names) if s is not None]
+    if as_json:
+        click.echo(json.dumps(rows, sort_keys=True))
+    else:
+        click.echo(stats.table(rows) if rows else "no crawls in this Redis")
+
+
+def controlled(name: str, url: str | None) -> tuple[redis.Redis, CrawlConfig, str]:
+    """Connection, config and current state of an existing crawl, for pause ... purge."""
+    conn = connect(redis_url(url))
+    cfg = existing(conn, name)
+    return conn, cfg, stats.status(conn, name)["state"]
+
+
+@main.command()
+@click.argument("name")
+@redis_option
+def pause(name, url) -> None:
+    """Stop releasing URLs of crawl NAME; running pages finish, queued ones wait."""
+    conn, _, state = controlled(name, url)
+    with control_errors():
+        paused = control.pause(conn, name, state)
+    click.echo(f"crawl {name} paused" if paused else f"crawl {name} was already paused")
+
+
+@main.command()
+@click.argument("name")
+@redis_option
+def resume(name, url) -> None:
+    """Release the held URLs of paused crawl NAME again."""
+    conn, cfg, state = controlled(name, url)
+    with control_errors():
+        control.resume(conn, name, cfg, state)
+    click.echo(f"crawl {name} resumed")
+
+
+@main.command()
+@click.argument("name")
+@redis_option
+def cancel(name, url) -> None:
+    """Stop crawl NAME for good, dropping its pending URLs and queued jobs."""
+    conn, _, state = controlled(name, url)
+    with control_errors():
+        done = control.cancel(conn, name, state)
+    click.echo(
+        f"crawl {name} cancelled: {done.dropped} URL(s) dropped ({done.held} held, "
+        f"{done.in_flight} in flight; {done.jobs_removed} queued RQ job(s) removed)"
+    )
+
+
+@main.command()
+@click.argument("name")
+@click.option("--force", is_flag=True, help="Even if the crawl is running or paused.")
+@redis_option
+def purge(name, force, url) -> None:
+    """Delete every key and RQ job of crawl NAME (and nothing of any other crawl)."""
+    conn, _, state = controlled(name, url)
+    with control_errors():
+        done = control.purge(conn, name, state, force)
+    click.echo(f"crawl {name} purged: {done.keys} key(s) and {done.jobs} RQ job(s) deleted")
+
+
+@contextmanager
+def control_errors() -> Iterator[None]:
+    try:
+        yield
+    except control.ControlError as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 @main.command()

@@ -67,6 +67,12 @@ class CrawlConfig:
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
 
+    def to_toml(self) -> str:
+        """The settings as a `[crawl]` table that `--config FILE` reads back (the JSON of a
+        string, number, boolean or list of strings is also its TOML)."""
+        lines = [f"{name} = {json.dumps(value)}" for name, value in asdict(self).items()]
+        return "\n".join(["[crawl]", *lines])
+
 
 def _checked(name: str, value: Any, expected: type) -> Any:
     if expected is float and isinstance(value, int) and not isinstance(value, bool):

@@ -69,6 +69,7 @@ if admitted > 0 then redis.call('HINCRBY', counters, 'admitted', admitted) end
 local out = {1, admitted, reap_due}
 local level = tonumber(redis.call('HGET', counters, 'level') or '0')
 local room = tonumber(ARGV[5]) - redis.call('HLEN', inflight)
+if redis.call('HEXISTS', counters, 'paused_at') == 1 then room = 0 end  -- see control.py
 while room > 0 do
   local head = redis.call('LRANGE', held, 0, room - 1)
   if #head == 0 then break end

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from rq import get_current_job
 
-from . import config
+from . import config, control
 from .config import CrawlConfig
 from .extract import decode, parse
 from .fetch import FetchError, fetch
@@ -49,6 +49,8 @@ def crawl_url(crawl: str, url: str, depth: int) -> str:
     entry = frontier.claim(url, job.id)
     if entry is None:
         return "already ended"
+    if control.put_back(redis, crawl, url, entry):
+        return "crawl halted: URL given back unfetched"
     result = visit(url, depth, cfg)
     attempts = entry.attempt + 1
     if result.error is not None and attempts <= cfg.retries:
