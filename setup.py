@@ -1,5 +1,8 @@
 from setuptools import find_packages, setup
 
+# rq-dashboard 0.9.0 (checked with RQ 3.0 and Flask 3.1) imports `six` without declaring it.
+DASHBOARD = ["rq-dashboard>=0.9", "six"]
+
 setup(
     name="rqcrawl",
     version="0.1.0",
@@ -19,8 +22,8 @@ setup(
         "click>=8",
     ],
     extras_require={
-        "dashboard": ["rq-dashboard>=0.8"],
-        "test": ["pytest>=8", "pytest-timeout>=2", "ruff"],
+        "dashboard": DASHBOARD,
+        "test": ["pytest>=8", "pytest-timeout>=2", "ruff", *DASHBOARD],
     },
     entry_points={"console_scripts": ["rqcrawl=rqcrawl.cli:main"]},
 )
