@@ -38,7 +38,7 @@ def counter(conn, crawl: str, field: str) -> int:
 
 
 def test_pause_gives_work_back_and_resume_finishes_exactly(redis_url, conn, tmp_path):
-    site = Site(pages=40, slow={i: 0.2 for i in range(40)})
+    site = Site(pages=40, slow={i: 0.1 for i in range(40)})
     expected = site.expected(3)
     with HTTPSite(site.handle, max_requests=300, max_seconds=180) as http:
         seed_local(redis_url, http.base + "/p0.html", "pz", 3)
