@@ -350,7 +350,7 @@ def run_local(conn: redis.Redis, target: str, name: str, workers: int) -> None:
     finally:
         pool.stop()
     click.echo(
-        f"crawl {name} finished: {final['fetched']} fetched, {final['failed']} failed, "
+        f"crawl {name} {final['state']}: {final['fetched']} fetched, {final['failed']} failed, "
         f"{final['skipped_total']} skipped in {final['elapsed_s']:.1f} s",
         err=True,
     )

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from redis import Redis
 from rq.job import Job, JobStatus
 
-from . import keys
+from . import keys, stats
 from .config import CrawlConfig
 from .frontier import Frontier, InFlight, job_id
 
@@ -88,7 +88,7 @@ def put_back(redis: Redis, crawl: str, url: str, entry: InFlight) -> bool:
 
 def pause(redis: Redis, crawl: str, state: str) -> bool:
     """Stop releasing URLs of a running crawl; False if it was already paused."""
-    if state in ("finished", "cancelled"):
+    if state in stats.OVER:
         raise ControlError(f"crawl {crawl} is {state}: nothing to pause")
     return bool(redis.hsetnx(keys.key(crawl, "counters"), "paused_at", repr(time.time())))
 
@@ -126,7 +126,7 @@ def cancel(redis: Redis, crawl: str, state: str) -> Cancelled:
 def purge(redis: Redis, crawl: str, state: str, force: bool = False) -> Purged:
     """Delete every key of the crawl and its RQ jobs. Refused while workers may still be
     working on it, unless `force`."""
-    if state not in ("finished", "cancelled") and not force:
+    if state not in stats.OVER and not force:
         raise ControlError(f"crawl {crawl} is {state}: cancel it first, or purge with --force")
     jobs = _delete_jobs(redis, _crawl_jobs(redis, crawl))
     # A crawl has a handful of keys (the Bloom filter is split into at most 512 MB shards).

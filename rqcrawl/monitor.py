@@ -12,8 +12,6 @@ from . import stats
 from .config import CrawlConfig
 from .frontier import Frontier
 
-OVER = ("finished", "cancelled")
-
 
 def watch_status(
     conn: Redis, crawl: str, cfg: CrawlConfig, interval: float, out: TextIO = sys.stdout
@@ -34,7 +32,7 @@ def watch_status(
         else:
             out.write(time.strftime("%H:%M:%S ") + stats.summary(s) + "\n")
         out.flush()
-        if s["state"] in OVER:
+        if s["state"] in stats.OVER:
             return s
         time.sleep(interval)
 

@@ -58,6 +58,9 @@ def status(redis: Redis, crawl: str) -> dict | None:
     }
 
 
+OVER = ("finished", "cancelled")  # states in which no worker will touch the crawl again
+
+
 def state(counters: dict, done: bool) -> str:
     """`cancelled` for good; `finished` when nothing is left; `paused` while halted with work
     left (see control.py); else `running`."""

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import json
 import re
+import signal
+import subprocess
 import time
 import tomllib
+from http.server import BaseHTTPRequestHandler
 
-from helpers import Workers, read_jsonl, rqcrawl, seed_local, status, wait_finished
+from helpers import BIN, Workers, read_jsonl, rqcrawl, seed_local, status, wait_finished
 from rq import Queue
-from servers import HTTPSite, free_port
+from rq.registry import ScheduledJobRegistry
+from servers import HTTPSite, env_with, free_port, reply
 from test_cli import assert_one_line_error
 from testsite import Site
 
@@ -100,6 +104,45 @@ def test_cancel_drops_pending_work_and_says_how_much(redis_url, conn, tmp_path):
     assert "cancelled (" in rqcrawl(redis_url, "status", "cx").stdout
     assert_one_line_error(rqcrawl(redis_url, "cancel", "cx", check=False), "already cancelled")
     assert_one_line_error(rqcrawl(redis_url, "resume", "cx", check=False), "not paused")
+
+
+def test_cancel_ends_a_one_machine_crawl_with_what_it_recorded(redis_url, tmp_path):
+    site = Site(pages=40, slow={i: 0.2 for i in range(40)})
+    out = tmp_path / "emb.jsonl"
+    with HTTPSite(site.handle, max_requests=300, max_seconds=120) as http:
+        crawl = subprocess.Popen(
+            [str(BIN / "rqcrawl"), "crawl", http.base + "/p0.html", "--max-depth", "3",
+             "--crawl", "emb", "--allow-private", "--workers", "1", "-o", str(out)],
+            env=env_with(redis_url), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            wait_until(lambda: sum(http.hits.values()) >= 3, what="3 pages")
+            rqcrawl(redis_url, "cancel", "emb")
+            _, err = crawl.communicate(timeout=60)
+        finally:
+            if crawl.poll() is None:  # Ctrl-C: it stops its own workers, then goes
+                crawl.send_signal(signal.SIGINT)
+                crawl.communicate(timeout=60)
+    assert crawl.returncode == 0 and "crawl emb cancelled:" in err, err
+    s = status(redis_url, "emb")
+    assert len(read_jsonl(out)) == s["admitted"] - s["dropped"]
+
+
+def test_cancel_removes_a_scheduled_retry(redis_url, conn, tmp_path):
+    def down(req: BaseHTTPRequestHandler) -> None:
+        reply(req, 503, b"down")
+
+    with HTTPSite(down, max_requests=20, max_seconds=60) as http:
+        seed_local(redis_url, http.base + "/", "rt", 1)
+        with Workers(redis_url, 1, "--with-scheduler", log_dir=tmp_path):
+            scheduled = ScheduledJobRegistry(keys.QUEUE_NAME, connection=conn)
+            wait_until(lambda: scheduled.get_job_ids(), what="a scheduled retry")
+            said = rqcrawl(redis_url, "cancel", "rt").stdout
+            assert "1 URL(s) dropped (0 held, 1 in flight; 1 queued RQ job(s) removed)" in said
+            assert scheduled.get_job_ids() == []
+            time.sleep(3)  # past the retry's 2 s backoff: nothing comes back
+    assert http.hits == {"/": 1}
+    assert status(redis_url, "rt")["dropped"] == 1
 
 
 def snapshot(conn, pattern: str) -> dict[bytes, bytes]:
