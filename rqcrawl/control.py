@@ -18,9 +18,10 @@ from rq.job import Job, JobStatus
 
 from . import keys, stats
 from .config import CrawlConfig
-from .frontier import Frontier, InFlight, job_id
+from .frontier import Frontier, InFlight
 
 # KEYS: counters, inflight, held. ARGV: url, its in-flight entry as the job saw it, depth.
+# (A running job's URL is never in `later`: deferral gives it a new job.)
 # If the crawl is halted and the job is still the live attempt for the URL, puts the URL back
 # on the head of the held list (it belongs to the current level), or drops it if the crawl
 # was cancelled (a retry scheduled by a job that was running during the cancel).
@@ -37,9 +38,9 @@ end
 return 1
 """
 
-# KEYS: counters, inflight, held. ARGV: now.
-# Halts the crawl for good and drops its pending work in one step, so that no release can
-# slip in between. Returns false if it was already cancelled, else
+# KEYS: counters, inflight, held, later. ARGV: now.
+# Halts the crawl for good and drops its pending work (held, in flight, deferred) in one step,
+# so that no release can slip in between. Returns false if it was already cancelled, else
 # {held count, url, entry, url, entry...} of the dropped in-flight URLs.
 _LUA_CANCEL = """
 if redis.call('HEXISTS', KEYS[1], 'cancelled_at') == 1 then return false end
@@ -47,7 +48,7 @@ redis.call('HSETNX', KEYS[1], 'paused_at', ARGV[1])
 redis.call('HSET', KEYS[1], 'cancelled_at', ARGV[1])
 local held = redis.call('LLEN', KEYS[3])
 local inflight = redis.call('HGETALL', KEYS[2])
-redis.call('DEL', KEYS[2], KEYS[3])
+redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
 redis.call('HINCRBY', KEYS[1], 'dropped', held + #inflight / 2)
 local out = {held}
 for _, v in ipairs(inflight) do out[#out + 1] = v end
@@ -65,7 +66,7 @@ class ControlError(Exception):
 @dataclass(frozen=True)
 class Cancelled:
     held: int  # admitted URLs that were waiting for their level
-    in_flight: int  # released URLs (queued, scheduled or running)
+    in_flight: int  # released URLs (queued, scheduled, running or deferred)
     jobs_removed: int  # RQ jobs deleted before a worker started them
 
     @property
@@ -112,7 +113,7 @@ def cancel(redis: Redis, crawl: str, state: str) -> Cancelled:
         raise ControlError(f"crawl {crawl} is already cancelled")
     held, flat = out[0], out[1:]
     ids = [
-        job_id(crawl, url.decode(), InFlight.parse(raw).attempt)
+        InFlight.parse(raw).job_id(crawl, url.decode())
         for url, raw in zip(flat[::2], flat[1::2], strict=True)
     ]
     pending = [
@@ -166,4 +167,4 @@ def _delete_jobs(redis: Redis, jobs: list[Job]) -> int:
 
 
 def _frontier_keys(crawl: str) -> list[str]:
-    return [keys.key(crawl, "counters"), keys.key(crawl, "inflight"), keys.key(crawl, "held")]
+    return [keys.key(crawl, part) for part in ("counters", "inflight", "held", "later")]

@@ -63,10 +63,18 @@ def session(allow_private: bool) -> requests.Session:
     return _sessions[allow_private]
 
 
-def fetch(url: str, cfg: CrawlConfig, check_hop: Callable[[str], str | None]) -> Response:
+def fetch(
+    url: str,
+    cfg: CrawlConfig,
+    check_hop: Callable[[str], str | None],
+    any_type: bool = False,
+    truncate_at: int | None = None,
+) -> Response:
     """GET `url`, following redirects by hand so that `check_hop` (scope) sees every hop.
 
-    `check_hop(url)` returns a skip reason or None. Raises FetchError.
+    `check_hop(url)` returns a skip reason or None. Only HTML bodies are downloaded unless
+    `any_type`; `truncate_at` keeps the first bytes of a longer body instead of refusing it
+    (robots.txt). Raises FetchError.
     """
     s = session(cfg.allow_private)
     visited = [url]
@@ -75,7 +83,7 @@ def fetch(url: str, cfg: CrawlConfig, check_hop: Callable[[str], str | None]) ->
     while True:
         resp = _get(s, current, cfg)
         if not resp.is_redirect:
-            return _read(resp, url, current, cfg, deadline)
+            return _read(resp, url, current, cfg, deadline, any_type, truncate_at)
         resp.close()
         try:
             target = canonicalize(resp.headers["location"], current)
@@ -110,7 +118,13 @@ def _get(s: requests.Session, url: str, cfg: CrawlConfig) -> requests.Response:
 
 
 def _read(
-    resp: requests.Response, url: str, final: str, cfg: CrawlConfig, deadline: float
+    resp: requests.Response,
+    url: str,
+    final: str,
+    cfg: CrawlConfig,
+    deadline: float,
+    any_type: bool,
+    truncate_at: int | None,
 ) -> Response:
     with resp:
         status = resp.status_code
@@ -125,20 +139,25 @@ def _read(
             )
         if status >= 400:
             raise FetchError(f"http_{status}", f"HTTP {status}", status=status)
-        if ctype.split(";")[0].strip().lower() not in HTML_TYPES:
+        if not any_type and ctype.split(";")[0].strip().lower() not in HTML_TYPES:
             return Response(url, final, status, ctype, None)
         declared = resp.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > cfg.max_body_bytes:
+        if truncate_at is None and declared.isdigit() and int(declared) > cfg.max_body_bytes:
             raise FetchError("too_large", f"Content-Length {declared} over the cap", status=status)
-        return Response(url, final, status, ctype, _body(resp, cfg, deadline))
+        return Response(url, final, status, ctype, _body(resp, cfg, deadline, truncate_at))
 
 
-def _body(resp: requests.Response, cfg: CrawlConfig, deadline: float) -> bytes:
+def _body(
+    resp: requests.Response, cfg: CrawlConfig, deadline: float, truncate_at: int | None
+) -> bytes:
     """Read the decoded body; a cap on decoded bytes also stops decompression bombs."""
     chunks, size = [], 0
     try:
         for chunk in resp.iter_content(_CHUNK):
             size += len(chunk)
+            if truncate_at is not None and size >= truncate_at:
+                chunks.append(chunk)
+                return b"".join(chunks)[:truncate_at]
             if size > cfg.max_body_bytes:
                 raise FetchError(
                     "too_large", f"body over {cfg.max_body_bytes} bytes", status=resp.status_code

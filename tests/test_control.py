@@ -16,6 +16,7 @@ from rq import Queue
 from rq.registry import ScheduledJobRegistry
 from servers import HTTPSite, env_with, free_port, reply
 from test_cli import assert_one_line_error
+from test_politeness import CRAWL_WORKER
 from testsite import Site
 
 from rqcrawl import keys
@@ -51,7 +52,7 @@ def test_pause_gives_work_back_and_resume_finishes_exactly(redis_url, conn, tmp_
         seed_local(redis_url, http.base + "/missing0", "pz", 3)  # admitted, not released
         s = status(redis_url, "pz")
         assert (s["state"], s["in_flight"], s["held"]) == ("paused", 1, 1)
-        with Workers(redis_url, 2, log_dir=tmp_path):
+        with Workers(redis_url, 2, *CRAWL_WORKER, log_dir=tmp_path):
             # The first seed's job was queued before the pause: a worker gives it back.
             wait_until(lambda: counter(conn, "pz", "put_back") == 1, what="put back")
             s = settled(redis_url, "pz")
@@ -71,6 +72,7 @@ def test_pause_gives_work_back_and_resume_finishes_exactly(redis_url, conn, tmp_
 
             rqcrawl(redis_url, "resume", "pz")
             final = wait_finished(redis_url, "pz")
+    assert http.hits.pop("/robots.txt") == 1
     assert all(n == 1 for n in http.hits.values()), http.hits
     assert len(http.hits) == len(expected) == final["admitted"]
     out = tmp_path / "pz.jsonl"
@@ -84,7 +86,7 @@ def test_cancel_drops_pending_work_and_says_how_much(redis_url, conn, tmp_path):
     site = Site(pages=60, slow={i: 0.2 for i in range(60)})
     with HTTPSite(site.handle, max_requests=300, max_seconds=180) as http:
         seed_local(redis_url, http.base + "/p0.html", "cx", 3)
-        with Workers(redis_url, 2, log_dir=tmp_path):
+        with Workers(redis_url, 2, *CRAWL_WORKER, log_dir=tmp_path):
             wait_until(lambda: sum(http.hits.values()) >= 6, what="6 pages")
             said = rqcrawl(redis_url, "cancel", "cx").stdout
             dropped = int(re.search(r"cancelled: (\d+) URL\(s\) dropped", said).group(1))
@@ -133,7 +135,7 @@ def test_cancel_removes_a_scheduled_retry(redis_url, conn, tmp_path):
         reply(req, 503, b"down")
 
     with HTTPSite(down, max_requests=20, max_seconds=60) as http:
-        seed_local(redis_url, http.base + "/", "rt", 1)
+        seed_local(redis_url, http.base + "/", "rt", 1, "--no-robots")
         with Workers(redis_url, 1, "--with-scheduler", log_dir=tmp_path):
             scheduled = ScheduledJobRegistry(keys.QUEUE_NAME, connection=conn)
             wait_until(lambda: scheduled.get_job_ids(), what="a scheduled retry")

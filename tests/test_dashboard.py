@@ -11,6 +11,7 @@ import urllib.request
 import pytest
 from helpers import BIN, Workers, seed_local
 from servers import HTTPSite, free_port
+from test_politeness import CRAWL_WORKER
 from testsite import Site
 
 DASHBOARD = BIN / "rq-dashboard"
@@ -60,21 +61,23 @@ def dashboard(redis_url, tmp_path):
 def test_dashboard_shows_the_crawl_queue_jobs_and_busy_workers(redis_url, dashboard):
     site = Site(pages=20, slow={i: 1.0 for i in range(20)})
     with HTTPSite(site.handle, max_requests=100, max_seconds=120) as http:
-        seed_local(redis_url, http.base + "/p0.html", "dash", 2)
+        seed_local(redis_url, http.base + "/p0.html", "dash", 2, "--host-concurrency", "2")
 
         queues = poll(f"{dashboard}/queues.json", lambda d: d["queues"])["queues"]
         assert [(q["name"], q["count"]) for q in queues] == [("crawl", 1)]
         jobs = get_json(f"{dashboard}/jobs/crawl/queued/20/asc/1.json")["jobs"]
         assert [j["description"] for j in jobs] == [f"dash d0 {http.base}/p0.html"]
 
-        with Workers(redis_url, 2) as workers:
+        with Workers(redis_url, 2, *CRAWL_WORKER) as workers:
+            level_1 = f"dash d1 {http.base}/"
 
-            def both_busy(data: dict) -> bool:
+            def both_on_level_1(data: dict) -> bool:
                 ours = [w for w in data["workers"] if w["name"] in workers.names]
-                return len(ours) == 2 and all(w["state"] == "busy" for w in ours)
+                jobs = [w["current_job"] for w in ours if w["state"] == "busy"]
+                return len(jobs) == 2 and all(
+                    isinstance(j, dict) and j["description"].startswith(level_1) for j in jobs
+                )
 
             # Each page takes a second: after the seed, both workers fetch level-1 pages.
-            found = poll(f"{dashboard}/workers.json", both_busy)["workers"]
-    for w in found:
-        assert w["queues"] == ["crawl"]
-        assert w["current_job"]["description"].startswith(f"dash d1 {http.base}/")
+            found = poll(f"{dashboard}/workers.json", both_on_level_1)["workers"]
+    assert all(w["queues"] == ["crawl"] for w in found)

@@ -8,6 +8,7 @@ from contextlib import ExitStack
 from helpers import Workers, read_jsonl, rqcrawl, seed_local, wait_finished
 from servers import HTTPSite
 from test_crawl_e2e import path_of
+from test_politeness import CRAWL_WORKER
 from testsite import Site
 
 from rqcrawl import config, keys
@@ -30,7 +31,7 @@ def test_two_crawls_on_the_same_workers_share_nothing(redis_url, conn, tmp_path)
         }
         for name, (_, _, depth) in plan.items():
             seed_local(redis_url, http[name].base + "/p0.html", name, depth)
-        with Workers(redis_url, 2, log_dir=tmp_path):
+        with Workers(redis_url, 2, *CRAWL_WORKER, log_dir=tmp_path):
             final = {name: wait_finished(redis_url, name) for name in plan}
 
     urls = {}
@@ -40,6 +41,7 @@ def test_two_crawls_on_the_same_workers_share_nothing(redis_url, conn, tmp_path)
         expected = {
             path_of(canonicalize(server.base + p)): d for p, d in site.expected(depth).items()
         }
+        assert server.hits.pop("/robots.txt") == 1  # its own crawl's robots.txt cache
         assert all(n == 1 for n in server.hits.values()), server.hits
         assert {path_of(canonicalize(server.base + p)) for p in server.hits} == set(expected)
 

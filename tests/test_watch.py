@@ -12,6 +12,7 @@ import time
 
 from helpers import BIN, Workers, rqcrawl, seed_local
 from servers import HTTPSite, env_with
+from test_politeness import CRAWL_WORKER
 from testsite import Site
 
 
@@ -19,7 +20,7 @@ def test_watch_prints_a_line_per_refresh_and_ends_with_the_crawl(redis_url):
     site = Site(pages=12, slow={i: 0.1 for i in range(12)})
     with HTTPSite(site.handle, max_requests=100, max_seconds=120) as http:
         seed_local(redis_url, http.base + "/p0.html", "wt", 2)
-        with Workers(redis_url, 1):
+        with Workers(redis_url, 1, *CRAWL_WORKER):
             proc = rqcrawl(redis_url, "status", "wt", "--watch", "--interval", "0.2")
     lines = proc.stdout.splitlines()
     assert len(lines) >= 2, lines  # the crawl takes more than one interval
