@@ -14,10 +14,11 @@ from urllib.parse import urlsplit
 import click
 import redis
 
-from . import config, keys, sinks, stats
+from . import config, hooks, keys, sinks, stats
 from .config import ConfigError, CrawlConfig
 from .embedded import EmbeddedRedis
 from .frontier import Frontier
+from .hooks import HookError
 from .runner import LocalWorkers, watch
 from .urls import InvalidURL, canonicalize, host_of
 
@@ -120,12 +121,15 @@ def canonical_seeds(urls: tuple[str, ...]) -> list[str]:
 
 
 def settings(config_file: str | None, **flags) -> CrawlConfig:
-    """Defaults < file < command-line flags (flags left unset do not override)."""
+    """Defaults < file < command-line flags (flags left unset do not override). The hook, if
+    any, is imported here so that a bad one is reported before the crawl starts."""
     try:
         cfg = CrawlConfig.from_toml(config_file) if config_file else CrawlConfig()
-        return CrawlConfig.from_dict({k: v for k, v in flags.items() if v is not None}, cfg)
-    except ConfigError as exc:
+        cfg = CrawlConfig.from_dict({k: v for k, v in flags.items() if v is not None}, cfg)
+        hooks.check(cfg.hook)
+    except (ConfigError, HookError) as exc:
         raise click.ClickException(str(exc)) from None
+    return cfg
 
 
 def derived_name(seed_url: str, stable_key: str | None = None) -> str:

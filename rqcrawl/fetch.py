@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 
@@ -25,6 +25,7 @@ class Response:
     status: int
     content_type: str
     body: bytes | None  # None when the page is not HTML (not downloaded)
+    headers: Mapping[str, str]  # case-insensitive
 
 
 class FetchError(Exception):
@@ -126,11 +127,11 @@ def _read(
         if status >= 400:
             raise FetchError(f"http_{status}", f"HTTP {status}", status=status)
         if ctype.split(";")[0].strip().lower() not in HTML_TYPES:
-            return Response(url, final, status, ctype, None)
+            return Response(url, final, status, ctype, None, resp.headers)
         declared = resp.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > cfg.max_body_bytes:
             raise FetchError("too_large", f"Content-Length {declared} over the cap", status=status)
-        return Response(url, final, status, ctype, _body(resp, cfg, deadline))
+        return Response(url, final, status, ctype, _body(resp, cfg, deadline), resp.headers)
 
 
 def _body(resp: requests.Response, cfg: CrawlConfig, deadline: float) -> bytes:

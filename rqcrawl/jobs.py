@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 
 from rq import get_current_job
 
-from . import config
+from . import config, hooks
 from .config import CrawlConfig
-from .extract import decode, parse
+from .extract import decode, extract_fields, parse
 from .fetch import FetchError, fetch
 from .frontier import Frontier
 from .rules import link_verdict
@@ -61,7 +61,8 @@ def crawl_url(crawl: str, url: str, depth: int) -> str:
 
 
 def visit(url: str, depth: int, cfg: CrawlConfig) -> Visit:
-    """Fetch and parse `url`; never raises for anything a web server can do."""
+    """Fetch and parse `url`, extract its fields, run the hook;
+    never raises for anything a web server can do."""
 
     def check_hop(hop: str) -> str | None:
         return None if in_scope(hop, cfg.scope_hosts) else "out_of_scope"
@@ -85,13 +86,28 @@ def visit(url: str, depth: int, cfg: CrawlConfig) -> Visit:
     if resp.body is None:
         record["outcome"] = "not_html"
         return Visit(record, {"skipped:not_html": 1})
-    page = parse(decode(resp.body, resp.content_type), resp.final_url)
+    text = decode(resp.body, resp.content_type)
+    page = parse(text, resp.final_url)
     record.update(outcome="fetched", title=page.title, bytes=len(resp.body))
-    record["outlinks"] = len(page.links)
+    record["fields"] = extract_fields(page.selector, cfg.fields)
     counts = Counter({"fetched": 1, "links:bad": page.bad_links})
+    links = page.links
+    if cfg.hook:
+        hooked = hooks.run(
+            cfg.hook,
+            hooks.HookPage(
+                url, resp.final_url, resp.status, resp.headers, text, page.selector, depth
+            ),
+        )
+        record["fields"].update(hooked.fields)
+        record["hook_error"] = hooked.error
+        counts["hook_errors"] += hooked.error is not None
+        counts["links:bad"] += hooked.bad_links
+        links = list(dict.fromkeys(links + hooked.links))
+    record["outlinks"] = len(links)
     children = []
     if depth < cfg.max_depth:
-        for link in page.links:
+        for link in links:
             verdict = link_verdict(link, cfg)
             if verdict is None:
                 children.append(link)
