@@ -56,6 +56,12 @@ def existing(conn: redis.Redis, crawl: str) -> CrawlConfig:
 redis_option = click.option(
     "--url", "-u", "url", default=None, help="Redis URL (default: $RQ_REDIS_URL, $REDIS_URL)."
 )
+warc_option = click.option(
+    "--warc",
+    "warc_dir",
+    default=None,
+    help="Archive responses as WARC files in this directory (on each worker's machine).",
+)
 
 
 @click.group()
@@ -70,11 +76,15 @@ def main() -> None:
 @click.option("--crawl", "name", default=None, help="Crawl name (default: derived, printed).")
 @click.option("--allow-private", is_flag=True, default=None, help="Allow private addresses.")
 @click.option("--config", "config_file", type=click.Path(), default=None, help="TOML settings.")
+@warc_option
 @redis_option
-def seed(urls, max_depth, name, allow_private, config_file, url) -> None:
+def seed(urls, max_depth, name, allow_private, config_file, warc_dir, url) -> None:
     """Store a crawl's settings in Redis and queue its seed URLs at depth 0."""
     seeds = canonical_seeds(urls)
-    cfg = scoped(settings(config_file, max_depth=max_depth, allow_private=allow_private), seeds)
+    cfg = scoped(
+        settings(config_file, max_depth=max_depth, allow_private=allow_private, warc_dir=warc_dir),
+        seeds,
+    )
     conn = connect(redis_url(url))
     name = checked_name(name) or derived_name(seeds[0])
     cfg, new = start_crawl(conn, name, cfg, seeds)
@@ -195,6 +205,7 @@ def write_export(conn: redis.Redis, name: str, output: str, fmt: str | None) -> 
 @click.option("--crawl", "name", default=None, help="Crawl name (default: from the command).")
 @click.option("--allow-private", is_flag=True, default=None, help="Allow private addresses.")
 @click.option("--config", "config_file", type=click.Path(), default=None, help="TOML settings.")
+@warc_option
 @click.option(
     "--data-dir",
     type=click.Path(),
@@ -204,13 +215,27 @@ def write_export(conn: redis.Redis, name: str, output: str, fmt: str | None) -> 
 )
 @redis_option
 def crawl(
-    urls, max_depth, output, fmt, workers, name, allow_private, config_file, data_dir, url
+    urls,
+    max_depth,
+    output,
+    fmt,
+    workers,
+    name,
+    allow_private,
+    config_file,
+    warc_dir,
+    data_dir,
+    url,
 ) -> None:
     """Crawl on this machine until done and write OUTPUT: seed, run local workers, show
     progress. Uses an embedded Redis unless a Redis URL is configured. Running the same
     command again after an interruption resumes the crawl."""
     seeds = canonical_seeds(urls)
-    cfg = scoped(settings(config_file, max_depth=max_depth, allow_private=allow_private), seeds)
+    cfg = scoped(
+        settings(config_file, max_depth=max_depth, allow_private=allow_private, warc_dir=warc_dir),
+        seeds,
+    )
+    writable_dir(cfg.warc_dir)
     name = checked_name(name) or derived_name(seeds[0], json.dumps([seeds, cfg.to_json()]))
     server = None
     target = configured_redis_url(url)
@@ -228,6 +253,17 @@ def crawl(
     finally:
         if server:
             server.stop()
+
+
+def writable_dir(path: str) -> None:
+    """The local workers will write there: fail now, in one line, if they cannot."""
+    if path:
+        try:
+            Path(path).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise click.ClickException(f"cannot create {path}: {exc.strerror}") from None
+        if not os.access(path, os.W_OK):
+            raise click.ClickException(f"cannot write to {path}")
 
 
 def run_local(conn: redis.Redis, target: str, name: str, workers: int) -> None:

@@ -73,6 +73,8 @@ class CrawlConfig:
     link_deny_domains: list[str] = field(default_factory=list)
     link_deny_extensions: list[str] = field(default_factory=lambda: list(DENIED_EXTENSIONS))
     hook: str = ""  # "package.module:function", called on every fetched HTML page
+    warc_dir: str = ""  # archive responses as WARC files in this directory of each worker
+    warc_max_bytes: int = 100_000_000  # a worker starts a new WARC file past this size
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], base: CrawlConfig | None = None) -> CrawlConfig:

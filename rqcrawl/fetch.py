@@ -28,6 +28,15 @@ class Response:
     headers: Mapping[str, str]  # case-insensitive
 
 
+# Called with every HTTP response received (each redirect hop, errors too) and its decoded
+# body, or None when the body was not downloaded: how responses reach the WARC archive.
+Archive = Callable[[requests.Response, bytes | None], None]
+
+
+def no_archive(resp: requests.Response, body: bytes | None) -> None:
+    """The Archive of a crawl without `warc_dir`."""
+
+
 class FetchError(Exception):
     """A fetch that ended without a usable response.
 
@@ -64,10 +73,16 @@ def session(allow_private: bool) -> requests.Session:
     return _sessions[allow_private]
 
 
-def fetch(url: str, cfg: CrawlConfig, check_hop: Callable[[str], str | None]) -> Response:
+def fetch(
+    url: str,
+    cfg: CrawlConfig,
+    check_hop: Callable[[str], str | None],
+    archive: Archive = no_archive,
+) -> Response:
     """GET `url`, following redirects by hand so that `check_hop` (scope) sees every hop.
 
-    `check_hop(url)` returns a skip reason or None. Raises FetchError.
+    `check_hop(url)` returns a skip reason or None. Every response received is passed to
+    `archive`, except those whose body failed to download. Raises FetchError.
     """
     s = session(cfg.allow_private)
     visited = [url]
@@ -76,7 +91,8 @@ def fetch(url: str, cfg: CrawlConfig, check_hop: Callable[[str], str | None]) ->
     while True:
         resp = _get(s, current, cfg)
         if not resp.is_redirect:
-            return _read(resp, url, current, cfg, deadline)
+            return _read(resp, url, current, cfg, deadline, archive)
+        archive(resp, None)
         resp.close()
         try:
             target = canonicalize(resp.headers["location"], current)
@@ -111,11 +127,19 @@ def _get(s: requests.Session, url: str, cfg: CrawlConfig) -> requests.Response:
 
 
 def _read(
-    resp: requests.Response, url: str, final: str, cfg: CrawlConfig, deadline: float
+    resp: requests.Response,
+    url: str,
+    final: str,
+    cfg: CrawlConfig,
+    deadline: float,
+    archive: Archive,
 ) -> Response:
     with resp:
         status = resp.status_code
         ctype = resp.headers.get("content-type", "")
+        html = ctype.split(";")[0].strip().lower() in HTML_TYPES
+        if status >= 400 or not html:
+            archive(resp, None)
         if status in TRANSIENT_STATUS:
             raise FetchError(
                 f"http_{status}",
@@ -126,12 +150,14 @@ def _read(
             )
         if status >= 400:
             raise FetchError(f"http_{status}", f"HTTP {status}", status=status)
-        if ctype.split(";")[0].strip().lower() not in HTML_TYPES:
+        if not html:
             return Response(url, final, status, ctype, None, resp.headers)
         declared = resp.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > cfg.max_body_bytes:
             raise FetchError("too_large", f"Content-Length {declared} over the cap", status=status)
-        return Response(url, final, status, ctype, _body(resp, cfg, deadline), resp.headers)
+        body = _body(resp, cfg, deadline)
+        archive(resp, body)
+        return Response(url, final, status, ctype, body, resp.headers)
 
 
 def _body(resp: requests.Response, cfg: CrawlConfig, deadline: float) -> bytes:

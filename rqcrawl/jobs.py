@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 
 from rq import get_current_job
 
-from . import config, hooks
+from . import config, hooks, warc
 from .config import CrawlConfig
 from .extract import decode, extract_fields, parse
-from .fetch import FetchError, fetch
+from .fetch import Archive, FetchError, fetch, no_archive
 from .frontier import Frontier
 from .rules import link_verdict
 from .sinks import page_record
@@ -49,7 +49,7 @@ def crawl_url(crawl: str, url: str, depth: int) -> str:
     entry = frontier.claim(url, job.id)
     if entry is None:
         return "already ended"
-    result = visit(url, depth, cfg)
+    result = visit(url, depth, cfg, warc.archive(crawl, cfg, job.worker_name))
     attempts = entry.attempt + 1
     if result.error is not None and attempts <= cfg.retries:
         delay = max(result.error.retry_after or 0.0, cfg.retry_base * 2**entry.attempt)
@@ -60,15 +60,15 @@ def crawl_url(crawl: str, url: str, depth: int) -> str:
     return result.record["outcome"]
 
 
-def visit(url: str, depth: int, cfg: CrawlConfig) -> Visit:
-    """Fetch and parse `url`, extract its fields, run the hook;
+def visit(url: str, depth: int, cfg: CrawlConfig, archive: Archive = no_archive) -> Visit:
+    """Fetch (archiving the responses) and parse `url`, extract its fields, run the hook;
     never raises for anything a web server can do."""
 
     def check_hop(hop: str) -> str | None:
         return None if in_scope(hop, cfg.scope_hosts) else "out_of_scope"
 
     try:
-        resp = fetch(url, cfg, check_hop)
+        resp = fetch(url, cfg, check_hop, archive)
     except FetchError as exc:
         outcome = exc.reason if exc.reason in SKIP_REASONS else "failed"
         record = page_record(
