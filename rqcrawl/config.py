@@ -64,6 +64,15 @@ class CrawlConfig:
     failure_ttl: int = 7 * 24 * 3600
     retries: int = 2
     retry_base: float = 2.0
+    delay: float = 1.0
+    host_concurrency: int = 1
+    obey_robots: bool = True
+    max_crawl_delay: float = 30.0
+    robots_ttl: int = 24 * 3600
+    max_pages: int = 0
+    max_pages_per_host: int = 0
+    max_segment_repeats: int = 3
+    max_query_params: int = 20
     # Extraction: {name: {css|xpath = "...", all = bool}}, see extract.field_problem.
     fields: dict[str, dict] = field(default_factory=dict)
     # Link rules (they narrow the scope, never widen it; seeds are not subject to them).

@@ -77,12 +77,16 @@ def fetch(
     url: str,
     cfg: CrawlConfig,
     check_hop: Callable[[str], str | None],
+    any_type: bool = False,
+    truncate_at: int | None = None,
     archive: Archive = no_archive,
 ) -> Response:
     """GET `url`, following redirects by hand so that `check_hop` (scope) sees every hop.
 
-    `check_hop(url)` returns a skip reason or None. Every response received is passed to
-    `archive`, except those whose body failed to download. Raises FetchError.
+    `check_hop(url)` returns a skip reason or None. Only HTML bodies are downloaded unless
+    `any_type`; `truncate_at` keeps the first bytes of a longer body instead of refusing it
+    (robots.txt). Every response received is passed to `archive`, except those whose body
+    failed to download. Raises FetchError.
     """
     s = session(cfg.allow_private)
     visited = [url]
@@ -91,7 +95,7 @@ def fetch(
     while True:
         resp = _get(s, current, cfg)
         if not resp.is_redirect:
-            return _read(resp, url, current, cfg, deadline, archive)
+            return _read(resp, url, current, cfg, deadline, any_type, truncate_at, archive)
         archive(resp, None)
         resp.close()
         try:
@@ -132,13 +136,15 @@ def _read(
     final: str,
     cfg: CrawlConfig,
     deadline: float,
+    any_type: bool,
+    truncate_at: int | None,
     archive: Archive,
 ) -> Response:
     with resp:
         status = resp.status_code
         ctype = resp.headers.get("content-type", "")
-        html = ctype.split(";")[0].strip().lower() in HTML_TYPES
-        if status >= 400 or not html:
+        wanted = any_type or ctype.split(";")[0].strip().lower() in HTML_TYPES
+        if status >= 400 or not wanted:
             archive(resp, None)
         if status in TRANSIENT_STATUS:
             raise FetchError(
@@ -150,22 +156,27 @@ def _read(
             )
         if status >= 400:
             raise FetchError(f"http_{status}", f"HTTP {status}", status=status)
-        if not html:
+        if not wanted:
             return Response(url, final, status, ctype, None, resp.headers)
         declared = resp.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > cfg.max_body_bytes:
+        if truncate_at is None and declared.isdigit() and int(declared) > cfg.max_body_bytes:
             raise FetchError("too_large", f"Content-Length {declared} over the cap", status=status)
-        body = _body(resp, cfg, deadline)
+        body = _body(resp, cfg, deadline, truncate_at)
         archive(resp, body)
         return Response(url, final, status, ctype, body, resp.headers)
 
 
-def _body(resp: requests.Response, cfg: CrawlConfig, deadline: float) -> bytes:
+def _body(
+    resp: requests.Response, cfg: CrawlConfig, deadline: float, truncate_at: int | None
+) -> bytes:
     """Read the decoded body; a cap on decoded bytes also stops decompression bombs."""
     chunks, size = [], 0
     try:
         for chunk in resp.iter_content(_CHUNK):
             size += len(chunk)
+            if truncate_at is not None and size >= truncate_at:
+                chunks.append(chunk)
+                return b"".join(chunks)[:truncate_at]
             if size > cfg.max_body_bytes:
                 raise FetchError(
                     "too_large", f"body over {cfg.max_body_bytes} bytes", status=resp.status_code

@@ -9,6 +9,11 @@ shortest path, its depth is exact whatever the number of workers, and RQ holds a
 One Lua script ends a URL: it forgets it from `inflight`, records its outcome, admits its
 children through the Bloom filter and releases the next URLs, all atomically. A crashed worker
 therefore either did all of that or none of it; the reaper brings back URLs whose job was lost.
+
+A URL whose host is not ready (politeness, robots.txt) stays in flight but leaves RQ: it waits
+in the `later` sorted set, scored by the time it may run, and is released again as a new job
+of the same attempt (a new `turn`) by whichever comes first: a job starting on any worker, the
+release thread of `rqcrawl.worker.CrawlWorker`, or a wake-up job in RQ's scheduler.
 """
 
 from __future__ import annotations
@@ -29,25 +34,30 @@ from . import keys
 from .bloom import LUA_BLOOM, BloomFilter
 from .config import CrawlConfig
 from .sinks import failure_record
+from .urls import host_of
 
 REAP_EVERY = 15  # seconds between two recovery passes of one crawl
 LOST_AFTER = 30  # seconds a released URL may go without a live RQ job before it is requeued
 _LIVE = {"queued", "started", "scheduled", "deferred"}
 JOB_FUNC = "rqcrawl.jobs.crawl_url"
+WAKE_FUNC = "rqcrawl.jobs.wake"
 
-# KEYS: counters, inflight, held, items, reap lock, bloom shards...
+# KEYS: counters, inflight, held, items, reap lock, pages per host, later, bloom shards...
 # ARGV: done url ('' when seeding), counter increments "field n field n", record json,
-#       child depth, window, shard bits, k, now, reap interval, n children, children...,
+#       child depth, window, shard bits, k, now, reap interval, max pages, max pages per host,
+#       recording time, n children, children ("verdict host url", verdict '-' to admit)...,
 #       k positions per child...
 # Returns {1 | 0 (done url had already ended), admitted, reap due, released "depth url"...}
 _LUA_FINISH = (
     LUA_BLOOM
     + """
 local counters, inflight, held, items = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local host_pages = KEYS[6]
 local done, now = ARGV[1], ARGV[8]
 local reap_due = 0
 if done ~= '' then
   if redis.call('HDEL', inflight, done) == 0 then return {0, 0, 0} end
+  redis.call('ZREM', KEYS[7], done)
   for field, n in string.gmatch(ARGV[2], '(%S+) (%S+)') do
     redis.call('HINCRBY', counters, field, n)
   end
@@ -56,12 +66,30 @@ if done ~= '' then
   if redis.call('SET', KEYS[5], '1', 'NX', 'EX', ARGV[9]) then reap_due = 1 end
 end
 local child_depth, shard_bits = ARGV[4], tonumber(ARGV[6])
-local k, n = tonumber(ARGV[7]), tonumber(ARGV[10])
+local k, max_pages, max_host = tonumber(ARGV[7]), tonumber(ARGV[10]), tonumber(ARGV[11])
+local n = tonumber(ARGV[13])
+local total = tonumber(redis.call('HGET', counters, 'admitted') or '0')
 local admitted = 0
 for i = 1, n do
-  if bloom_test(6, shard_bits, k, ARGV, 11 + n + (i - 1) * k, true) == 1 then
-    redis.call('RPUSH', held, child_depth .. ' ' .. ARGV[10 + i])
-    admitted = admitted + 1
+  if bloom_test(8, shard_bits, k, ARGV, 14 + n + (i - 1) * k, true) == 1 then
+    local verdict, host, url = string.match(ARGV[13 + i], '^(%S+) (%S+) (.+)$')
+    if verdict == '-' then
+      if max_pages > 0 and total + admitted >= max_pages then
+        verdict = 'max_pages'
+      elseif max_host > 0 and tonumber(redis.call('HGET', host_pages, host) or '0') >= max_host then
+        verdict = 'max_pages_per_host'
+      end
+    end
+    if verdict == '-' then
+      redis.call('RPUSH', held, child_depth .. ' ' .. url)
+      redis.call('HINCRBY', host_pages, host, 1)
+      admitted = admitted + 1
+    else
+      local record = {url = url, outcome = verdict, depth = tonumber(child_depth),
+                      attempts = 0, fetched_at = ARGV[12]}
+      redis.call('XADD', items, '*', 'r', cjson.encode(record))
+      redis.call('HINCRBY', counters, 'skipped:' .. verdict, 1)
+    end
   end
 end
 if admitted > 0 then redis.call('HINCRBY', counters, 'admitted', admitted) end
@@ -78,7 +106,7 @@ while room > 0 do
     local depth = tonumber(string.sub(entry, 1, sp - 1))
     if depth > level then break end
     local url = string.sub(entry, sp + 1)
-    if redis.call('HSETNX', inflight, url, depth .. ' ' .. now .. ' 0') == 1 then
+    if redis.call('HSETNX', inflight, url, depth .. ' ' .. now .. ' 0 0') == 1 then
       out[#out + 1] = entry
     end
     taken = taken + 1
@@ -98,41 +126,64 @@ return out
 )
 
 # Compare-and-set of one inflight entry, so the reaper never requeues a URL that ended or
-# was requeued meanwhile. KEYS: inflight, counters. ARGV: url, expected entry, new entry.
+# was requeued meanwhile. KEYS: inflight, counters, later. ARGV: url, expected entry, new entry.
 _LUA_CAS = """
 if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then
   redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+  redis.call('ZREM', KEYS[3], ARGV[1])
   redis.call('HINCRBY', KEYS[2], 'recovered', 1)
   return 1
 end
 return 0
 """
 
+# Park an in-flight URL in `later` until ARGV[4], if its entry is still the expected one.
+# KEYS: inflight, later. ARGV: url, expected entry, new entry, time.
+_LUA_DEFER = """
+if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+redis.call('ZADD', KEYS[2], ARGV[4], ARGV[1])
+return 1
+"""
+
+# Take the URLs of `later` that are due. KEYS: later, inflight. ARGV: now, limit.
+# Returns url, inflight entry, url, entry...
+_LUA_DUE = """
+local out = {}
+for _, url in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])) do
+  redis.call('ZREM', KEYS[1], url)
+  local entry = redis.call('HGET', KEYS[2], url)
+  if entry then
+    out[#out + 1] = url
+    out[#out + 1] = entry
+  end
+end
+return out
+"""
+
 
 @dataclass(frozen=True)
 class InFlight:
-    """A released URL: its depth, when it was (re)released, and its attempt number."""
+    """A released URL: its depth, when it was (re)released or may run, its attempt number
+    (retries and recoveries) and its turn (deferrals within an attempt)."""
 
     depth: int
     released_at: float
     attempt: int
+    turn: int = 0
 
     @classmethod
     def parse(cls, raw: bytes | str) -> InFlight:
-        depth, at, attempt = (raw.decode() if isinstance(raw, bytes) else raw).split(" ")
-        return cls(int(depth), float(at), int(attempt))
+        depth, at, attempt, turn = (raw.decode() if isinstance(raw, bytes) else raw).split(" ")
+        return cls(int(depth), float(at), int(attempt), int(turn))
 
     def encode(self) -> str:
-        return f"{self.depth} {self.released_at!r} {self.attempt}"
+        return f"{self.depth} {self.released_at!r} {self.attempt} {self.turn}"
 
-
-def job_id(crawl: str, url: str, attempt: int) -> str:
-    digest = hashlib.sha1(url.encode("utf-8")).hexdigest()[:20]
-    return f"rqcrawl-{crawl}-{digest}-{attempt}"
-
-
-def attempt_of(rq_job_id: str) -> int:
-    return int(rq_job_id.rsplit("-", 1)[1])
+    def job_id(self, crawl: str, url: str) -> str:
+        """Deterministic per (URL, attempt, turn), so a stale job recognises itself."""
+        digest = hashlib.sha1(url.encode("utf-8")).hexdigest()[:20]
+        return f"rqcrawl-{crawl}-{digest}-{self.attempt}-{self.turn}"
 
 
 class Frontier:
@@ -149,35 +200,46 @@ class Frontier:
         self.inflight = keys.key(crawl, "inflight")
         self.held = keys.key(crawl, "held")
         self.items = keys.key(crawl, "items")
+        self.later = keys.key(crawl, "later")
         self.reap_lock = keys.key(crawl, "reap")
+        self.host_pages = keys.key(crawl, "host_pages")
         self.queue = Queue(keys.QUEUE_NAME, connection=redis)
         self._finish = redis.register_script(_LUA_FINISH)
         self._cas = redis.register_script(_LUA_CAS)
+        self._defer = redis.register_script(_LUA_DEFER)
+        self._due = redis.register_script(_LUA_DUE)
 
     def seed(self, urls: list[str]) -> int:
-        """Admit `urls` at depth 0; returns how many were new to the crawl."""
+        """Admit `urls` at depth 0 (budgets apply, trap rules do not); returns how many were
+        new to the crawl. Also releases whatever the window allows."""
         self.redis.hsetnx(self.counters, "started_at", repr(time.time()))
-        admitted, _ = self._run("", "", None, urls, 0)
+        admitted, _ = self._run("", "", None, [(None, u) for u in urls], 0)
         return admitted
 
     def claim(self, url: str, rq_job_id: str) -> InFlight | None:
-        """The URL's inflight entry if this job is the live attempt for it, else None
-        (the URL already ended, or a newer attempt replaced this job)."""
-        raw = self.redis.hget(self.inflight, url)
+        """The URL's inflight entry if this job is its live attempt and turn, else None (the
+        URL already ended, or a newer job replaced this one). Releases due deferred URLs in
+        the same round trip, so that busy workers keep deferrals on time."""
+        with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hget(self.inflight, url)
+            self._due(keys=[self.later, self.inflight], args=[repr(time.time()), 500], client=pipe)
+            raw, due = pipe.execute()
+        self._enqueue_due(due)
         if raw is None:
             return None
         entry = InFlight.parse(raw)
-        return entry if entry.attempt == attempt_of(rq_job_id) else None
+        return entry if entry.job_id(self.crawl, url) == rq_job_id else None
 
     def finish(
         self,
         url: str,
         counts: dict[str, int],
         record: dict,
-        children: list[str],
+        children: list[tuple[str | None, str]],
         child_depth: int,
     ) -> None:
-        """End `url` for good: add `counts` to the counters, record it, admit `children`."""
+        """End `url` for good: add `counts` to the counters, record it, and admit `children`
+        ((verdict, url) pairs: a verdict refuses the URL, which is recorded once as skipped)."""
         increments = " ".join(f"{field} {n}" for field, n in counts.items() if n)
         _, reap_due = self._run(url, increments, record, children, child_depth)
         if reap_due:
@@ -189,23 +251,64 @@ class Frontier:
         job = self.queue.create_job(
             JOB_FUNC, status=JobStatus.SCHEDULED, **self._job_kwargs(url, nxt)
         )
-        # RQ's scheduler keeps whole seconds and may run a job up to 1 s early: round up so
-        # that a Retry-After is never cut short.
-        when = datetime.fromtimestamp(math.ceil(time.time() + max(0.0, delay)), UTC)
         with self.redis.pipeline() as pipe:
             pipe.hset(self.inflight, url, nxt.encode())
             pipe.hincrby(self.counters, "retries", 1)
-            self.queue.schedule_job(job, when, pipeline=pipe)
+            self.queue.schedule_job(job, _whole_second_after(delay), pipeline=pipe)
             pipe.execute()
+
+    def defer(self, url: str, entry: InFlight, until: float) -> bool:
+        """Park `url` until `until` without using a worker; False if the job was stale."""
+        nxt = InFlight(entry.depth, until, entry.attempt, entry.turn + 1)
+        args = [url, entry.encode(), nxt.encode(), repr(until)]
+        if not self._defer(keys=[self.inflight, self.later], args=args):
+            return False
+        self._wake_at(until)
+        return True
+
+    def _wake_at(self, until: float) -> None:
+        """Make sure a wake-up job runs in RQ's scheduler by then, for fleets of stock
+        `rq worker --with-scheduler` (at most one per crawl per second)."""
+        when = _whole_second_after(until - time.time())
+        second = int(when.timestamp())
+        if not self.redis.set(keys.key(self.crawl, "wake", str(second)), 1, nx=True, ex=600):
+            return
+        job = self.queue.create_job(
+            WAKE_FUNC,
+            args=(self.crawl,),
+            job_id=f"rqcrawl-{self.crawl}-wake-{second}",
+            description=f"{self.crawl} wake deferred URLs",
+            result_ttl=0,
+            failure_ttl=self.cfg.failure_ttl,
+            status=JobStatus.SCHEDULED,
+        )
+        self.queue.schedule_job(job, when)
+
+    def release_due(self) -> int:
+        """Release the deferred URLs whose time has come as RQ jobs; returns how many."""
+        due = self._due(keys=[self.later, self.inflight], args=[repr(time.time()), 500])
+        return self._enqueue_due(due)
+
+    def next_due(self) -> float | None:
+        """When the earliest deferred URL may run, if any is waiting."""
+        first = self.redis.zrange(self.later, 0, 0, withscores=True)
+        return first[0][1] if first else None
+
+    def _enqueue_due(self, due: list[bytes]) -> int:
+        pairs = zip(due[::2], due[1::2], strict=True)
+        entries = [(u.decode(), InFlight.parse(e)) for u, e in pairs]
+        self._enqueue(entries)
+        return len(entries)
 
     def _run(
         self,
         done: str,
         increments: str,
         record: dict | None,
-        children: list[str],
+        children: list[tuple[str | None, str]],
         child_depth: int,
     ) -> tuple[int, int]:
+        urls = [u for _, u in children]
         args = [
             done,
             increments,
@@ -216,12 +319,23 @@ class Frontier:
             self.bloom.hashes,
             repr(time.time()),
             REAP_EVERY,
+            self.cfg.max_pages,
+            self.cfg.max_pages_per_host,
+            time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             len(children),
-            *children,
-            *self.bloom.flat_positions(children),
+            *(f"{verdict or '-'} {host_of(u)} {u}" for verdict, u in children),
+            *self.bloom.flat_positions(urls),
         ]
         _, admitted, reap_due, *released = self._finish(
-            keys=[self.counters, self.inflight, self.held, self.items, self.reap_lock]
+            keys=[
+                self.counters,
+                self.inflight,
+                self.held,
+                self.items,
+                self.reap_lock,
+                self.host_pages,
+                self.later,
+            ]
             + self.bloom.keys,
             args=args,
         )
@@ -242,7 +356,7 @@ class Frontier:
         short = url if len(url) <= 120 else url[:117] + "..."
         return {
             "args": (self.crawl, url, entry.depth),
-            "job_id": job_id(self.crawl, url, entry.attempt),
+            "job_id": entry.job_id(self.crawl, url),
             "description": f"{self.crawl} d{entry.depth} {short}",
             "result_ttl": 0,
             "failure_ttl": self.cfg.failure_ttl,
@@ -258,9 +372,11 @@ class Frontier:
 
     def reap(self) -> int:
         """Requeue URLs whose RQ job was lost (worker killed, job timed out, enqueue never
-        happened). Uses RQ's own cleanup to turn abandoned jobs into failed ones first.
-        Returns how many URLs were brought back or given up."""
+        happened). Uses RQ's own cleanup to turn abandoned jobs into failed ones first, and
+        releases due deferred URLs, so that a URL still waiting in `later` is never taken
+        for lost. Returns how many URLs were brought back or given up."""
         StartedJobRegistry(queue=self.queue).cleanup()
+        self.release_due()
         cutoff = time.time() - LOST_AFTER
         stale = [
             (url.decode(), raw.decode(), InFlight.parse(raw))
@@ -271,18 +387,20 @@ class Frontier:
             return 0
         with self.redis.pipeline(transaction=False) as pipe:
             for url, _, entry in stale:
-                pipe.hget(f"rq:job:{job_id(self.crawl, url, entry.attempt)}", "status")
-            statuses = pipe.execute()
+                pipe.hget(f"rq:job:{entry.job_id(self.crawl, url)}", "status")
+                pipe.zscore(self.later, url)
+            found = pipe.execute()
         brought = 0
-        for (url, raw, entry), status in zip(stale, statuses, strict=True):
-            if status is not None and status.decode() in _LIVE:
+        for (url, raw, entry), status, waiting in zip(stale, found[::2], found[1::2], strict=True):
+            if waiting is not None or (status is not None and status.decode() in _LIVE):
                 continue
             brought += 1
             if entry.attempt >= self.cfg.retries:
                 self._give_up(url, raw, entry)
                 continue
             nxt = InFlight(entry.depth, time.time(), entry.attempt + 1)
-            if self._cas(keys=[self.inflight, self.counters], args=[url, raw, nxt.encode()]):
+            cas_keys = [self.inflight, self.counters, self.later]
+            if self._cas(keys=cas_keys, args=[url, raw, nxt.encode()]):
                 self._enqueue([(url, nxt)])
         return brought
 
@@ -291,6 +409,12 @@ class Frontier:
             message = f"job lost by its worker {entry.attempt + 1} times"
             record = failure_record(url, entry.depth, "lost", message, entry.attempt + 1)
             self._run(url, "failed 1", record, [], entry.depth + 1)
+
+
+def _whole_second_after(delay: float) -> datetime:
+    """RQ's scheduler keeps whole seconds and may run a job up to 1 s early: round up, so
+    that a Retry-After or a politeness delay is never cut short."""
+    return datetime.fromtimestamp(math.ceil(time.time() + max(0.0, delay)), UTC)
 
 
 def _split(raw: bytes) -> tuple[str, InFlight]:

@@ -1,29 +1,64 @@
-"""The RQ job: one URL, fetched, parsed, recorded, its links admitted one level deeper.
+"""The RQ jobs: one URL, fetched, parsed, recorded, its links admitted one level deeper.
 
-A stock `rq worker crawl` runs it with nothing but the Redis URL: everything else comes from
+A stock `rq worker crawl` runs them with nothing but the Redis URL: everything else comes from
 the crawl's config in Redis, read once per process.
+
+Before any request to a site the job asks, in this order: does robots.txt allow the URL (and
+is robots.txt known at all), and may the host take a request now (politeness). When the
+answer is "not yet", the URL is parked in the frontier until its slot and the job returns at
+once, so a worker never sleeps on a busy host.
 """
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 
+from redis import Redis
 from rq import get_current_job
 
 from . import config, hooks, warc
 from .config import CrawlConfig
 from .extract import decode, extract_fields, parse
 from .fetch import Archive, FetchError, fetch, no_archive
-from .frontier import Frontier
+from .frontier import Frontier, InFlight
+from .politeness import Politeness
+from .robots import Robots, RobotsCache, site_of
 from .rules import link_verdict
-from .sinks import page_record
-from .urls import in_scope
+from .sinks import failure_record, page_record
+from .urls import host_of, in_scope
 
 # Permanent fetch outcomes that mean "not for us" rather than "broken": counted as skips.
 SKIP_REASONS = {"out_of_scope", "refused_address", "too_large", "not_html"}
 
-_frontiers: dict[str, Frontier] = {}
+
+@dataclass
+class Crawl:
+    """What a worker process keeps of one crawl between jobs."""
+
+    cfg: CrawlConfig
+    frontier: Frontier
+    politeness: Politeness
+    robots: RobotsCache
+
+
+_crawls: dict[str, Crawl] = {}
+
+
+def crawl_of(redis: Redis, name: str) -> Crawl | None:
+    """The process's view of crawl `name`, or None when Redis holds no such crawl."""
+    if name not in _crawls:
+        cfg = config.load(redis, name)
+        if cfg is None:
+            return None
+        _crawls[name] = Crawl(
+            cfg,
+            Frontier(redis, name, cfg),
+            Politeness(redis, name, cfg),
+            RobotsCache(redis, name, cfg),
+        )
+    return _crawls[name]
 
 
 @dataclass
@@ -32,32 +67,92 @@ class Visit:
 
     record: dict
     counts: dict[str, int]
-    children: list[str] = field(default_factory=list)
+    children: list[tuple[str | None, str]] = field(default_factory=list)
     error: FetchError | None = None  # set when the failure is transient
 
 
 def crawl_url(crawl: str, url: str, depth: int) -> str:
     """Visit `url` of `crawl` at `depth` (the RQ job function)."""
     job = get_current_job()
-    redis = job.connection
-    cfg = config.load(redis, crawl)
-    if cfg is None:
+    c = crawl_of(job.connection, crawl)
+    if c is None:
         return "crawl not found (purged?)"
-    if crawl not in _frontiers:
-        _frontiers[crawl] = Frontier(redis, crawl, cfg)
-    frontier = _frontiers[crawl]
-    entry = frontier.claim(url, job.id)
+    entry = c.frontier.claim(url, job.id)
     if entry is None:
         return "already ended"
-    result = visit(url, depth, cfg, warc.archive(crawl, cfg, job.worker_name))
+    site, host, ua = site_of(url), host_of(url), c.cfg.user_agent
+    while True:
+        robots = c.robots.get(site) if c.cfg.obey_robots else None
+        must_fetch_robots = c.cfg.obey_robots and (robots is None or robots.due(time.time()))
+        if not must_fetch_robots:
+            if robots and robots.kind == "unavailable":
+                return _defer(c, url, entry, robots.retry_at)
+            refusal = _robots_refusal(robots, url, depth, entry, ua)
+            if refusal:
+                c.frontier.finish(url, refusal.counts, refusal.record, [], depth + 1)
+                return refusal.record["outcome"]
+        delay = c.politeness.delay_for(robots.crawl_delay(ua) if robots else None)
+        slot = c.politeness.acquire(host, job.id, delay, booked=entry.turn > 0)
+        if slot is not None:
+            return _defer(c, url, entry, slot)
+        started = time.time()
+        if not must_fetch_robots:
+            break
+        try:
+            robots = c.robots.fetch(site, robots)
+        finally:
+            learnt = c.politeness.delay_for(robots.crawl_delay(ua) if robots else None)
+            c.politeness.release(host, job.id, started + learnt)
+    try:
+        result = visit(url, depth, c.cfg, warc.archive(crawl, c.cfg, job.worker_name))
+    finally:
+        c.politeness.release(host, job.id)
+    return _settle(c, url, depth, entry, result)
+
+
+def _defer(c: Crawl, url: str, entry: InFlight, until: float) -> str:
+    if not c.frontier.defer(url, entry, until):
+        return "already ended"
+    return f"deferred {max(0.0, until - time.time()):.2f}s"
+
+
+def _robots_refusal(
+    robots: Robots | None, url: str, depth: int, entry: InFlight, ua: str
+) -> Visit | None:
+    """A final outcome decided by robots.txt alone, or None when the URL may be fetched."""
+    if robots is None:
+        return None
+    if robots.kind == "failed":
+        message = f"robots.txt unavailable after {robots.attempts} attempts: {robots.error}"
+        record = failure_record(url, depth, "failed", message, entry.attempt + 1)
+        return Visit(record, {"failed": 1})
+    if not robots.allows(url, ua):
+        record = failure_record(
+            url, depth, "robots_disallowed", "disallowed by robots.txt", entry.attempt + 1
+        )
+        return Visit(record, {"skipped:robots_disallowed": 1})
+    return None
+
+
+def _settle(c: Crawl, url: str, depth: int, entry: InFlight, result: Visit) -> str:
+    """Retry a transient failure later, or end the URL for good."""
     attempts = entry.attempt + 1
-    if result.error is not None and attempts <= cfg.retries:
-        delay = max(result.error.retry_after or 0.0, cfg.retry_base * 2**entry.attempt)
-        frontier.retry_later(url, entry, delay)
+    if result.error is not None and attempts <= c.cfg.retries:
+        delay = max(result.error.retry_after or 0.0, c.cfg.retry_base * 2**entry.attempt)
+        c.frontier.retry_later(url, entry, delay)
         return f"retry in {delay:.1f}s: {result.error}"
     result.record["attempts"] = attempts
-    frontier.finish(url, result.counts, result.record, result.children, depth + 1)
+    c.frontier.finish(url, result.counts, result.record, result.children, depth + 1)
     return result.record["outcome"]
+
+
+def wake(crawl: str) -> str:
+    """Release the crawl's deferred URLs that are due (scheduled by RQ's scheduler, for
+    fleets of stock workers that have no release thread)."""
+    c = crawl_of(get_current_job().connection, crawl)
+    if c is None:
+        return "crawl not found (purged?)"
+    return f"released {c.frontier.release_due()}"
 
 
 def visit(url: str, depth: int, cfg: CrawlConfig, archive: Archive = no_archive) -> Visit:
@@ -68,7 +163,7 @@ def visit(url: str, depth: int, cfg: CrawlConfig, archive: Archive = no_archive)
         return None if in_scope(hop, cfg.scope_hosts) else "out_of_scope"
 
     try:
-        resp = fetch(url, cfg, check_hop, archive)
+        resp = fetch(url, cfg, check_hop, archive=archive)
     except FetchError as exc:
         outcome = exc.reason if exc.reason in SKIP_REASONS else "failed"
         record = page_record(
@@ -109,8 +204,8 @@ def visit(url: str, depth: int, cfg: CrawlConfig, archive: Archive = no_archive)
     if depth < cfg.max_depth:
         for link in links:
             verdict = link_verdict(link, cfg)
-            if verdict is None:
-                children.append(link)
-            else:
+            if verdict is not None and verdict.startswith("drop:"):
                 counts["links:" + verdict.removeprefix("drop:")] += 1
+            else:
+                children.append((verdict, link))
     return Visit(record, counts, children)

@@ -14,7 +14,7 @@ from redis import Redis
 from . import config, keys, stats
 from .frontier import Frontier
 
-WORKER_CLASS = "rq.worker.SimpleWorker"  # no fork per job: session and config stay warm
+WORKER_CLASS = "rqcrawl.worker.CrawlWorker"  # see worker.py
 
 
 class LocalWorkers:

@@ -52,13 +52,14 @@ def failure_record(url: str, depth: int, reason: str, message: str, attempts: in
 
 
 def iter_records(redis: Redis, crawl: str, batch: int = 1000) -> Iterator[dict]:
-    """Every record of the crawl, oldest first, read in batches."""
+    """Every record of the crawl, oldest first, read in batches, with every field of FIELDS
+    (records of URLs refused at admission are written by Lua with only the fields they have)."""
     stream = keys.key(crawl, "items")
     start = "-"
     while True:
         entries = redis.xrange(stream, min=start, count=batch)
         for _, data in entries:
-            yield json.loads(data[b"r"])
+            yield dict.fromkeys(FIELDS) | {"fields": {}} | json.loads(data[b"r"])
         if len(entries) < batch:
             return
         start = "(" + entries[-1][0].decode()

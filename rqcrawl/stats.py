@@ -5,9 +5,14 @@ from __future__ import annotations
 import time
 
 from redis import Redis
+from rq import Queue
+from rq.registry import ScheduledJobRegistry
+from rq.scheduler import RQScheduler
 
 from . import config, keys
 from .bloom import BloomFilter
+
+OVERDUE = 10  # seconds a scheduled job may be late before `status` warns
 
 
 def status(redis: Redis, crawl: str) -> dict | None:
@@ -23,7 +28,8 @@ def status(redis: Redis, crawl: str) -> dict | None:
         pipe.hgetall(keys.key(crawl, "counters"))
         pipe.hlen(keys.key(crawl, "inflight"))
         pipe.llen(keys.key(crawl, "held"))
-        raw, in_flight, held = pipe.execute()
+        pipe.zcard(keys.key(crawl, "later"))
+        raw, in_flight, held, deferred = pipe.execute()
     counters = {k.decode(): float(v) if b"." in v else int(v) for k, v in raw.items()}
     bloom = BloomFilter(
         redis, keys.key(crawl, "bloom"), cfg.bloom_capacity, cfg.bloom_error_rate
@@ -46,6 +52,7 @@ def status(redis: Redis, crawl: str) -> dict | None:
         "hook_errors": counters.get("hook_errors", 0),
         "recovered": counters.get("recovered", 0),
         "in_flight": in_flight,
+        "deferred": deferred,
         "held": held,
         "level": counters.get("level", 0),
         "max_depth": cfg.max_depth,
@@ -55,7 +62,21 @@ def status(redis: Redis, crawl: str) -> dict | None:
         "bloom_fill_ratio": bloom["fill_ratio"],
         "bloom_false_positive_rate": bloom["estimated_false_positive_rate"],
         "bloom": bloom,
+        "warnings": [] if done else warnings(redis),
     }
+
+
+def warnings(redis: Redis) -> list[str]:
+    """Conditions under which the crawl cannot progress by itself."""
+    found = []
+    registry = ScheduledJobRegistry(queue=Queue(keys.QUEUE_NAME, connection=redis))
+    late = redis.zcount(registry.key, 0, time.time() - OVERDUE)
+    if late and not redis.exists(RQScheduler.get_locking_key(keys.QUEUE_NAME)):
+        found.append(
+            f"{late} scheduled job(s) (retries, wake-ups) are overdue and no RQ scheduler "
+            "is running: start a worker with --with-scheduler"
+        )
+    return found
 
 
 def render(s: dict) -> str:
@@ -70,7 +91,8 @@ def render(s: dict) -> str:
             f"failed     {s['failed']}",
             f"skipped    {s['skipped_total']} ({skipped})",
             f"retries    {s['retries']} (+{s['recovered']} jobs recovered from dead workers)",
-            f"in flight  {s['in_flight']} (queued, scheduled or running)",
+            f"in flight  {s['in_flight']} (queued, scheduled, running or deferred; "
+            f"{s['deferred']} deferred for politeness)",
             f"held       {s['held']} (admitted, waiting for their level)",
             f"level      {s['level']} of max depth {s['max_depth']}",
             f"links      dropped: {dropped}",
@@ -78,5 +100,6 @@ def render(s: dict) -> str:
             f"speed      {s['pages_per_s']} pages/s over {s['elapsed_s']} s",
             f"bloom      fill {s['bloom_fill_ratio']:.6f}, "
             f"est. false-positive rate {s['bloom_false_positive_rate']:.3g}",
+            *(f"WARNING    {w}" for w in s["warnings"]),
         ]
     )

@@ -15,7 +15,8 @@ rqcrawl read them, after any Content-Encoding was decoded and chunked transfer u
 those two headers are removed and Content-Length states the stored length. Bodies rqcrawl
 does not download (non-HTML pages, redirects, error responses) are archived as headers only,
 marked `WARC-Truncated: unspecified`; responses whose body failed to download (over the size
-cap, too slow, connection lost) are not archived.
+cap, too slow, connection lost) and robots.txt files (read by the robots gate, not by the
+page fetch) are not archived.
 """
 
 from __future__ import annotations

@@ -28,10 +28,12 @@ def rqcrawl(redis_url: str, *args: str, check: bool = True) -> subprocess.Comple
 
 
 def seed_local(redis_url: str, url: str, crawl: str, max_depth: int, *extra: str):
-    """`rqcrawl seed` of a crawl on loopback servers (so with --allow-private)."""
+    """`rqcrawl seed` of a crawl on loopback servers (so with --allow-private), without the
+    politeness delay unless `extra` sets one (robots.txt stays on)."""
+    delay = () if "--delay" in extra else ("--delay", "0")
     return rqcrawl(
         redis_url, "seed", url, "--max-depth", str(max_depth), "--crawl", crawl,
-        "--allow-private", *extra,
+        "--allow-private", *delay, *extra,
     )  # fmt: skip
 
 

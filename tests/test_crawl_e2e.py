@@ -35,7 +35,9 @@ def test_two_workers_fetch_exactly_the_pages_within_depth(redis_url, conn, tmp_p
     expected = site.expected(max_depth)
     canonical = {path_of(canonicalize(http.base + p)): d for p, d in expected.items()}
 
-    # No URL requested twice, nothing beyond the depth requested at all.
+    # robots.txt once for the whole crawl (it is shared in Redis); no URL requested twice,
+    # nothing beyond the depth requested at all.
+    assert http.hits.pop("/robots.txt") == 1
     assert all(n == 1 for n in http.hits.values()), http.hits
     assert {path_of(canonicalize(http.base + p)) for p in http.hits} == set(canonical)
 

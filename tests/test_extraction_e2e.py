@@ -63,7 +63,7 @@ def test_fields_link_rules_and_hook_reach_the_exports(redis_url, tmp_path, monke
             final = wait_finished(redis_url, "fields")
 
     assert not DENIED & set(http.hits)
-    assert set(http.hits) == {"/", "/a.html", "/boom.html", "/hooked.html"}
+    assert set(http.hits) == {"/robots.txt", "/", "/a.html", "/boom.html", "/hooked.html"}
     dropped = {k: v for k, v in final["links_dropped"].items() if v}
     assert dropped == {"denied_url": 1, "denied_extension": 2, "denied_domain": 1}, dropped
     assert final["hook_errors"] == 1

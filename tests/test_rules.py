@@ -21,7 +21,7 @@ def test_defaults_admit_pages_in_scope_and_drop_others():
     assert link_verdict("http://example.com/a/b.html", c) is None
     assert link_verdict("http://example.com/search?q=x", c) is None
     assert link_verdict("http://elsewhere.com/a", c) == "drop:out_of_scope"
-    assert link_verdict("http://example.com/" + "a" * 3000, c) == "drop:too_long"
+    assert link_verdict("http://example.com/" + "a" * 3000, c) == "too_long"  # a trap rule
 
 
 @pytest.mark.parametrize(

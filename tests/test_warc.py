@@ -53,11 +53,11 @@ def warc_files(directory: Path) -> list[Path]:
 def test_each_response_and_its_request_are_archived(tmp_path):
     files = WarcFiles(tmp_path, "c1", "w1", 10**9)
     with HTTPSite(handle, max_requests=20) as http:
-        fetch(http.base + "/gzipped", CFG, lambda hop: None, files.write)
-        fetch(http.base + "/moved", CFG, lambda hop: None, files.write)
-        fetch(http.base + "/image.png", CFG, lambda hop: None, files.write)
+        fetch(http.base + "/gzipped", CFG, lambda hop: None, archive=files.write)
+        fetch(http.base + "/moved", CFG, lambda hop: None, archive=files.write)
+        fetch(http.base + "/image.png", CFG, lambda hop: None, archive=files.write)
         with pytest.raises(FetchError):
-            fetch(http.base + "/nothing", CFG, lambda hop: None, files.write)
+            fetch(http.base + "/nothing", CFG, lambda hop: None, archive=files.write)
     [path] = warc_files(tmp_path)
     assert re.fullmatch(r"c1-\d{14}-00000-.+-w1\.warc\.gz", path.name)
     recs = records(path)
@@ -91,7 +91,7 @@ def test_later_processes_of_a_worker_continue_its_file(tmp_path):
 
     def fetch_once(crawl: str, worker: str) -> None:
         files = WarcFiles(tmp_path, crawl, worker, 10**9)  # as a new process would
-        fetch(http.base + "/plain", CFG, lambda hop: None, files.write)
+        fetch(http.base + "/plain", CFG, lambda hop: None, archive=files.write)
 
     with HTTPSite(handle, max_requests=20) as http:
         for _ in range(3):
@@ -114,7 +114,7 @@ def test_files_rotate_by_size_and_all_read_back(tmp_path):
     files = WarcFiles(tmp_path, "c", "w1", 1)  # any record fills a file
     with HTTPSite(handle, max_requests=20) as http:
         for _ in range(6):
-            fetch(http.base + "/plain", CFG, lambda hop: None, files.write)
+            fetch(http.base + "/plain", CFG, lambda hop: None, archive=files.write)
     paths = warc_files(tmp_path)
     assert [p.name.split("-")[2] for p in paths] == [f"{n:05d}" for n in range(6)]
     payloads = []
@@ -145,8 +145,10 @@ def test_crawl_with_warc_archives_every_page(redis_url, tmp_path):
     with HTTPSite(site.handle, max_requests=200) as http:
         rqcrawl(
             redis_url, "crawl", http.base + "/p0.html", "--max-depth", "2", "--crawl", "w",
-            "--allow-private", "--warc", str(warc_dir), "-o", str(tmp_path / "out.jsonl"),
+            "--allow-private", "--delay", "0", "--warc", str(warc_dir),
+            "-o", str(tmp_path / "out.jsonl"),
         )  # fmt: skip
+    assert http.hits.pop("/robots.txt") == 1  # read by the robots gate, not archived
     paths = warc_files(warc_dir)
     assert 1 <= len(paths) <= 2  # one per local worker that got work
     archived = responses_by_uri(paths)
@@ -170,6 +172,7 @@ def test_seeded_crawl_rotates_files_per_worker(redis_url, tmp_path):
                    "--warc", str(warc_dir), "--config", str(settings))  # fmt: skip
         with Workers(redis_url, 2, log_dir=tmp_path) as workers:
             wait_finished(redis_url, "rot")
+    assert http.hits.pop("/robots.txt") == 1
     paths = warc_files(warc_dir)
     owners = [next(w for w in workers.names if p.name.endswith(f"-{w}.warc.gz")) for p in paths]
     assert set(owners) == set(workers.names)

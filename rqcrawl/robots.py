@@ -1,0 +1,103 @@
+"""robots.txt (RFC 9309) with Protego: fetched once per site per crawl, shared through Redis.
+
+The verdict for a site (scheme://host:port) lives in one hash field of the crawl for
+`robots_ttl` seconds, so every worker on every machine uses the same rules and the site sees
+one robots.txt request, not one per worker. As RFC 9309 asks: a 4xx means no rules (allow
+all); a 5xx, a 429 or an unreachable server means "wait and try again", never "crawl blindly";
+after `retries` more failures the site's pages are recorded as failed.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass
+from functools import cached_property
+from urllib.parse import urlsplit
+
+from protego import Protego
+from redis import Redis
+
+from . import keys
+from .config import CrawlConfig
+from .fetch import FetchError, fetch
+
+MAX_BYTES = 500 * 1024  # RFC 9309: parse at least the first 500 KiB
+
+
+@dataclass
+class Robots:
+    """One site's robots.txt verdict. `kind`: rules (parse `body`), allow (no usable file),
+    unavailable (try again at `retry_at`), failed (gave up after `attempts`)."""
+
+    kind: str
+    expires: float
+    body: str = ""
+    retry_at: float = 0.0
+    attempts: int = 0
+    error: str = ""
+
+    @cached_property
+    def _parser(self) -> Protego | None:
+        return Protego.parse(self.body) if self.kind == "rules" else None
+
+    def allows(self, url: str, user_agent: str) -> bool:
+        return self._parser is None or self._parser.can_fetch(url, user_agent)
+
+    def crawl_delay(self, user_agent: str) -> float | None:
+        return None if self._parser is None else self._parser.crawl_delay(user_agent)
+
+    def due(self, now: float) -> bool:
+        """Whether robots.txt must be (re)fetched before the site's next page."""
+        return now >= self.expires or (self.kind == "unavailable" and now >= self.retry_at)
+
+
+def site_of(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+class RobotsCache:
+    """The crawl's robots.txt verdicts: a per-process copy in front of the Redis hash."""
+
+    def __init__(self, redis: Redis, crawl: str, cfg: CrawlConfig):
+        self.redis = redis
+        self.cfg = cfg
+        self.key = keys.key(crawl, "robots")
+        self._local: dict[str, Robots] = {}
+
+    def get(self, site: str) -> Robots | None:
+        """The site's known verdict, or None if robots.txt has never been fetched."""
+        known = self._local.get(site)
+        if known is None or known.due(time.time()):
+            raw = self.redis.hget(self.key, site)
+            if raw is None:
+                return None
+            known = self._local[site] = Robots(**json.loads(raw))
+        return known
+
+    def fetch(self, site: str, previous: Robots | None) -> Robots:
+        """Download the site's robots.txt now and share the verdict."""
+        robots = self._download(site, previous.attempts if previous else 0)
+        self.redis.hset(self.key, site, json.dumps(asdict(robots)))
+        self._local[site] = robots
+        return robots
+
+    def _download(self, site: str, attempts: int) -> Robots:
+        now = time.time()
+        expires = now + self.cfg.robots_ttl
+        try:
+            resp = fetch(
+                site + "/robots.txt", self.cfg, lambda hop: None, any_type=True,
+                truncate_at=MAX_BYTES,
+            )  # fmt: skip
+        except FetchError as exc:
+            if not exc.transient:  # 4xx, refused, redirect trouble: no usable rules
+                return Robots("allow", expires, error=str(exc))
+            if attempts >= self.cfg.retries:
+                return Robots("failed", expires, attempts=attempts + 1, error=str(exc))
+            wait = max(exc.retry_after or 0.0, self.cfg.retry_base * 2**attempts)
+            return Robots(
+                "unavailable", expires, retry_at=now + wait, attempts=attempts + 1, error=str(exc)
+            )
+        return Robots("rules", expires, body=(resp.body or b"").decode("utf-8", "replace"))
