@@ -4,10 +4,12 @@ For each host (host:port) Redis keeps when its next request may start (`ready`) 
 time slot promised to a deferred job (`booked`), in one hash field of the crawl, plus a sorted
 set of the leases of requests in progress (expiring, so a killed worker's lease frees itself).
 A request may start when `ready` has passed and fewer than `host_concurrency` leases are live;
-it then sets `ready` to now + delay. Otherwise the gate books the next free slot, spaced by
-the delay after the slots already booked, and the job parks its URL until then instead of
-sleeping, so the worker goes on with other hosts. A job arriving fresh waits behind booked
-ones, so deferred URLs are not starved by newcomers.
+it then sets `ready` to now + delay, and its end pushes `ready` to at least end + delay (as
+Heritrix does): the server then sees at least `delay` between two requests whatever the
+scheduling jitter between the gate and the socket. Otherwise the gate books the next free
+slot, spaced by the delay after the slots already booked, and the job parks its URL until
+then instead of sleeping, so the worker goes on with other hosts. A job arriving fresh waits
+behind booked ones, so deferred URLs are not starved by newcomers.
 """
 
 from __future__ import annotations
@@ -42,17 +44,15 @@ redis.call('HSET', KEYS[1], host, string.format('%.6f %.6f', ready, slot))
 return string.format('%.6f', slot)
 """
 
-# Release a lease; optionally push `ready` later (a Crawl-delay learnt during the request).
-# KEYS: hosts hash, the host's lease set. ARGV: host, lease id, not-before time (or '').
+# Release a lease and push `ready` to at least the given time.
+# KEYS: hosts hash, the host's lease set. ARGV: host, lease id, not-before time.
 _LUA_RELEASE = """
 redis.call('ZREM', KEYS[2], ARGV[2])
-if ARGV[3] ~= '' then
-  local state = redis.call('HGET', KEYS[1], ARGV[1])
-  if state then
-    local r, b = string.match(state, '^(%S+) (%S+)$')
-    if tonumber(r) < tonumber(ARGV[3]) then
-      redis.call('HSET', KEYS[1], ARGV[1], ARGV[3] .. ' ' .. b)
-    end
+local state = redis.call('HGET', KEYS[1], ARGV[1])
+if state then
+  local r, b = string.match(state, '^(%S+) (%S+)$')
+  if tonumber(r) < tonumber(ARGV[3]) then
+    redis.call('HSET', KEYS[1], ARGV[1], ARGV[3] .. ' ' .. b)
   end
 end
 return 1
@@ -79,9 +79,9 @@ class Politeness:
         slot = float(answer)
         return None if slot == 0 else slot
 
-    def release(self, host: str, lease: str, not_before: float | None = None) -> None:
-        """End a request: free its lease; `not_before` delays the host's next request."""
-        args = [host, lease, "" if not_before is None else f"{not_before:.6f}"]
+    def release(self, host: str, lease: str, delay: float) -> None:
+        """End a request: free its lease; the host's next request waits `delay` from now."""
+        args = [host, lease, f"{time.time() + delay:.6f}"]
         self._release(keys=[self.hosts, self._leases(host)], args=args)
 
     def delay_for(self, crawl_delay: float | None) -> float:

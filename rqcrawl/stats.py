@@ -62,7 +62,7 @@ def status(redis: Redis, crawl: str) -> dict | None:
         "bloom_fill_ratio": bloom["fill_ratio"],
         "bloom_false_positive_rate": bloom["estimated_false_positive_rate"],
         "bloom": bloom,
-        "warnings": [] if done else warnings(redis),
+        "warnings": warnings(redis) if not done else [],
     }
 
 
@@ -75,6 +75,13 @@ def warnings(redis: Redis) -> list[str]:
         found.append(
             f"{late} scheduled job(s) (retries, wake-ups) are overdue and no RQ scheduler "
             "is running: start a worker with --with-scheduler"
+        )
+    memory = redis.info("memory")
+    policy = memory.get("maxmemory_policy", "noeviction")
+    if policy != "noeviction" and memory.get("maxmemory", 0):
+        found.append(
+            f"this Redis evicts keys when full (maxmemory-policy {policy}): it may drop crawl "
+            "state and lose URLs; set maxmemory-policy noeviction"
         )
     return found
 

@@ -65,7 +65,7 @@ class Tender:
         now = time.time()
         refresh = now - self.refreshed >= REFRESH_CRAWLS
         if refresh:
-            self.crawls = sorted(m.decode() for m in self.redis.smembers(keys.CRAWLS))
+            self.crawls = self.running()
             self.refreshed = now
         wait = MAX_SLEEP
         for name in self.crawls:
@@ -78,6 +78,14 @@ class Tender:
                 nxt = c.frontier.next_due()
             if nxt is not None:
                 wait = min(wait, max(0.005, nxt - time.time()))
-            if refresh and self.redis.hlen(c.frontier.inflight):
+            if refresh:
                 c.frontier.maybe_reap()
         return wait
+
+    def running(self) -> list[str]:
+        """The crawls with URLs in flight: finished ones cost nothing per tick."""
+        names = sorted(m.decode() for m in self.redis.smembers(keys.CRAWLS))
+        with self.redis.pipeline(transaction=False) as pipe:
+            for name in names:
+                pipe.hlen(keys.key(name, "inflight"))
+            return [n for n, size in zip(names, pipe.execute(), strict=True) if size]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -29,10 +30,12 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 class RedisServer:
-    """A private redis-server on a free loopback port, data in `directory`."""
+    """A private redis-server on a free loopback port, data in `directory` (an append-only
+    file with `aof`, so that a restart on the same directory finds the data again)."""
 
-    def __init__(self, directory: Path):
+    def __init__(self, directory: Path, aof: bool = False):
         self.directory = directory
+        self.aof = aof
         self.port = free_port()
         self.proc: subprocess.Popen | None = None
 
@@ -51,7 +54,7 @@ class RedisServer:
             "--save",
             "",
             "--appendonly",
-            "no",
+            "yes" if self.aof else "no",
             "--dir",
             str(self.directory),
             "--maxmemory-policy",
@@ -121,7 +124,7 @@ class HTTPSite:
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer((host, 0), _Handler)
+        self.server = _QuietServer((host, 0), _Handler)
         self.server.daemon_threads = True
         self.host, self.port = self.server.server_address[:2]
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -144,6 +147,14 @@ class HTTPSite:
         self._timer.cancel()
         self.server.shutdown()
         self.server.server_close()
+
+
+class _QuietServer(ThreadingHTTPServer):
+    """A client hanging up mid-answer is what crawlers under test are meant to do."""
+
+    def handle_error(self, request, client_address) -> None:
+        if not isinstance(sys.exc_info()[1], OSError):
+            super().handle_error(request, client_address)
 
 
 def reply(

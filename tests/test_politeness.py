@@ -11,7 +11,6 @@ from helpers import Workers, read_jsonl, rqcrawl, seed_local, status, wait_finis
 from servers import HTTPSite, reply
 
 CRAWL_WORKER = ("-w", "rqcrawl.worker.CrawlWorker", "--with-scheduler")
-SLACK = 0.02  # the gate stamps a request just before it is sent; the server sees it a bit later
 
 
 def tree_site(pages: int, robots: str | None = None) -> Callable[[BaseHTTPRequestHandler], None]:
@@ -60,8 +59,8 @@ def test_delay_crawl_delay_and_disallow_hold_across_two_workers(redis_url, tmp_p
     assert "/private" not in a.hits  # disallowed for every agent on host a
     assert "/private" in b.hits  # only our own group applies on host b: it allows all
     assert len(a.hits) == 10 + 1 and len(b.hits) == 6 + 2
-    assert min(gaps(a)) >= 0.4 - SLACK, gaps(a)
-    assert min(gaps(b)) >= 0.8 - SLACK, gaps(b)  # Crawl-delay beats our 0.4 s
+    assert min(gaps(a)) >= 0.4, gaps(a)
+    assert min(gaps(b)) >= 0.8, gaps(b)  # Crawl-delay beats our 0.4 s
     assert s["skipped"] == {"robots_disallowed": 1}
     out = tmp_path / "p.jsonl"
     rqcrawl(redis_url, "export", "p", "-o", str(out))
@@ -94,7 +93,7 @@ def crawl_time(redis_url: str, tmp_path, name: str, hosts: list[str]) -> float:
             wait_finished(redis_url, name, timeout=150)
             elapsed = time.monotonic() - started
         for site in sites:
-            assert len(site.hits) == 40 + 1 and min(gaps(site)) >= 0.5 - SLACK  # + /private
+            assert len(site.hits) == 40 + 1 and min(gaps(site)) >= 0.5  # + /private
         return elapsed
     finally:
         for site in sites:
@@ -107,6 +106,7 @@ def test_four_hosts_are_crawled_in_parallel_by_two_workers(redis_url, tmp_path):
     # the same run and are dominated by the enforced delay, not by machine speed.
     one = crawl_time(redis_url, tmp_path, "one", ["127.0.0.2"])
     four = crawl_time(redis_url, tmp_path, "four", [f"127.0.0.{i}" for i in range(3, 7)])
+    print(f"one host {one:.1f} s, four hosts {four:.1f} s")  # shown with pytest -s
     assert one >= 40 * 0.5 - 1
     assert four < 1.5 * one, (one, four)
 
@@ -146,3 +146,66 @@ def test_budget_stops_a_calendar_trap_and_trap_rules_are_recorded(redis_url, tmp
     assert sum(v == "max_pages_per_host" for v in skipped.values()) == 2
     assert all(set(r) >= {"url", "outcome", "depth", "attempts", "status"} for r in rows)
     assert status(redis_url, "t")["state"] == "finished"
+
+
+def robots_site(failures: int | None):
+    """A site whose robots.txt answers 503 `failures` times (None: always) before rules."""
+    calls = {"robots": 0}
+
+    def handle(req: BaseHTTPRequestHandler) -> None:
+        if req.path == "/robots.txt":
+            calls["robots"] += 1
+            if failures is None or calls["robots"] <= failures:
+                reply(req, 503, b"try later")
+            else:
+                reply(req, 200, b"User-agent: *\nDisallow: /secret\n", ctype="text/plain")
+        elif req.path == "/":
+            reply(req, 200, b'<title>home</title><a href="/secret">s</a><a href="/open">o</a>')
+        else:
+            reply(req, 200, b"<title>page</title>")
+
+    return handle
+
+
+def test_robots_5xx_means_wait_and_retry_never_crawl_blindly(redis_url, tmp_path):
+    conf = tmp_path / "r.toml"
+    conf.write_text("[crawl]\nretries = 2\nretry_base = 0.3\n")
+    with (
+        HTTPSite(robots_site(2), host="127.0.0.2", max_requests=20) as flaky,
+        HTTPSite(robots_site(None), host="127.0.0.3", max_requests=20) as down,
+    ):
+        seed_local(redis_url, flaky.base + "/", "rb", 2, "--config", str(conf))
+        seed_local(redis_url, down.base + "/", "rd", 2, "--config", str(conf))
+        with Workers(redis_url, 2, *CRAWL_WORKER):
+            wait_finished(redis_url, "rb", timeout=60)
+            s = wait_finished(redis_url, "rd", timeout=60)
+
+    paths = [p for _, p in sorted(flaky.log)]
+    assert paths[:3] == ["/robots.txt"] * 3  # no page before robots.txt answered
+    assert sorted(paths[3:]) == ["/", "/open"]  # /secret is disallowed
+    robots = [t for t, p in sorted(flaky.log) if p == "/robots.txt"]
+    assert robots[1] - robots[0] >= 0.3 and robots[2] - robots[1] >= 0.6  # backoff 1x, 2x
+
+    assert [p for _, p in down.log] == ["/robots.txt"] * 3  # no page, ever
+    assert s["failed"] == 1 and s["fetched"] == 0
+    out = tmp_path / "rd.jsonl"
+    rqcrawl(redis_url, "export", "rd", "-o", str(out))
+    (row,) = read_jsonl(out)
+    assert row["outcome"] == "failed" and "robots.txt unavailable" in row["error"]
+
+
+def test_status_warns_about_eviction_and_a_missing_scheduler(redis_url, conn):
+    seed_local(redis_url, "http://127.0.0.1:9/", "w", 1)  # never crawled: no worker runs
+    assert status(redis_url, "w")["warnings"] == []
+    conn.config_set("maxmemory", "1gb")
+    conn.config_set("maxmemory-policy", "allkeys-lru")
+    try:
+        conn.zadd("rq:scheduled:crawl", {"rqcrawl-w-late": time.time() - 60})
+        warnings = status(redis_url, "w")["warnings"]
+        text = rqcrawl(redis_url, "status", "w").stdout
+    finally:
+        conn.config_set("maxmemory-policy", "noeviction")
+        conn.config_set("maxmemory", "0")
+    assert len(warnings) == 2
+    assert "no RQ scheduler" in warnings[0] and "allkeys-lru" in warnings[1]
+    assert text.count("WARNING") == 2
