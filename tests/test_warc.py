@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from helpers import BIN, Workers, rqcrawl, seed_local, wait_finished
 from servers import HTTPSite, reply
+from test_cli import assert_one_line_error
 from testsite import Site
 from warcio.archiveiterator import ArchiveIterator
 
@@ -183,3 +184,13 @@ def test_seeded_crawl_rotates_files_per_worker(redis_url, tmp_path):
     fetched = served(site, http.base, [p for p in http.hits if site.page_of(p) is not None])
     assert {uri: archived[uri] for uri in fetched} == {u: [("200", b)] for u, b in fetched.items()}
     assert len(archived) == len(http.hits)
+
+
+def test_crawl_with_an_unusable_warc_dir_is_a_one_line_error(redis_url, tmp_path):
+    (tmp_path / "file").write_text("not a directory")
+    proc = rqcrawl(
+        redis_url, "crawl", "http://example.org/", "--warc", str(tmp_path / "file" / "warc"),
+        "-o", str(tmp_path / "out.jsonl"), check=False,
+    )  # fmt: skip
+    assert_one_line_error(proc, "cannot create", "Not a directory")
+    assert not (tmp_path / "out.jsonl").exists()
