@@ -95,17 +95,18 @@ def crawl_url(crawl: str, url: str, depth: int) -> str:
         slot = c.politeness.acquire(host, job.id, delay, booked=entry.turn > 0)
         if slot is not None:
             return _defer(c, url, entry, slot)
+        started = time.time()
         if not must_fetch_robots:
             break
         try:
             robots = c.robots.fetch(site, robots)
         finally:  # the Crawl-delay just learnt already applies to the next request
             learnt = c.politeness.delay_for(robots.crawl_delay(ua) if robots else None)
-            c.politeness.release(host, job.id, learnt)
+            c.politeness.release(host, job.id, learnt, started)
     try:
         result = visit(url, depth, c.cfg, warc.archive(crawl, c.cfg, job.worker_name))
     finally:
-        c.politeness.release(host, job.id, delay)
+        c.politeness.release(host, job.id, delay, started)
     return _settle(c, url, depth, entry, result)
 
 

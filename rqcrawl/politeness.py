@@ -1,7 +1,8 @@
 """Per-host politeness shared by every worker on every machine: one Lua gate per request.
 
-For each host (host:port) Redis keeps when its next request may start (`ready`) and the last
-time slot promised to a deferred job (`booked`), in one hash field of the crawl, plus a sorted
+For each host (host:port) Redis keeps when its next request may start (`ready`), the last
+time slot promised to a deferred job (`booked`) and the spacing of slots, in one hash field
+of the crawl, plus a sorted
 set of the leases of requests in progress (expiring, so a killed worker's lease frees itself).
 A request may start when `ready` has passed and fewer than `host_concurrency` leases are live;
 it then sets `ready` to now + delay, and its end pushes `ready` to at least end + delay (as
@@ -21,42 +22,64 @@ from redis import Redis
 from . import keys
 from .config import CrawlConfig
 
-# KEYS: hosts hash, the host's lease set. ARGV: host, now, delay, concurrency, lease id,
-# lease expiry, booked (1 when the asking job holds a booked slot).
-# Returns '0' to go, else the time (string) of the slot booked for the job.
-_LUA_GATE = """
-local host, now, delay = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-local ready, booked = 0, 0
-local state = redis.call('HGET', KEYS[1], host)
-if state then
-  local r, b = string.match(state, '^(%S+) (%S+)$')
-  ready, booked = tonumber(r), tonumber(b)
+# A host's state is "ready booked step": when its next request may start, the last slot
+# promised to a deferred job, and the spacing of slots (delay + the last request's duration,
+# so that slots match the pace the host really allows).
+_LUA_STATE = """
+local function load_state(hosts, host)
+  local state = redis.call('HGET', hosts, host)
+  if not state then return 0, 0, 0 end
+  local r, b, s = string.match(state, '^(%S+) (%S+) (%S+)$')
+  return tonumber(r), tonumber(b), tonumber(s)
 end
-local free = redis.call('ZCARD', KEYS[2]) < tonumber(ARGV[4])
-if free and now >= ready and (ARGV[7] == '1' or booked <= now) then
-  redis.call('ZADD', KEYS[2], ARGV[6], ARGV[5])
-  redis.call('HSET', KEYS[1], host, string.format('%.6f %.6f', now + delay, booked))
-  return '0'
+local function save_state(hosts, host, ready, booked, step)
+  redis.call('HSET', hosts, host, string.format('%.6f %.6f %.6f', ready, booked, step))
 end
-local slot = math.max(ready, booked + delay, now + 0.05)
-redis.call('HSET', KEYS[1], host, string.format('%.6f %.6f', ready, slot))
-return string.format('%.6f', slot)
 """
 
-# Release a lease and push `ready` to at least the given time.
-# KEYS: hosts hash, the host's lease set. ARGV: host, lease id, not-before time.
-_LUA_RELEASE = """
-redis.call('ZREM', KEYS[2], ARGV[2])
-local state = redis.call('HGET', KEYS[1], ARGV[1])
-if state then
-  local r, b = string.match(state, '^(%S+) (%S+)$')
-  if tonumber(r) < tonumber(ARGV[3]) then
-    redis.call('HSET', KEYS[1], ARGV[1], ARGV[3] .. ' ' .. b)
-  end
+# KEYS: hosts hash, the host's lease set. ARGV: host, now, delay, concurrency, lease id,
+# lease expiry, booked (1 when the asking job holds a booked slot).
+# Returns '0' to go, else the time (string) of the slot booked for the job. A booked job that
+# just missed its slot (the host is free, ready within one step) keeps its turn: it comes
+# back at `ready` instead of joining the end of the line.
+_LUA_GATE = (
+    _LUA_STATE
+    + """
+local host, now, delay = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local is_booked = ARGV[7] == '1'
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+local ready, booked, step = load_state(KEYS[1], host)
+step = math.max(step, delay)
+local free = redis.call('ZCARD', KEYS[2]) < tonumber(ARGV[4])
+if free and now >= ready and (is_booked or booked <= now) then
+  redis.call('ZADD', KEYS[2], ARGV[6], ARGV[5])
+  save_state(KEYS[1], host, now + delay, booked, step)
+  return '0'
 end
+local slot
+if is_booked and free and ready - now <= step then
+  slot = ready
+else
+  slot = math.max(ready, booked + step, now + 0.05)
+  save_state(KEYS[1], host, ready, slot, step)
+end
+return string.format('%.6f', slot)
+"""
+)
+
+# Release a lease, push `ready` to at least end + delay and learn the slot spacing.
+# KEYS: hosts hash, the host's lease set. ARGV: host, lease id, now, delay, duration.
+_LUA_RELEASE = (
+    _LUA_STATE
+    + """
+redis.call('ZREM', KEYS[2], ARGV[2])
+local ready, booked = load_state(KEYS[1], ARGV[1])
+local now, delay = tonumber(ARGV[3]), tonumber(ARGV[4])
+local step = delay + tonumber(ARGV[5])
+save_state(KEYS[1], ARGV[1], math.max(ready, now + delay), booked, step)
 return 1
 """
+)
 
 
 class Politeness:
@@ -79,9 +102,11 @@ class Politeness:
         slot = float(answer)
         return None if slot == 0 else slot
 
-    def release(self, host: str, lease: str, delay: float) -> None:
-        """End a request: free its lease; the host's next request waits `delay` from now."""
-        args = [host, lease, f"{time.time() + delay:.6f}"]
+    def release(self, host: str, lease: str, delay: float, started: float) -> None:
+        """End a request begun at `started`: free its lease; the host's next request waits
+        `delay` from now."""
+        now = time.time()
+        args = [host, lease, repr(now), delay, repr(max(0.0, now - started))]
         self._release(keys=[self.hosts, self._leases(host)], args=args)
 
     def delay_for(self, crawl_delay: float | None) -> float:

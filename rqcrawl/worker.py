@@ -21,7 +21,7 @@ from rq.worker import SimpleWorker
 from . import keys
 from .jobs import crawl_of
 
-MAX_SLEEP = 0.5  # seconds between two looks at the crawls when nothing is due sooner
+MAX_SLEEP = 0.1  # seconds between two looks at the running crawls when nothing is due sooner
 REFRESH_CRAWLS = 5.0  # seconds between two reads of the set of crawls (and recovery passes)
 
 log = logging.getLogger(__name__)
