@@ -196,6 +196,7 @@ def test_robots_5xx_means_wait_and_retry_never_crawl_blindly(redis_url, tmp_path
 
 def test_status_warns_about_eviction_and_a_missing_scheduler(redis_url, conn):
     seed_local(redis_url, "http://127.0.0.1:9/", "w", 1)  # never crawled: no worker runs
+    conn.delete("rq:scheduler-lock:crawl")  # a lock the previous test's scheduler left behind
     assert status(redis_url, "w")["warnings"] == []
     conn.config_set("maxmemory", "1gb")
     conn.config_set("maxmemory-policy", "allkeys-lru")
