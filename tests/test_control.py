@@ -177,7 +177,11 @@ def test_purge_deletes_only_its_own_crawl(redis_url, conn):
 
 def test_status_config_shows_the_merged_settings_as_reloadable_toml(redis_url, tmp_path):
     conf = tmp_path / "in.toml"
-    conf.write_text("[crawl]\nmax_depth = 5\nwindow = 7\nretry_base = 1\n")
+    conf.write_text(
+        "[crawl]\nmax_depth = 5\nwindow = 7\nretry_base = 1\n"
+        '[crawl.fields]\nheading = { css = "h1::text" }\n'
+        '"a b" = { xpath = "//a/@href", all = true }\n'
+    )
     seed_local(redis_url, "http://Example.org/", "c1", 1, "--config", str(conf))
     shown = rqcrawl(redis_url, "status", "c1", "--config").stdout
     stored = json.loads(rqcrawl(redis_url, "status", "c1", "--config", "--json").stdout)
@@ -186,6 +190,10 @@ def test_status_config_shows_the_merged_settings_as_reloadable_toml(redis_url, t
     assert stored["max_depth"] == 1 and stored["window"] == 7 and stored["retry_base"] == 1.0
     assert stored["allow_private"] is True and stored["scope_hosts"] == ["example.org"]
     assert stored["read_timeout"] == 15.0  # a default
+    assert stored["fields"] == {
+        "heading": {"css": "h1::text"},
+        "a b": {"xpath": "//a/@href", "all": True},
+    }
 
     copy = tmp_path / "shown.toml"
     copy.write_text(shown)
