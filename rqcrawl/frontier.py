@@ -147,10 +147,11 @@ redis.call('ZADD', KEYS[2], ARGV[4], ARGV[1])
 return 1
 """
 
-# Take the URLs of `later` that are due. KEYS: later, inflight. ARGV: now, limit.
-# Returns url, inflight entry, url, entry...
+# Take the URLs of `later` that are due, unless the crawl is paused (see control.py).
+# KEYS: later, inflight, counters. ARGV: now, limit. Returns url, inflight entry, url, entry...
 _LUA_DUE = """
 local out = {}
+if redis.call('HEXISTS', KEYS[3], 'paused_at') == 1 then return out end
 for _, url in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])) do
   redis.call('ZREM', KEYS[1], url)
   local entry = redis.call('HGET', KEYS[2], url)
@@ -209,6 +210,7 @@ class Frontier:
         self._cas = redis.register_script(_LUA_CAS)
         self._defer = redis.register_script(_LUA_DEFER)
         self._due = redis.register_script(_LUA_DUE)
+        self._due_keys = [self.later, self.inflight, self.counters]
 
     def seed(self, urls: list[str]) -> int:
         """Admit `urls` at depth 0 (budgets apply, trap rules do not); returns how many were
@@ -223,7 +225,7 @@ class Frontier:
         the same round trip, so that busy workers keep deferrals on time."""
         with self.redis.pipeline(transaction=False) as pipe:
             pipe.hget(self.inflight, url)
-            self._due(keys=[self.later, self.inflight], args=[repr(time.time()), 500], client=pipe)
+            self._due(keys=self._due_keys, args=[repr(time.time()), 500], client=pipe)
             raw, due = pipe.execute()
         self._enqueue_due(due)
         if raw is None:
@@ -287,7 +289,7 @@ class Frontier:
 
     def release_due(self) -> int:
         """Release the deferred URLs whose time has come as RQ jobs; returns how many."""
-        due = self._due(keys=[self.later, self.inflight], args=[repr(time.time()), 500])
+        due = self._due(keys=self._due_keys, args=[repr(time.time()), 500])
         return self._enqueue_due(due)
 
     def next_due(self) -> float | None:
