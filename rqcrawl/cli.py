@@ -8,17 +8,21 @@ import os
 import re
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import click
 import redis
 
-from . import config, keys, sinks, stats
+from . import config, control, hooks, keys, monitor, sinks, stats
 from .bench import bench
 from .config import ConfigError, CrawlConfig
 from .embedded import EmbeddedRedis
 from .frontier import Frontier
+from .hooks import HookError
 from .runner import LocalWorkers, watch
 from .urls import InvalidURL, canonicalize, host_of
 
@@ -73,6 +77,8 @@ _SETTING_FLAGS = [
     click.option("--max-pages", type=click.IntRange(min=0), help="URLs to admit (0: no limit)."),
     click.option("--max-pages-per-host", type=click.IntRange(min=0),
                  help="URLs to admit per host (0: no limit)."),
+    click.option("--warc", "warc_dir", help="Archive responses as WARC files in this "
+                 "directory (on each worker's machine)."),
     click.option("--config", "config_file", type=click.Path(), help="TOML settings file."),
 ]  # fmt: skip
 
@@ -145,12 +151,15 @@ def canonical_seeds(urls: tuple[str, ...]) -> list[str]:
 
 
 def settings(config_file: str | None, **flags) -> CrawlConfig:
-    """Defaults < file < command-line flags (flags left unset do not override)."""
+    """Defaults < file < command-line flags (flags left unset do not override). The hook, if
+    any, is imported here so that a bad one is reported before the crawl starts."""
     try:
         cfg = CrawlConfig.from_toml(config_file) if config_file else CrawlConfig()
-        return CrawlConfig.from_dict({k: v for k, v in flags.items() if v is not None}, cfg)
-    except ConfigError as exc:
+        cfg = CrawlConfig.from_dict({k: v for k, v in flags.items() if v is not None}, cfg)
+        hooks.check(cfg.hook)
+    except (ConfigError, HookError) as exc:
         raise click.ClickException(str(exc)) from None
+    return cfg
 
 
 def derived_name(seed_url: str, stable_key: str | None = None) -> str:
@@ -165,13 +174,119 @@ def derived_name(seed_url: str, stable_key: str | None = None) -> str:
 @main.command()
 @click.argument("name")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object.")
+@click.option("--config", "show_config", is_flag=True, help="The crawl's settings (TOML).")
+@click.option("--watch", "watching", is_flag=True, help="Refresh until finished or cancelled.")
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0.1),
+    default=2.0,
+    show_default=True,
+    help="Seconds between two refreshes of --watch.",
+)
 @redis_option
-def status(name, as_json, url) -> None:
-    """State and counters of crawl NAME."""
+def status(name, as_json, show_config, watching, interval, url) -> None:
+    """State and counters of crawl NAME, or its settings (--config)."""
+    if watching and (as_json or show_config):
+        raise click.UsageError("--watch cannot be combined with --json or --config")
     conn = connect(redis_url(url))
-    Frontier(conn, name, existing(conn, name)).maybe_reap()
-    s = stats.status(conn, name)
-    click.echo(json.dumps(s, sort_keys=True) if as_json else stats.render(s))
+    cfg = existing(conn, name)
+    if show_config:
+        click.echo(json.dumps(asdict(cfg), indent=2) if as_json else cfg.to_toml())
+    elif watching:
+        watch_status(conn, name, cfg, interval)
+    else:
+        Frontier(conn, name, cfg).maybe_reap()
+        s = stats.status(conn, name)
+        click.echo(json.dumps(s, sort_keys=True) if as_json else stats.render(s))
+
+
+def watch_status(conn: redis.Redis, name: str, cfg: CrawlConfig, interval: float) -> None:
+    """Ctrl-C is the normal way to stop watching: no traceback, exit status 0."""
+    try:
+        monitor.watch_status(conn, name, cfg, interval)
+    except KeyboardInterrupt:
+        click.echo()
+    except LookupError as exc:
+        raise click.ClickException(str(exc)) from None
+    except redis.RedisError as exc:
+        raise click.ClickException(f"lost Redis: {exc}") from None
+
+
+@main.command(name="list")
+@click.option("--json", "as_json", is_flag=True, help="A JSON array of the crawls' status.")
+@redis_option
+def list_crawls(as_json, url) -> None:
+    """Every crawl of this Redis: state, fetched/admitted, pages/s."""
+    conn = connect(redis_url(url))
+    names = sorted(n.decode() for n in conn.smembers(keys.CRAWLS))
+    rows = [s for s in (stats.status(conn, n) for n in names) if s is not None]
+    if as_json:
+        click.echo(json.dumps(rows, sort_keys=True))
+    else:
+        click.echo(stats.table(rows) if rows else "no crawls in this Redis")
+
+
+def controlled(name: str, url: str | None) -> tuple[redis.Redis, CrawlConfig, str]:
+    """Connection, config and current state of an existing crawl, for pause ... purge."""
+    conn = connect(redis_url(url))
+    cfg = existing(conn, name)
+    return conn, cfg, stats.status(conn, name)["state"]
+
+
+@main.command()
+@click.argument("name")
+@redis_option
+def pause(name, url) -> None:
+    """Stop releasing URLs of crawl NAME; running pages finish, queued ones wait."""
+    conn, _, state = controlled(name, url)
+    with control_errors():
+        paused = control.pause(conn, name, state)
+    click.echo(f"crawl {name} paused" if paused else f"crawl {name} was already paused")
+
+
+@main.command()
+@click.argument("name")
+@redis_option
+def resume(name, url) -> None:
+    """Release the held URLs of paused crawl NAME again."""
+    conn, cfg, state = controlled(name, url)
+    with control_errors():
+        control.resume(conn, name, cfg, state)
+    click.echo(f"crawl {name} resumed")
+
+
+@main.command()
+@click.argument("name")
+@redis_option
+def cancel(name, url) -> None:
+    """Stop crawl NAME for good, dropping its pending URLs and queued jobs."""
+    conn, _, state = controlled(name, url)
+    with control_errors():
+        done = control.cancel(conn, name, state)
+    click.echo(
+        f"crawl {name} cancelled: {done.dropped} URL(s) dropped ({done.held} held, "
+        f"{done.in_flight} in flight; {done.jobs_removed} queued RQ job(s) removed)"
+    )
+
+
+@main.command()
+@click.argument("name")
+@click.option("--force", is_flag=True, help="Even if the crawl is running or paused.")
+@redis_option
+def purge(name, force, url) -> None:
+    """Delete every key and RQ job of crawl NAME (and nothing of any other crawl)."""
+    conn, _, state = controlled(name, url)
+    with control_errors():
+        done = control.purge(conn, name, state, force)
+    click.echo(f"crawl {name} purged: {done.keys} key(s) and {done.jobs} RQ job(s) deleted")
+
+
+@contextmanager
+def control_errors() -> Iterator[None]:
+    try:
+        yield
+    except control.ControlError as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 @main.command()
@@ -228,6 +343,7 @@ def crawl(urls, output, fmt, workers, name, config_file, data_dir, url, **flags)
     command again after an interruption resumes the crawl."""
     seeds = canonical_seeds(urls)
     cfg = scoped(settings(config_file, **flags), seeds)
+    writable_dir(cfg.warc_dir)
     name = checked_name(name) or derived_name(seeds[0], json.dumps([seeds, cfg.to_json()]))
     server = None
     target = configured_redis_url(url)
@@ -247,6 +363,17 @@ def crawl(urls, output, fmt, workers, name, config_file, data_dir, url, **flags)
             server.stop()
 
 
+def writable_dir(path: str) -> None:
+    """The local workers will write there: fail now, in one line, if they cannot."""
+    if path:
+        try:
+            Path(path).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise click.ClickException(f"cannot create {path}: {exc.strerror}") from None
+        if not os.access(path, os.W_OK):
+            raise click.ClickException(f"cannot write to {path}")
+
+
 def run_local(conn: redis.Redis, target: str, name: str, workers: int) -> None:
     pool = LocalWorkers(target, workers)
     try:
@@ -262,7 +389,7 @@ def run_local(conn: redis.Redis, target: str, name: str, workers: int) -> None:
     finally:
         pool.stop()
     click.echo(
-        f"crawl {name} finished: {final['fetched']} fetched, {final['failed']} failed, "
+        f"crawl {name} {final['state']}: {final['fetched']} fetched, {final['failed']} failed, "
         f"{final['skipped_total']} skipped in {final['elapsed_s']:.1f} s",
         err=True,
     )

@@ -1,12 +1,15 @@
-"""What a crawler needs from an HTML page: its title and its links, in canonical form."""
+"""What a crawler needs from an HTML page: its title, its links in canonical form, and the
+fields the user asked for by CSS or XPath selector."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 from urllib.parse import urljoin
 
-from parsel import Selector
+from cssselect import SelectorError
+from parsel import Selector, SelectorList
 from w3lib.encoding import html_to_unicode
 
 from .urls import InvalidURL, canonicalize
@@ -17,6 +20,7 @@ class Page:
     title: str | None
     links: list[str] = field(default_factory=list)  # canonical, unique, in page order
     bad_links: int = 0  # hrefs that are not crawlable URLs (mailto:, javascript:, malformed...)
+    selector: Selector | None = field(default=None, compare=False, repr=False)  # for fields, hook
 
 
 def decode(body: bytes, content_type: str | None) -> str:
@@ -42,7 +46,7 @@ def parse(text: str, url: str) -> Page:
         except InvalidURL:
             pass
     title = sel.css("title::text").get()
-    page = Page(title=" ".join(title.split()) if title else None)
+    page = Page(title=" ".join(title.split()) if title else None, selector=sel)
     seen = set()
     for href in sel.css("a::attr(href), area::attr(href)").getall():
         try:
@@ -54,3 +58,43 @@ def parse(text: str, url: str) -> Page:
             seen.add(link)
             page.links.append(link)
     return page
+
+
+def extract_fields(sel: Selector, specs: dict[str, dict]) -> dict[str, Any]:
+    """Each field's first match (None when nothing matches), or all its matches (a list)
+    when the spec says `all = true`; values are the strings parsel selects."""
+    return {
+        name: _select(sel, spec).getall() if spec.get("all") else _select(sel, spec).get()
+        for name, spec in specs.items()
+    }
+
+
+def _select(sel: Selector, spec: dict) -> SelectorList:
+    return sel.css(spec["css"]) if "css" in spec else sel.xpath(spec["xpath"])
+
+
+_EMPTY = Selector(text="<html></html>")
+
+
+def field_problem(spec: Any) -> str | None:
+    """Why `spec` is not a field spec `{css = "..."}` or `{xpath = "..."}` (with an optional
+    `all = true`), or None. Selectors are tried on an empty page, so that a typo is reported
+    when the crawl is seeded rather than on every page."""
+    if not isinstance(spec, dict):
+        return 'must be a table such as {css = "h1::text"}'
+    unknown = sorted(set(spec) - {"css", "xpath", "all"})
+    if unknown:
+        return f"unknown key {unknown[0]!r} (use css or xpath, and all)"
+    kinds = [k for k in ("css", "xpath") if k in spec]
+    if len(kinds) != 1:
+        return "needs exactly one of css or xpath"
+    kind = kinds[0]
+    if not isinstance(spec[kind], str):
+        return f"{kind} must be a string"
+    if not isinstance(spec.get("all", False), bool):
+        return "all must be true or false"
+    try:
+        _select(_EMPTY, spec)
+    except (SelectorError, ValueError) as exc:
+        return f"invalid {kind} selector {spec[kind]!r}: {exc}"
+    return None

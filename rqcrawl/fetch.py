@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 
@@ -25,6 +25,16 @@ class Response:
     status: int
     content_type: str
     body: bytes | None  # None when the page is not HTML (not downloaded)
+    headers: Mapping[str, str]  # case-insensitive
+
+
+# Called with every HTTP response received (each redirect hop, errors too) and its decoded
+# body, or None when the body was not downloaded: how responses reach the WARC archive.
+Archive = Callable[[requests.Response, bytes | None], None]
+
+
+def no_archive(resp: requests.Response, body: bytes | None) -> None:
+    """The Archive of a crawl without `warc_dir`."""
 
 
 class FetchError(Exception):
@@ -69,12 +79,14 @@ def fetch(
     check_hop: Callable[[str], str | None],
     any_type: bool = False,
     truncate_at: int | None = None,
+    archive: Archive = no_archive,
 ) -> Response:
     """GET `url`, following redirects by hand so that `check_hop` (scope) sees every hop.
 
     `check_hop(url)` returns a skip reason or None. Only HTML bodies are downloaded unless
     `any_type`; `truncate_at` keeps the first bytes of a longer body instead of refusing it
-    (robots.txt). Raises FetchError.
+    (robots.txt). Every response received is passed to `archive`, except those whose body
+    failed to download. Raises FetchError.
     """
     s = session(cfg.allow_private)
     visited = [url]
@@ -83,7 +95,8 @@ def fetch(
     while True:
         resp = _get(s, current, cfg)
         if not resp.is_redirect:
-            return _read(resp, url, current, cfg, deadline, any_type, truncate_at)
+            return _read(resp, url, current, cfg, deadline, any_type, truncate_at, archive)
+        archive(resp, None)
         resp.close()
         try:
             target = canonicalize(resp.headers["location"], current)
@@ -125,10 +138,14 @@ def _read(
     deadline: float,
     any_type: bool,
     truncate_at: int | None,
+    archive: Archive,
 ) -> Response:
     with resp:
         status = resp.status_code
         ctype = resp.headers.get("content-type", "")
+        wanted = any_type or ctype.split(";")[0].strip().lower() in HTML_TYPES
+        if status >= 400 or not wanted:
+            archive(resp, None)
         if status in TRANSIENT_STATUS:
             raise FetchError(
                 f"http_{status}",
@@ -139,12 +156,14 @@ def _read(
             )
         if status >= 400:
             raise FetchError(f"http_{status}", f"HTTP {status}", status=status)
-        if not any_type and ctype.split(";")[0].strip().lower() not in HTML_TYPES:
-            return Response(url, final, status, ctype, None)
+        if not wanted:
+            return Response(url, final, status, ctype, None, resp.headers)
         declared = resp.headers.get("content-length", "")
         if truncate_at is None and declared.isdigit() and int(declared) > cfg.max_body_bytes:
             raise FetchError("too_large", f"Content-Length {declared} over the cap", status=status)
-        return Response(url, final, status, ctype, _body(resp, cfg, deadline, truncate_at))
+        body = _body(resp, cfg, deadline, truncate_at)
+        archive(resp, body)
+        return Response(url, final, status, ctype, body, resp.headers)
 
 
 def _body(

@@ -101,6 +101,7 @@ if admitted > 0 then redis.call('HINCRBY', counters, 'admitted', admitted) end
 local out = {1, admitted, reap_due}
 local level = tonumber(redis.call('HGET', counters, 'level') or '0')
 local room = tonumber(ARGV[5]) - redis.call('HLEN', inflight)
+if redis.call('HEXISTS', counters, 'paused_at') == 1 then room = 0 end  -- see control.py
 while room > 0 do
   -- in small batches: while a level drains, the head waits for the next level, and copying
   -- `room` entries on every call to look at the first one was half of Redis's CPU per page
@@ -152,10 +153,11 @@ redis.call('ZADD', KEYS[2], ARGV[4], ARGV[1])
 return 1
 """
 
-# Take the URLs of `later` that are due. KEYS: later, inflight. ARGV: now, limit.
-# Returns url, inflight entry, url, entry...
+# Take the URLs of `later` that are due, unless the crawl is paused (see control.py).
+# KEYS: later, inflight, counters. ARGV: now, limit. Returns url, inflight entry, url, entry...
 _LUA_DUE = """
 local out = {}
+if redis.call('HEXISTS', KEYS[3], 'paused_at') == 1 then return out end
 for _, url in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])) do
   redis.call('ZREM', KEYS[1], url)
   local entry = redis.call('HGET', KEYS[2], url)
@@ -214,6 +216,7 @@ class Frontier:
         self._cas = redis.register_script(_LUA_CAS)
         self._defer = redis.register_script(_LUA_DEFER)
         self._due = redis.register_script(_LUA_DUE)
+        self._due_keys = [self.later, self.inflight, self.counters]
         self._known: set[str] = set()
 
     def seed(self, urls: list[str]) -> int:
@@ -229,7 +232,7 @@ class Frontier:
         the same round trip, so that busy workers keep deferrals on time."""
         with self.redis.pipeline(transaction=False) as pipe:
             pipe.hget(self.inflight, url)
-            self._due(keys=[self.later, self.inflight], args=[repr(time.time()), 500], client=pipe)
+            self._due(keys=self._due_keys, args=[repr(time.time()), 500], client=pipe)
             raw, due = pipe.execute()
         self._enqueue_due(due)
         if raw is None:
@@ -293,7 +296,7 @@ class Frontier:
 
     def release_due(self) -> int:
         """Release the deferred URLs whose time has come as RQ jobs; returns how many."""
-        due = self._due(keys=[self.later, self.inflight], args=[repr(time.time()), 500])
+        due = self._due(keys=self._due_keys, args=[repr(time.time()), 500])
         return self._enqueue_due(due)
 
     def next_due(self) -> float | None:
@@ -334,7 +337,7 @@ class Frontier:
             *(f"{verdict or '-'} {host_of(u)} {u}" for verdict, u in children),
             *self.bloom.flat_positions(urls),
         ]
-        _, admitted, reap_due, *released = self._finish(
+        ended, admitted, reap_due, *released = self._finish(
             keys=[
                 self.counters,
                 self.inflight,
@@ -347,9 +350,10 @@ class Frontier:
             + self.bloom.keys,
             args=args,
         )
-        if len(self._known) > KNOWN_MAX:
-            self._known.clear()
-        self._known.update(urls)
+        if ended:  # else the script stopped before the Bloom filter (the URL had ended)
+            if len(self._known) > KNOWN_MAX:
+                self._known.clear()
+            self._known.update(urls)
         self._enqueue([_split(raw) for raw in released])
         return admitted, reap_due
 

@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from redis import Redis
 from rq import get_current_job
 
-from . import config
+from . import config, control, hooks, warc
 from .config import CrawlConfig
-from .extract import decode, parse
-from .fetch import FetchError, fetch
+from .extract import decode, extract_fields, parse
+from .fetch import Archive, FetchError, fetch, no_archive
 from .frontier import Frontier, InFlight
 from .politeness import Politeness
 from .robots import Robots, RobotsCache, site_of
@@ -80,6 +80,8 @@ def crawl_url(crawl: str, url: str, depth: int) -> str:
     entry = c.frontier.claim(url, job.id)
     if entry is None:
         return "already ended"
+    if control.put_back(job.connection, crawl, url, entry):
+        return "crawl halted: URL given back unfetched"
     site, host, ua = site_of(url), host_of(url), c.cfg.user_agent
     while True:
         robots = c.robots.get(site) if c.cfg.obey_robots else None
@@ -104,7 +106,7 @@ def crawl_url(crawl: str, url: str, depth: int) -> str:
             learnt = c.politeness.delay_for(robots.crawl_delay(ua) if robots else None)
             c.politeness.release(host, job.id, learnt, started)
     try:
-        result = visit(url, depth, c.cfg)
+        result = visit(url, depth, c.cfg, warc.archive(crawl, c.cfg, job.worker_name))
     finally:
         c.politeness.release(host, job.id, delay, started)
     return _settle(c, url, depth, entry, result)
@@ -155,14 +157,15 @@ def wake(crawl: str) -> str:
     return f"released {c.frontier.release_due()}"
 
 
-def visit(url: str, depth: int, cfg: CrawlConfig) -> Visit:
-    """Fetch and parse `url`; never raises for anything a web server can do."""
+def visit(url: str, depth: int, cfg: CrawlConfig, archive: Archive = no_archive) -> Visit:
+    """Fetch (archiving the responses) and parse `url`, extract its fields, run the hook;
+    never raises for anything a web server can do."""
 
     def check_hop(hop: str) -> str | None:
         return None if in_scope(hop, cfg.scope_hosts) else "out_of_scope"
 
     try:
-        resp = fetch(url, cfg, check_hop)
+        resp = fetch(url, cfg, check_hop, archive=archive)
     except FetchError as exc:
         outcome = exc.reason if exc.reason in SKIP_REASONS else "failed"
         record = page_record(
@@ -180,13 +183,28 @@ def visit(url: str, depth: int, cfg: CrawlConfig) -> Visit:
     if resp.body is None:
         record["outcome"] = "not_html"
         return Visit(record, {"skipped:not_html": 1})
-    page = parse(decode(resp.body, resp.content_type), resp.final_url)
+    text = decode(resp.body, resp.content_type)
+    page = parse(text, resp.final_url)
     record.update(outcome="fetched", title=page.title, bytes=len(resp.body))
-    record["outlinks"] = len(page.links)
+    record["fields"] = extract_fields(page.selector, cfg.fields)
     counts = Counter({"fetched": 1, "links:bad": page.bad_links})
+    links = page.links
+    if cfg.hook:
+        hooked = hooks.run(
+            cfg.hook,
+            hooks.HookPage(
+                url, resp.final_url, resp.status, resp.headers, text, page.selector, depth
+            ),
+        )
+        record["fields"].update(hooked.fields)
+        record["hook_error"] = hooked.error
+        counts["hook_errors"] += hooked.error is not None
+        counts["links:bad"] += hooked.bad_links
+        links = list(dict.fromkeys(links + hooked.links))
+    record["outlinks"] = len(links)
     children = []
     if depth < cfg.max_depth:
-        for link in page.links:
+        for link in links:
             verdict = link_verdict(link, cfg)
             if verdict is not None and verdict.startswith("drop:"):
                 counts["links:" + verdict.removeprefix("drop:")] += 1

@@ -84,14 +84,14 @@ class RobotsCache:
         return robots
 
     def _download(self, site: str, attempts: int) -> Robots:
-        now = time.time()
-        expires = now + self.cfg.robots_ttl
         try:
             resp = fetch(
                 site + "/robots.txt", self.cfg, lambda hop: None, any_type=True,
                 truncate_at=MAX_BYTES,
             )  # fmt: skip
         except FetchError as exc:
+            now = time.time()  # after the answer: the backoff counts from the server's reply
+            expires = now + self.cfg.robots_ttl
             if not exc.transient:  # 4xx, refused, redirect trouble: no usable rules
                 return Robots("allow", expires, error=str(exc))
             if attempts >= self.cfg.retries:
@@ -100,4 +100,5 @@ class RobotsCache:
             return Robots(
                 "unavailable", expires, retry_at=now + wait, attempts=attempts + 1, error=str(exc)
             )
+        expires = time.time() + self.cfg.robots_ttl
         return Robots("rules", expires, body=(resp.body or b"").decode("utf-8", "replace"))

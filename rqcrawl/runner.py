@@ -81,7 +81,7 @@ def progress_line(s: dict, width: int = 30) -> str:
 
 
 def watch(conn: Redis, crawl: str, workers: LocalWorkers, out: TextIO = sys.stderr) -> dict:
-    """Show progress until the crawl is finished; returns the final status.
+    """Show progress until the crawl is finished (or cancelled); returns the final status.
 
     On a terminal the line is redrawn in place; otherwise a plain line every 5 seconds.
     """
@@ -95,10 +95,10 @@ def watch(conn: Redis, crawl: str, workers: LocalWorkers, out: TextIO = sys.stde
         if tty:
             out.write("\r" + progress_line(s) + "\x1b[K")
             out.flush()
-        elif now - last_line >= 5 or s["state"] == "finished":
+        elif now - last_line >= 5 or s["state"] in stats.OVER:
             out.write(progress_line(s) + "\n")
             last_line = now
-        if s["state"] == "finished":
+        if s["state"] in stats.OVER:
             if tty:
                 out.write("\n")
             return s

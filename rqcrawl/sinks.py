@@ -2,6 +2,11 @@
 
 The frontier's Lua script appends the record in the same atomic step that ends the URL, so a
 URL is recorded exactly once, whatever happens to the worker.
+
+A record has the columns of FIELDS and `fields`, the user's extracted fields (selectors and
+hook) as one object, so that they can never clash with a fixed column. JSON lines keep it as
+an object; CSV spreads it over columns `fields.NAME` after the fixed ones, in name order,
+with list and object values written as JSON.
 """
 
 from __future__ import annotations
@@ -29,12 +34,14 @@ FIELDS = [
     "attempts",
     "fetched_at",
     "error",
+    "hook_error",
 ]
 
 
 def page_record(**fields) -> dict:
     """A record with every field of FIELDS (missing ones None) and the time of recording."""
     record = dict.fromkeys(FIELDS)
+    record["fields"] = {}
     record["fetched_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     record.update(fields)
     return record
@@ -52,24 +59,36 @@ def iter_records(redis: Redis, crawl: str, batch: int = 1000) -> Iterator[dict]:
     while True:
         entries = redis.xrange(stream, min=start, count=batch)
         for _, data in entries:
-            yield dict.fromkeys(FIELDS) | json.loads(data[b"r"])
+            yield dict.fromkeys(FIELDS) | {"fields": {}} | json.loads(data[b"r"])
         if len(entries) < batch:
             return
         start = "(" + entries[-1][0].decode()
 
 
 def export(redis: Redis, crawl: str, out: IO[str], fmt: str = "jsonl") -> int:
-    """Write the crawl's records to `out` as JSON lines or CSV; returns the row count."""
-    records = iter_records(redis, crawl)
+    """Write the crawl's records to `out` as JSON lines or CSV; returns the row count.
+
+    CSV reads the records twice: first to learn the names of the user's fields."""
     rows = 0
     if fmt == "csv":
-        writer = csv.DictWriter(out, fieldnames=FIELDS, extrasaction="ignore")
+        names = sorted({name for r in iter_records(redis, crawl) for name in r.get("fields", {})})
+        columns = FIELDS + [f"fields.{name}" for name in names]
+        writer = csv.DictWriter(out, fieldnames=columns, extrasaction="ignore")
         writer.writeheader()
-        for record in records:
-            writer.writerow(record)
+        for record in iter_records(redis, crawl):
+            writer.writerow(flat(record))
             rows += 1
     else:
-        for record in records:
+        for record in iter_records(redis, crawl):
             out.write(json.dumps(record, ensure_ascii=False) + "\n")
             rows += 1
     return rows
+
+
+def flat(record: dict) -> dict:
+    """A record as one CSV row: its user fields as `fields.NAME` cells."""
+    row = {k: v for k, v in record.items() if k != "fields"}
+    for name, value in record.get("fields", {}).items():
+        keep = value is None or isinstance(value, str)
+        row[f"fields.{name}"] = value if keep else json.dumps(value, ensure_ascii=False)
+    return row

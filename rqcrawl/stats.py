@@ -42,14 +42,16 @@ def status(redis: Redis, crawl: str) -> dict | None:
     fetched = counters.get("fetched", 0)
     return {
         "crawl": crawl,
-        "state": "finished" if done else "running",
+        "state": state(counters, done),
         "admitted": counters.get("admitted", 0),
         "fetched": fetched,
         "failed": counters.get("failed", 0),
         "skipped": skipped,
         "skipped_total": sum(skipped.values()),
         "retries": counters.get("retries", 0),
+        "hook_errors": counters.get("hook_errors", 0),
         "recovered": counters.get("recovered", 0),
+        "dropped": counters.get("dropped", 0),
         "in_flight": in_flight,
         "deferred": deferred,
         "held": held,
@@ -63,6 +65,19 @@ def status(redis: Redis, crawl: str) -> dict | None:
         "bloom": bloom,
         "warnings": warnings(redis) if not done else [],
     }
+
+
+OVER = ("finished", "cancelled")  # states in which no worker will touch the crawl again
+
+
+def state(counters: dict, done: bool) -> str:
+    """`cancelled` for good; `finished` when nothing is left; `paused` while halted with work
+    left (see control.py); else `running`."""
+    if "cancelled_at" in counters:
+        return "cancelled"
+    if done:
+        return "finished"
+    return "paused" if "paused_at" in counters else "running"
 
 
 def warnings(redis: Redis) -> list[str]:
@@ -91,7 +106,8 @@ def render(s: dict) -> str:
     dropped = ", ".join(f"{k} {v}" for k, v in sorted(s["links_dropped"].items())) or "none"
     return "\n".join(
         [
-            f"crawl      {s['crawl']}: {s['state']}",
+            f"crawl      {s['crawl']}: {s['state']}"
+            + (f" ({s['dropped']} URLs dropped)" if s["state"] == "cancelled" else ""),
             f"admitted   {s['admitted']}",
             f"fetched    {s['fetched']}",
             f"failed     {s['failed']}",
@@ -102,9 +118,32 @@ def render(s: dict) -> str:
             f"held       {s['held']} (admitted, waiting for their level)",
             f"level      {s['level']} of max depth {s['max_depth']}",
             f"links      dropped: {dropped}",
+            f"hook       {s['hook_errors']} error(s)",
             f"speed      {s['pages_per_s']} pages/s over {s['elapsed_s']} s",
             f"bloom      fill {s['bloom_fill_ratio']:.6f}, "
             f"est. false-positive rate {s['bloom_false_positive_rate']:.3g}",
             *(f"WARNING    {w}" for w in s["warnings"]),
         ]
+    )
+
+
+def summary(s: dict) -> str:
+    """One line per refresh of `rqcrawl status --watch` when the output is not a terminal."""
+    return (
+        f"{s['crawl']}  {s['state']}  {s['fetched']}/{s['admitted']} fetched/admitted  "
+        f"{s['pages_per_s']} pages/s  {s['failed']} failed  {s['in_flight']} in flight  "
+        f"{s['held']} held"
+    )
+
+
+def table(rows: list[dict]) -> str:
+    """`rqcrawl list`: one aligned row per crawl."""
+    header = ("CRAWL", "STATE", "FETCHED/ADMITTED", "PAGES/S")
+    cells = [header] + [
+        (s["crawl"], s["state"], f"{s['fetched']}/{s['admitted']}", str(s["pages_per_s"]))
+        for s in rows
+    ]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    return "\n".join(
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells
     )

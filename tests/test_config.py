@@ -204,3 +204,75 @@ def test_default_toml_documents_every_setting():
     with open(DEFAULT_TOML, "rb") as fh:
         data = tomllib.load(fh)
     assert set(data["crawl"]) == {f.name for f in fields(CrawlConfig)}
+
+
+# --- extraction, link rules, hook, WARC -----------------------------------------------------
+
+
+def test_fields_table_from_toml(tmp_path):
+    path = tmp_path / "crawl.toml"
+    path.write_text(
+        "[crawl.fields]\n"
+        'heading = { css = "h1::text" }\n'
+        'images = { xpath = "//img/@src", all = true }\n'
+    )
+    config = CrawlConfig.from_toml(path)
+    assert config.fields == {
+        "heading": {"css": "h1::text"},
+        "images": {"xpath": "//img/@src", "all": True},
+    }
+    assert CrawlConfig.from_dict(json.loads(config.to_json())) == config
+
+
+@pytest.mark.parametrize(
+    ("spec", "problem"),
+    [
+        ("h1::text", "must be a table"),
+        ({}, "exactly one of css or xpath"),
+        ({"css": "h1", "xpath": "//h1"}, "exactly one of css or xpath"),
+        ({"css": 1}, "css must be a string"),
+        ({"css": "h1", "all": "yes"}, "all must be true or false"),
+        ({"css": "h1", "first": True}, "unknown key 'first'"),
+        ({"css": "h1::txt"}, "invalid css selector 'h1::txt'"),
+        ({"css": "h1["}, "invalid css selector"),
+        ({"xpath": "//h1["}, "invalid xpath selector '//h1['"),
+        ({"xpath": "foo(1)"}, "invalid xpath selector"),
+    ],
+)
+def test_bad_field_is_rejected_in_one_line_naming_it(spec, problem):
+    with pytest.raises(ConfigError) as info:
+        CrawlConfig.from_dict({"fields": {"heading": spec}})
+    message = str(info.value)
+    assert "'fields.heading'" in message
+    assert problem in message
+    assert "\n" not in message
+
+
+def test_fields_must_be_a_table():
+    with pytest.raises(ConfigError, match="'fields' must be a table"):
+        CrawlConfig.from_dict({"fields": ["h1"]})
+
+
+@pytest.mark.parametrize("key", ["link_allow", "link_deny"])
+def test_bad_regex_is_rejected_naming_the_setting(key):
+    with pytest.raises(ConfigError) as info:
+        CrawlConfig.from_dict({key: ["ok", "/docs/(unclosed"]})
+    assert repr(key) in str(info.value)
+    assert "'/docs/(unclosed'" in str(info.value)
+
+
+@pytest.mark.parametrize("path", ["mod:func", "pkg.mod:func", "pkg.mod.func", ""])
+def test_hook_path_forms(path):
+    assert CrawlConfig.from_dict({"hook": path}).hook == path
+
+
+@pytest.mark.parametrize("path", ["func", "mod:", ":func", "pkg mod:f", "mod:f:g", "1mod:f"])
+def test_bad_hook_path_is_rejected(path):
+    with pytest.raises(ConfigError, match="'hook'"):
+        CrawlConfig.from_dict({"hook": path})
+
+
+def test_default_denied_extensions_are_a_copy():
+    a, b = CrawlConfig(), CrawlConfig()
+    assert "pdf" in a.link_deny_extensions
+    assert a.link_deny_extensions is not b.link_deny_extensions

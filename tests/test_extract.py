@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rqcrawl.extract import Page, decode, parse
+from rqcrawl.extract import Page, decode, extract_fields, field_problem, parse
 
 URL = "http://example.com/dir/page.html"
 
@@ -232,3 +232,53 @@ def test_decode_unknown_charset_does_not_raise():
 
 def test_decode_empty_body():
     assert decode(b"", None) == ""
+
+
+# --- fields ---------------------------------------------------------------------------------
+
+FIELDS_PAGE = html(
+    '<h1> Big <b>title</b></h1><span class="price">1</span><span class="price">2</span>'
+    '<img src="/a.png"><img src="b.png">'
+)
+
+
+def test_fields_first_match_or_all_matches():
+    page = parse(FIELDS_PAGE, URL)
+    fields = extract_fields(
+        page.selector,
+        {
+            "heading": {"css": "h1::text"},
+            "price": {"css": ".price::text"},
+            "prices": {"css": ".price::text", "all": True},
+            "images": {"xpath": "//img/@src", "all": True},
+            "first_image": {"xpath": "//img/@src", "all": False},
+            "bold": {"xpath": "string(//h1)"},
+        },
+    )
+    assert fields == {
+        "heading": " Big ",
+        "price": "1",
+        "prices": ["1", "2"],
+        "images": ["/a.png", "b.png"],
+        "first_image": "/a.png",
+        "bold": " Big title",
+    }
+
+
+def test_fields_without_a_match():
+    page = parse(FIELDS_PAGE, URL)
+    fields = extract_fields(
+        page.selector, {"one": {"css": "h2::text"}, "many": {"xpath": "//h2", "all": True}}
+    )
+    assert fields == {"one": None, "many": []}
+
+
+def test_no_fields_configured():
+    assert extract_fields(parse(FIELDS_PAGE, URL).selector, {}) == {}
+
+
+@pytest.mark.parametrize(
+    "spec", [{"css": "h1::text"}, {"xpath": "//h1/text()", "all": True}, {"css": "a", "all": False}]
+)
+def test_good_field_specs(spec):
+    assert field_problem(spec) is None

@@ -1,0 +1,170 @@
+"""Crawl control for operators: pause, resume, cancel and purge one crawl of a shared Redis.
+
+A crawl is halted by the field `paused_at` of its counters hash: the frontier releases
+nothing while it is set, and a job of a halted crawl that starts puts its URL back on the
+held list instead of fetching it. Resume clears the field and releases again. Cancel is a
+halt for good (`cancelled_at` too) that drops the held list and the in-flight URLs. Purge
+deletes every key of the crawl and its RQ jobs, and nothing of any other crawl.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+
+from redis import Redis
+from rq.job import Job, JobStatus
+
+from . import keys, stats
+from .config import CrawlConfig
+from .frontier import Frontier, InFlight
+
+# KEYS: counters, inflight, held. ARGV: url, its in-flight entry as the job saw it, depth.
+# (A running job's URL is never in `later`: deferral gives it a new job.)
+# If the crawl is halted and the job is still the live attempt for the URL, puts the URL back
+# on the head of the held list (it belongs to the current level), or drops it if the crawl
+# was cancelled (a retry scheduled by a job that was running during the cancel).
+_LUA_PUT_BACK = """
+if redis.call('HEXISTS', KEYS[1], 'paused_at') == 0 then return 0 end
+if redis.call('HGET', KEYS[2], ARGV[1]) ~= ARGV[2] then return 0 end
+redis.call('HDEL', KEYS[2], ARGV[1])
+if redis.call('HEXISTS', KEYS[1], 'cancelled_at') == 1 then
+  redis.call('HINCRBY', KEYS[1], 'dropped', 1)
+else
+  redis.call('LPUSH', KEYS[3], ARGV[3] .. ' ' .. ARGV[1])
+  redis.call('HINCRBY', KEYS[1], 'put_back', 1)
+end
+return 1
+"""
+
+# KEYS: counters, inflight, held, later. ARGV: now.
+# Halts the crawl for good and drops its pending work (held, in flight, deferred) in one step,
+# so that no release can slip in between. Returns false if it was already cancelled, else
+# {held count, url, entry, url, entry...} of the dropped in-flight URLs.
+_LUA_CANCEL = """
+if redis.call('HEXISTS', KEYS[1], 'cancelled_at') == 1 then return false end
+redis.call('HSETNX', KEYS[1], 'paused_at', ARGV[1])
+redis.call('HSET', KEYS[1], 'cancelled_at', ARGV[1])
+local held = redis.call('LLEN', KEYS[3])
+local inflight = redis.call('HGETALL', KEYS[2])
+redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
+redis.call('HINCRBY', KEYS[1], 'dropped', held + #inflight / 2)
+local out = {held}
+for _, v in ipairs(inflight) do out[#out + 1] = v end
+return out
+"""
+
+# RQ states of a job that no worker has started
+_PENDING = {JobStatus.QUEUED, JobStatus.SCHEDULED, JobStatus.DEFERRED}
+
+
+class ControlError(Exception):
+    """The crawl is in a state that does not allow the operation."""
+
+
+@dataclass(frozen=True)
+class Cancelled:
+    held: int  # admitted URLs that were waiting for their level
+    in_flight: int  # released URLs (queued, scheduled, running or deferred)
+    jobs_removed: int  # RQ jobs deleted before a worker started them
+
+    @property
+    def dropped(self) -> int:
+        return self.held + self.in_flight
+
+
+@dataclass(frozen=True)
+class Purged:
+    keys: int
+    jobs: int
+
+
+def put_back(redis: Redis, crawl: str, url: str, entry: InFlight) -> bool:
+    """The job hook: True if `crawl` is halted, `url` then being given back to the frontier
+    unfetched (or dropped if cancelled). One round trip when the crawl is running."""
+    script = redis.register_script(_LUA_PUT_BACK)
+    return bool(script(keys=_frontier_keys(crawl), args=[url, entry.encode(), entry.depth]))
+
+
+def pause(redis: Redis, crawl: str, state: str) -> bool:
+    """Stop releasing URLs of a running crawl; False if it was already paused."""
+    if state in stats.OVER:
+        raise ControlError(f"crawl {crawl} is {state}: nothing to pause")
+    return bool(redis.hsetnx(keys.key(crawl, "counters"), "paused_at", repr(time.time())))
+
+
+def resume(redis: Redis, crawl: str, cfg: CrawlConfig, state: str) -> None:
+    """Clear the halt and release the held URLs of the current level."""
+    if state != "paused":
+        raise ControlError(f"crawl {crawl} is {state}, not paused")
+    redis.hdel(keys.key(crawl, "counters"), "paused_at")
+    Frontier(redis, crawl, cfg).seed([])
+
+
+def cancel(redis: Redis, crawl: str, state: str) -> Cancelled:
+    """Stop the crawl for good: drop its held and in-flight URLs and delete the RQ jobs
+    that no worker has started (a running job ends without recording anything)."""
+    if state == "finished":
+        raise ControlError(f"crawl {crawl} is finished: nothing to cancel")
+    script = redis.register_script(_LUA_CANCEL)
+    out = script(keys=_frontier_keys(crawl), args=[repr(time.time())])
+    if out is None:
+        raise ControlError(f"crawl {crawl} is already cancelled")
+    held, flat = out[0], out[1:]
+    ids = [
+        InFlight.parse(raw).job_id(crawl, url.decode())
+        for url, raw in zip(flat[::2], flat[1::2], strict=True)
+    ]
+    pending = [
+        job
+        for job in Job.fetch_many(ids, redis)
+        if job is not None and job.get_status(refresh=False) in _PENDING
+    ]
+    return Cancelled(held, len(ids), _delete_jobs(redis, pending))
+
+
+def purge(redis: Redis, crawl: str, state: str, force: bool = False) -> Purged:
+    """Delete every key of the crawl and its RQ jobs. Refused while workers may still be
+    working on it, unless `force`."""
+    if state not in stats.OVER and not force:
+        raise ControlError(f"crawl {crawl} is {state}: cancel it first, or purge with --force")
+    jobs = _delete_jobs(redis, _crawl_jobs(redis, crawl))
+    # A crawl has a handful of keys (the Bloom filter is split into at most 512 MB shards).
+    names = list(redis.scan_iter(match=glob_escape(keys.key(crawl, "")) + "*", count=1000))
+    deleted = redis.unlink(*names) if names else 0
+    redis.srem(keys.CRAWLS, crawl)
+    return Purged(deleted, jobs)
+
+
+def glob_escape(text: str) -> str:
+    """`text` as a literal in a Redis MATCH pattern: glob's * ? [ ] and \\ escaped, and the
+    braces of the hash tag too (harmless in Redis, literal in every glob dialect)."""
+    return re.sub(r"([*?\[\]\\{}])", r"\\\1", text)
+
+
+def _crawl_jobs(redis: Redis, crawl: str) -> list[Job]:
+    """The RQ jobs of `crawl`. Job ids start with `rqcrawl-{crawl}-`, which another crawl's
+    name may extend (`a` and `a-b`), so the crawl name in the job's arguments decides."""
+    prefix = "rq:job:"
+    ids = [
+        name.decode().removeprefix(prefix)
+        for name in redis.scan_iter(match=glob_escape(f"{prefix}rqcrawl-{crawl}-") + "*")
+    ]
+    ids = [i for i in ids if ":" not in i]  # RQ's own sub-keys such as rq:job:ID:dependents
+    return [
+        job for job in Job.fetch_many(ids, redis) if job is not None and job.args[:1] == (crawl,)
+    ]
+
+
+def _delete_jobs(redis: Redis, jobs: list[Job]) -> int:
+    """Delete `jobs` with their queue and registry entries, in one pipeline."""
+    with redis.pipeline() as pipe:
+        for job in jobs:
+            job.delete(pipeline=pipe)
+        pipe.execute()
+    return len(jobs)
+
+
+def _frontier_keys(crawl: str) -> list[str]:
+    return [keys.key(crawl, part) for part in ("counters", "inflight", "held", "later")]

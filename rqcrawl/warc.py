@@ -1,0 +1,156 @@
+"""WARC archive of the responses a worker receives (`warc_dir`), readable by standard tools.
+
+Each worker writes its own gzipped WARC/1.0 files, named
+`{crawl}-{YYYYmmddHHMMSS}-{serial}-{host}-{worker}.warc.gz`, and starts the next serial once
+a file is over `warc_max_bytes`. Files are keyed by the RQ worker's name rather than the
+process id because a forking `rq worker` runs each job in a new child: its jobs append, one
+at a time, to the worker's current file instead of leaving one file per URL. Every record is
+a complete gzip member flushed to disk, so the files of a finished crawl read back while the
+workers are still running (only a worker killed in the middle of a write leaves a damaged
+last record).
+
+What is archived: for every HTTP response received (each redirect hop and error responses
+too), a `response` record and the `request` record that asked for it. Bodies are stored as
+rqcrawl read them, after any Content-Encoding was decoded and chunked transfer undone, so
+those two headers are removed and Content-Length states the stored length. Bodies rqcrawl
+does not download (non-HTML pages, redirects, error responses) are archived as headers only,
+marked `WARC-Truncated: unspecified`; responses whose body failed to download (over the size
+cap, too slow, connection lost) and robots.txt files (read by the robots gate, not by the
+page fetch) are not archived.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import socket
+import time
+from importlib.metadata import version
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import requests
+from warcio.statusandheaders import StatusAndHeaders
+from warcio.warcwriter import WARCWriter
+
+from .config import CrawlConfig
+from .fetch import Archive, no_archive
+
+# Headers that describe bytes on the wire which the archived body no longer has.
+_WIRE_HEADERS = {"content-encoding", "transfer-encoding", "content-length"}
+
+
+def _safe(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)
+
+
+class WarcFiles:
+    """The WARC files one worker writes for one crawl, rotated by size."""
+
+    def __init__(self, directory: Path, crawl: str, worker: str, max_bytes: int):
+        self.directory = directory
+        self.crawl = crawl
+        self.owner = f"{_safe(socket.gethostname())}-{_safe(worker)}"
+        self.max_bytes = max_bytes
+        self._name = re.compile(
+            re.escape(crawl) + r"-\d{14}-(\d{5})-" + re.escape(self.owner) + r"\.warc\.gz"
+        )
+        self._file: io.BufferedWriter | None = None
+        self._writer: WARCWriter | None = None
+
+    def write(self, resp: requests.Response, body: bytes | None) -> None:
+        """Archive `resp` (and its request) with `body`, or its headers only when None."""
+        writer = self._writer or self._open()
+        writer.write_request_response_pair(
+            _request_record(writer, resp), _response_record(writer, resp, body)
+        )
+        if self._file.tell() >= self.max_bytes:
+            self.close()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = self._writer = None
+
+    def _open(self) -> WARCWriter:
+        path, fresh = self._current_path()
+        self._file = open(path, "ab")
+        self._writer = WARCWriter(self._file, gzip=True)
+        if fresh:
+            info = {
+                "software": f"rqcrawl/{version('rqcrawl')}",
+                "format": "WARC File Format 1.0",
+                "hostname": socket.gethostname(),
+                "crawl": self.crawl,
+                "description": "responses as rqcrawl read them, see rqcrawl/warc.py",
+            }
+            self._writer.write_record(self._writer.create_warcinfo_record(path.name, info))
+        return self._writer
+
+    def _current_path(self) -> tuple[Path, bool]:
+        """This worker's newest file if it has room, else a new one (and True)."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        mine = sorted(
+            (int(m.group(1)), p)
+            for p in self.directory.iterdir()
+            if (m := self._name.fullmatch(p.name))
+        )
+        if mine and mine[-1][1].stat().st_size < self.max_bytes:
+            return mine[-1][1], False
+        serial = mine[-1][0] + 1 if mine else 0
+        stamp = time.strftime("%Y%m%d%H%M%S", time.gmtime())
+        return self.directory / f"{self.crawl}-{stamp}-{serial:05d}-{self.owner}.warc.gz", True
+
+
+def _response_record(writer: WARCWriter, resp: requests.Response, body: bytes | None):
+    headers = [(k, v) for k, v in resp.raw.headers.items() if k.lower() not in _WIRE_HEADERS]
+    extra = {}
+    if body is None:
+        extra["WARC-Truncated"] = "unspecified"
+        length = resp.headers.get("content-length")
+        if length is not None:
+            headers.append(("Content-Length", length))
+    else:
+        headers.append(("Content-Length", str(len(body))))
+    http_version = resp.raw.version or 11
+    status = StatusAndHeaders(
+        f"{resp.status_code} {resp.reason or ''}".strip(),
+        headers,
+        protocol=f"HTTP/{http_version // 10}.{http_version % 10}",
+    )
+    return writer.create_warc_record(
+        resp.url,
+        "response",
+        payload=io.BytesIO(body or b""),
+        length=len(body or b""),
+        http_headers=status,
+        warc_headers_dict=extra,
+    )
+
+
+def _request_record(writer: WARCWriter, resp: requests.Response):
+    req = resp.request
+    headers = [("Host", urlsplit(req.url).netloc), *req.headers.items()]
+    status = StatusAndHeaders(
+        f"{req.method} {req.path_url} HTTP/1.1", headers, is_http_request=True
+    )
+    return writer.create_warc_record(
+        req.url, "request", payload=io.BytesIO(b""), length=0, http_headers=status
+    )
+
+
+_open_files: dict[tuple[str, str, str], WarcFiles] = {}
+
+
+def archive(crawl: str, cfg: CrawlConfig, worker: str | None) -> Archive:
+    """Where `worker`'s responses of `crawl` go: its WARC files when the crawl has
+    `warc_dir` (a path on the worker's own machine, relative to its working directory)."""
+    if not cfg.warc_dir:
+        return no_archive
+    key = (crawl, cfg.warc_dir, worker or "")
+    if key not in _open_files:
+        _open_files[key] = WarcFiles(
+            Path(cfg.warc_dir), crawl, worker or f"pid{os.getpid()}", cfg.warc_max_bytes
+        )
+    return _open_files[key].write

@@ -1,0 +1,65 @@
+"""`rqcrawl status NAME --watch`: plain lines in a log, an in-place view on a terminal, ends
+with the crawl or on Ctrl-C."""
+
+from __future__ import annotations
+
+import os
+import pty
+import select
+import signal
+import subprocess
+import time
+
+from helpers import BIN, Workers, rqcrawl, seed_local
+from servers import HTTPSite, env_with
+from test_politeness import CRAWL_WORKER
+from testsite import Site
+
+
+def test_watch_prints_a_line_per_refresh_and_ends_with_the_crawl(redis_url):
+    site = Site(pages=12, slow={i: 0.1 for i in range(12)})
+    with HTTPSite(site.handle, max_requests=100, max_seconds=120) as http:
+        seed_local(redis_url, http.base + "/p0.html", "wt", 2)
+        with Workers(redis_url, 1, *CRAWL_WORKER):
+            proc = rqcrawl(redis_url, "status", "wt", "--watch", "--interval", "0.2")
+    lines = proc.stdout.splitlines()
+    assert len(lines) >= 2, lines  # the crawl takes more than one interval
+    assert all(" wt  " in line for line in lines)
+    assert " wt  finished  " in lines[-1] and " wt  running  " in lines[0]
+    assert "\x1b" not in proc.stdout
+
+
+def read_until(fd: int, done, timeout: float) -> str:
+    out = b""
+    deadline = time.monotonic() + timeout
+    while not done(out.decode(errors="replace")):
+        assert time.monotonic() < deadline, out
+        if select.select([fd], [], [], 0.2)[0]:
+            out += os.read(fd, 65536)
+    return out.decode(errors="replace")
+
+
+def test_watch_redraws_in_place_on_a_terminal_and_ctrl_c_ends_it_cleanly(redis_url):
+    seed_local(redis_url, "http://127.0.0.1:9/", "tty", 1)
+    rqcrawl(redis_url, "pause", "tty")  # no worker and paused: it never ends by itself
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [str(BIN / "rqcrawl"), "status", "tty", "--watch", "--interval", "0.1"],
+        env=env_with(redis_url), stdout=slave, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    os.close(slave)
+    try:
+        shown = read_until(master, lambda text: text.count("\x1b[J") >= 3, timeout=20)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(master)
+    first = shown.split("\x1b[J")[0]
+    assert "crawl      tty: paused" in first
+    height = first.count("\n")
+    # Each later frame starts by moving up to the first line of the previous one.
+    assert shown.count(f"\x1b[{height}F") >= 2
+    assert proc.returncode == 0 and "Traceback" not in err
