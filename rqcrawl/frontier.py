@@ -153,11 +153,11 @@ redis.call('ZADD', KEYS[2], ARGV[4], ARGV[1])
 return 1
 """
 
-# Take the URLs of `later` that are due, unless the crawl is paused (see control.py).
-# KEYS: later, inflight, counters. ARGV: now, limit. Returns url, inflight entry, url, entry...
+# Take the URLs of `later` that are due (also while paused: their jobs then give them back to
+# `held`, so a paused crawl settles with nothing in flight). KEYS: later, inflight.
+# ARGV: now, limit. Returns url, inflight entry, url, entry...
 _LUA_DUE = """
 local out = {}
-if redis.call('HEXISTS', KEYS[3], 'paused_at') == 1 then return out end
 for _, url in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])) do
   redis.call('ZREM', KEYS[1], url)
   local entry = redis.call('HGET', KEYS[2], url)
@@ -216,7 +216,7 @@ class Frontier:
         self._cas = redis.register_script(_LUA_CAS)
         self._defer = redis.register_script(_LUA_DEFER)
         self._due = redis.register_script(_LUA_DUE)
-        self._due_keys = [self.later, self.inflight, self.counters]
+        self._due_keys = [self.later, self.inflight]
         self._known: set[str] = set()
 
     def seed(self, urls: list[str]) -> int:
