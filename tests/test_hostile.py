@@ -69,7 +69,7 @@ def test_every_misbehaving_page_ends_with_a_precise_outcome(redis_url, tmp_path)
     with HTTPSite(hostile, max_requests=40, max_seconds=120) as http:
         seed_local(redis_url, http.base + "/", "h", 2, "--config", str(conf))
         started = time.monotonic()
-        with Workers(redis_url, 2):
+        with Workers(redis_url, 2, "--with-scheduler"):  # the documented fleet: wake-ups
             s = wait_finished(redis_url, "h", timeout=60)
         elapsed = time.monotonic() - started
     out = tmp_path / "h.jsonl"
