@@ -327,6 +327,13 @@ def write_export(conn: redis.Redis, name: str, output: str, fmt: str | None) -> 
 @click.option("-o", "--output", type=click.Path(), required=True, help="Output file.")
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "csv"]), default=None)
 @click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True)
+@click.option(
+    "--threads",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Workers per process (threads): many requests in flight on slow sites.",
+)
 @click.option("--crawl", "name", default=None, help="Crawl name (default: from the command).")
 @setting_flags
 @click.option(
@@ -337,7 +344,7 @@ def write_export(conn: redis.Redis, name: str, output: str, fmt: str | None) -> 
     help="Where the embedded Redis keeps its data.",
 )
 @redis_option
-def crawl(urls, output, fmt, workers, name, config_file, data_dir, url, **flags) -> None:
+def crawl(urls, output, fmt, workers, threads, name, config_file, data_dir, url, **flags) -> None:
     """Crawl on this machine until done and write OUTPUT: seed, run local workers, show
     progress. Uses an embedded Redis unless a Redis URL is configured. Running the same
     command again after an interruption resumes the crawl."""
@@ -356,7 +363,7 @@ def crawl(urls, output, fmt, workers, name, config_file, data_dir, url, **flags)
     try:
         conn = connect(target)
         start_crawl(conn, name, cfg, seeds)
-        run_local(conn, target, name, workers)
+        run_local(conn, target, name, workers, threads)
         write_export(conn, name, output, fmt)
     finally:
         if server:
@@ -374,8 +381,8 @@ def writable_dir(path: str) -> None:
             raise click.ClickException(f"cannot write to {path}")
 
 
-def run_local(conn: redis.Redis, target: str, name: str, workers: int) -> None:
-    pool = LocalWorkers(target, workers)
+def run_local(conn: redis.Redis, target: str, name: str, workers: int, threads: int) -> None:
+    pool = LocalWorkers(target, workers, threads)
     try:
         final = watch(conn, name, pool)
     except KeyboardInterrupt:
