@@ -9,7 +9,6 @@ host) and some link to pages that answer 404.
 
 from __future__ import annotations
 
-import posixpath
 import random
 import time
 from collections import deque
@@ -18,11 +17,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from servers import reply
 
-
-def page_path(i: int) -> str:
-    if i % 3 == 2:
-        return f"/item?id={i}&v=1"
-    return f"/d/p{i}.html" if i % 3 == 1 else f"/p{i}.html"
+from rqcrawl.benchsite import href, page_path  # one spelling of addresses and links
 
 
 class Site:
@@ -53,27 +48,8 @@ class Site:
                 out.setdefault(path, depth[i] + 1)
         return out
 
-    def href(self, source: int, target: int, form: int, origin: str) -> str:
-        path = page_path(target)
-        if form == 0:  # relative, with ../ where needed
-            base_dir = posixpath.dirname(urlsplit(page_path(source)).path)
-            parts = urlsplit(path)
-            rel = posixpath.relpath(parts.path, base_dir)
-            return rel + (f"?{parts.query}" if parts.query else "")
-        if form == 1:
-            return path
-        if form == 2:
-            return origin + path
-        if form == 3:
-            return "//" + origin.split("://", 1)[1] + path
-        if form == 4:
-            return path + "#section"
-        if "?" in path:  # the same page with its parameters in another order
-            return f"/item?v=1&id={target}"
-        return origin + path + "#top"
-
     def render(self, i: int, origin: str) -> bytes:
-        hrefs = [self.href(i, t, (i + n) % 6, origin) for n, t in enumerate(self.links[i])]
+        hrefs = [href(i, t, (i + n) % 6, origin) for n, t in enumerate(self.links[i])]
         hrefs += [
             "mailto:someone@example.org",
             "javascript:void(0)",
