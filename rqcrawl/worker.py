@@ -30,7 +30,18 @@ log = logging.getLogger(__name__)
 class CrawlWorker(SimpleWorker):
     """SimpleWorker plus the release-and-recovery thread (see the module docstring)."""
 
+    # One tender per process, however many workers run in its threads (rqcrawl.threadworkers).
+    _tending = threading.Lock()
+
     def work(self, *args, **kwargs) -> bool:
+        if not self._tending.acquire(blocking=False):
+            return super().work(*args, **kwargs)
+        try:
+            return self._work_tended(*args, **kwargs)
+        finally:
+            self._tending.release()
+
+    def _work_tended(self, *args, **kwargs) -> bool:
         stop = threading.Event()
         tender = Tender(Redis(connection_pool=self.connection.connection_pool))
         thread = threading.Thread(target=tender.run, args=(stop,), name="rqcrawl-tender")
