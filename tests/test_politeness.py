@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from http.server import BaseHTTPRequestHandler
 
 from helpers import Workers, read_jsonl, rqcrawl, seed_local, status, wait_finished
@@ -77,10 +78,11 @@ def scope(tmp_path, *sites: HTTPSite):
 
 def crawl_time(redis_url: str, tmp_path, name: str, hosts: list[str]) -> float:
     """Seconds to crawl 41 pages on each of `hosts` with a 0.5 s delay and two workers."""
-    sites = [HTTPSite(tree_site(40), host=h, max_requests=60, max_seconds=200) for h in hosts]
-    for site in sites:
-        site.__enter__()
-    try:
+    with ExitStack() as stack:
+        sites = [
+            stack.enter_context(HTTPSite(tree_site(40), host=h, max_requests=60, max_seconds=200))
+            for h in hosts
+        ]
         conf = scope(tmp_path, *sites)
         seed_local(
             redis_url, sites[0].base + "/0", name, 10, "--delay", "0.5", "--no-robots",
@@ -95,9 +97,6 @@ def crawl_time(redis_url: str, tmp_path, name: str, hosts: list[str]) -> float:
         for site in sites:
             assert len(site.hits) == 40 + 1 and min(gaps(site)) >= 0.5  # + /private
         return elapsed
-    finally:
-        for site in sites:
-            site.stop()
 
 
 def test_four_hosts_are_crawled_in_parallel_by_two_workers(redis_url, tmp_path):
