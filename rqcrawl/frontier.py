@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from redis import Redis
+from redis.exceptions import NoScriptError
 from rq import Queue
 from rq.job import JobStatus
 from rq.registry import StartedJobRegistry
@@ -38,6 +39,10 @@ from .urls import host_of
 
 REAP_EVERY = 15  # seconds between two recovery passes of one crawl
 LOST_AFTER = 30  # seconds a released URL may go without a live RQ job before it is requeued
+# Seconds a finished crawl job stays in RQ (rq-dashboard's finished list) before it expires.
+# Not 0: RQ deletes a result_ttl=0 job at once, which costs eight round trips per job, while
+# an expiry rides in the worker's own success pipeline.
+RESULT_TTL = 30
 _LIVE = {"queued", "started", "scheduled", "deferred"}
 JOB_FUNC = "rqcrawl.jobs.crawl_url"
 # URLs this process has passed through the Bloom filter (at most this many, about 5 MB): they
@@ -217,7 +222,7 @@ class Frontier:
         self._defer = redis.register_script(_LUA_DEFER)
         self._due = redis.register_script(_LUA_DUE)
         self._due_keys = [self.later, self.inflight]
-        self._known: set[str] = set()
+        self.known: set[str] = set()  # see KNOWN_MAX
 
     def seed(self, urls: list[str]) -> int:
         """Admit `urls` at depth 0 (budgets apply, trap rules do not); returns how many were
@@ -226,19 +231,31 @@ class Frontier:
         admitted, _ = self._run("", "", None, [(None, u) for u in urls], 0)
         return admitted
 
-    def claim(self, url: str, rq_job_id: str) -> InFlight | None:
+    def claim(self, url: str, rq_job_id: str) -> tuple[InFlight | None, bool]:
         """The URL's inflight entry if this job is its live attempt and turn, else None (the
-        URL already ended, or a newer job replaced this one). Releases due deferred URLs in
-        the same round trip, so that busy workers keep deferrals on time."""
-        with self.redis.pipeline(transaction=False) as pipe:
-            pipe.hget(self.inflight, url)
-            self._due(keys=self._due_keys, args=[repr(time.time()), 500], client=pipe)
-            raw, due = pipe.execute()
+        URL already ended, or a newer job replaced this one), and whether the crawl is
+        paused. Releases due deferred URLs in the same round trip, so that busy workers
+        keep deferrals on time."""
+        try:
+            raw, paused, due = self._claim_round_trip(url)
+        except NoScriptError:  # a restarted Redis forgot the script
+            self.redis.script_load(_LUA_DUE)
+            raw, paused, due = self._claim_round_trip(url)
         self._enqueue_due(due)
         if raw is None:
-            return None
+            return None, bool(paused)
         entry = InFlight.parse(raw)
-        return entry if entry.job_id(self.crawl, url) == rq_job_id else None
+        return (entry if entry.job_id(self.crawl, url) == rq_job_id else None), bool(paused)
+
+    def _claim_round_trip(self, url: str) -> list:
+        # EVALSHA rather than the Script object: in a pipeline, the latter first costs a
+        # SCRIPT EXISTS round trip of its own.
+        with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hget(self.inflight, url)
+            pipe.hexists(self.counters, "paused_at")
+            due_args = [*self._due_keys, repr(time.time()), 500]
+            pipe.evalsha(self._due.sha, len(self._due_keys), *due_args)
+            return pipe.execute()
 
     def finish(
         self,
@@ -318,7 +335,7 @@ class Frontier:
         children: list[tuple[str | None, str]],
         child_depth: int,
     ) -> tuple[int, int]:
-        children = [c for c in children if c[1] not in self._known]
+        children = [c for c in children if c[1] not in self.known]
         urls = [u for _, u in children]
         args = [
             done,
@@ -351,9 +368,9 @@ class Frontier:
             args=args,
         )
         if ended:  # else the script stopped before the Bloom filter (the URL had ended)
-            if len(self._known) > KNOWN_MAX:
-                self._known.clear()
-            self._known.update(urls)
+            if len(self.known) > KNOWN_MAX:
+                self.known.clear()
+            self.known.update(urls)
         self._enqueue([_split(raw) for raw in released])
         return admitted, reap_due
 
@@ -363,17 +380,21 @@ class Frontier:
             return
         datas = [Queue.prepare_data(JOB_FUNC, **self._job_kwargs(u, e)) for u, e in entries]
         with self.redis.pipeline() as pipe:
+            # A job id comes back when a paused URL is released again: its finished
+            # predecessor's hash (and expiry) must not outlive into the new job.
+            pipe.delete(*(f"rq:job:{d.job_id}" for d in datas))
             self.queue.enqueue_many(datas, pipeline=pipe)
             pipe.execute()
 
     def _job_kwargs(self, url: str, entry: InFlight) -> dict:
-        """Job hygiene: tiny JSON-friendly args, a dashboard-readable description, no result."""
+        """Job hygiene: tiny JSON-friendly args, a dashboard-readable description, a short
+        result life (the crawl's records hold the outcome)."""
         short = url if len(url) <= 120 else url[:117] + "..."
         return {
             "args": (self.crawl, url, entry.depth),
             "job_id": entry.job_id(self.crawl, url),
             "description": f"{self.crawl} d{entry.depth} {short}",
-            "result_ttl": 0,
+            "result_ttl": RESULT_TTL,
             "failure_ttl": self.cfg.failure_ttl,
             "timeout": self.cfg.job_timeout,
         }
