@@ -81,8 +81,8 @@ class Purged:
 
 
 def put_back(redis: Redis, crawl: str, url: str, entry: InFlight) -> bool:
-    """The job hook: True if `crawl` is halted, `url` then being given back to the frontier
-    unfetched (or dropped if cancelled). One round trip when the crawl is running."""
+    """The job hook, called when the job's claim saw the crawl paused: True if `crawl` is
+    halted, `url` then being given back to the frontier unfetched (or dropped if cancelled)."""
     script = redis.register_script(_LUA_PUT_BACK)
     return bool(script(keys=_frontier_keys(crawl), args=[url, entry.encode(), entry.depth]))
 

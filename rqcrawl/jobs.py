@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Container
 from dataclasses import dataclass, field
 
 from redis import Redis
@@ -77,10 +78,10 @@ def crawl_url(crawl: str, url: str, depth: int) -> str:
     c = crawl_of(job.connection, crawl)
     if c is None:
         return "crawl not found (purged?)"
-    entry = c.frontier.claim(url, job.id)
+    entry, paused = c.frontier.claim(url, job.id)
     if entry is None:
         return "already ended"
-    if control.put_back(job.connection, crawl, url, entry):
+    if paused and control.put_back(job.connection, crawl, url, entry):
         return "crawl halted: URL given back unfetched"
     site, host, ua = site_of(url), host_of(url), c.cfg.user_agent
     while True:
@@ -106,7 +107,8 @@ def crawl_url(crawl: str, url: str, depth: int) -> str:
             learnt = c.politeness.delay_for(robots.crawl_delay(ua) if robots else None)
             c.politeness.release(host, job.id, learnt, started)
     try:
-        result = visit(url, depth, c.cfg, warc.archive(crawl, c.cfg, job.worker_name))
+        archive = warc.archive(crawl, c.cfg, job.worker_name)
+        result = visit(url, depth, c.cfg, archive, c.frontier.known)
     finally:
         c.politeness.release(host, job.id, delay, started)
     return _settle(c, url, depth, entry, result)
@@ -157,9 +159,16 @@ def wake(crawl: str) -> str:
     return f"released {c.frontier.release_due()}"
 
 
-def visit(url: str, depth: int, cfg: CrawlConfig, archive: Archive = no_archive) -> Visit:
+def visit(
+    url: str,
+    depth: int,
+    cfg: CrawlConfig,
+    archive: Archive = no_archive,
+    known: Container[str] = frozenset(),
+) -> Visit:
     """Fetch (archiving the responses) and parse `url`, extract its fields, run the hook;
-    never raises for anything a web server can do."""
+    never raises for anything a web server can do. Links in `known` were already admitted
+    or refused by this process: they are not judged again (the frontier drops them)."""
 
     def check_hop(hop: str) -> str | None:
         return None if in_scope(hop, cfg.scope_hosts) else "out_of_scope"
@@ -205,6 +214,8 @@ def visit(url: str, depth: int, cfg: CrawlConfig, archive: Archive = no_archive)
     children = []
     if depth < cfg.max_depth:
         for link in links:
+            if link in known:
+                continue
             verdict = link_verdict(link, cfg)
             if verdict is not None and verdict.startswith("drop:"):
                 counts["links:" + verdict.removeprefix("drop:")] += 1
