@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
+from urllib.request import getproxies
 
 import requests
 
@@ -66,6 +68,13 @@ def session(allow_private: bool) -> requests.Session:
     """The process's keep-alive session, one per guard setting."""
     if allow_private not in _sessions:
         s = requests.Session()
+        if not getproxies():
+            # requests looks for proxy variables (and ~/.netrc) again on every request, a
+            # quarter of its CPU per page. With no proxy set, only the CA bundle variables
+            # matter, read once here; and no .netrc credentials go to crawled sites.
+            s.trust_env = False
+            env = os.environ
+            s.verify = env.get("REQUESTS_CA_BUNDLE") or env.get("CURL_CA_BUNDLE") or True
         if not allow_private:
             s.mount("http://", GuardedAdapter())
             s.mount("https://", GuardedAdapter())
