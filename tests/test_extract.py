@@ -282,3 +282,42 @@ def test_no_fields_configured():
 )
 def test_good_field_specs(spec):
     assert field_problem(spec) is None
+
+
+# --- the join cache resolves exactly like urljoin against the whole base --------------------
+
+BASES = [
+    "http://example.com/dir/page.html",
+    "http://example.com/dir/sub/?q=1&r=2",
+    "https://example.com:8443/",
+    "http://example.com/page",
+    "http://[::1]:8080/a/b/c.html?x=y",
+]
+HREFS = [
+    "x.html", "../up.html", "./same/", "sub/../y", ";params", "http:rel", "?only=query",
+    "#frag", "", "/root?a=b", "//other.org/p", "http://abs.org/a/../b", "HTTPS://Up.Org/P",
+    "https://example.com/dir/", "..", ".", "mailto:a@b.c", "a b.html", "%7Euser/",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("base", BASES)
+def test_cached_join_equals_urljoin_against_the_whole_base(base):
+    from urllib.parse import urljoin
+
+    from rqcrawl.extract import _canonical, _context, _contexts
+    from rqcrawl.urls import InvalidURL, canonicalize
+
+    def expected(href):
+        try:
+            return canonicalize(urljoin(base, href))
+        except InvalidURL:
+            return None
+
+    def cached(href):
+        try:
+            return _canonical(_context(href, _contexts(base)), href)
+        except InvalidURL:
+            return None
+
+    for href in HREFS:
+        assert cached(href) == expected(href), href
