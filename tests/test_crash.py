@@ -5,9 +5,19 @@ from __future__ import annotations
 
 import signal
 import time
+from contextlib import ExitStack
 from urllib.parse import urlsplit
 
-from helpers import Workers, read_jsonl, rqcrawl, seed_local, status, wait_finished
+from helpers import (
+    Workers,
+    child_pids,
+    read_jsonl,
+    rqcrawl,
+    seed_local,
+    status,
+    stop_pids,
+    wait_finished,
+)
 from rq import Worker
 from servers import HTTPSite, RedisServer
 from testsite import Site
@@ -53,12 +63,14 @@ def test_sigkill_of_a_worker_mid_crawl_leaves_an_exact_result(redis_url, conn, t
             "--host-concurrency", "4",
         )  # fmt: skip
         extra = (*CRAWL_WORKER, "--job-monitoring-interval", "5")
-        with Workers(redis_url, 2, *extra, log_dir=tmp_path) as workers:
+        with Workers(redis_url, 2, *extra, log_dir=tmp_path) as workers, ExitStack() as orphans:
             victim = workers.procs[0]
             deadline = time.monotonic() + 60
             while not (sum(http.hits.values()) >= 6 and busy(conn, workers.names[0])):
                 assert time.monotonic() < deadline, "the worker never took a job"
                 time.sleep(0.02)
+            # Its RQ scheduler (if it holds the lock) outlives it, as it would in production.
+            orphans.callback(stop_pids, child_pids(victim.pid))
             victim.send_signal(signal.SIGKILL)  # mid-request: every page takes 0.3 s
             victim.wait()
             killed_at = time.monotonic()
