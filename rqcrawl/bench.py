@@ -123,7 +123,7 @@ def run_rqcrawl(
             after = redis_numbers(conn)
             final = stats.status(conn, CRAWL)
             pool.stop()
-            memory = redis_memory(conn, cfg, final, site_urls(server, min(spec.pages, 2000)))
+            memory = redis_memory(conn, cfg, final, site_urls(server, spec.pages))
         finally:
             pool.stop()
             redis_server.stop()
@@ -189,8 +189,10 @@ def redis_deltas(before: dict, after: dict) -> dict:
 
 def redis_memory(conn: Redis, cfg: CrawlConfig, final: dict, urls: list[str]) -> dict:
     """Bytes per seen URL (Bloom filter, items stream) of the finished crawl, and bytes per
-    pending URL, measured with the workers stopped by seeding two more crawls: one whose
-    URLs all become RQ jobs, one whose URLs all wait in the held list (window 0)."""
+    pending URL, measured with the workers stopped by seeding three more crawls with the
+    site's URLs: one whose URLs all become RQ jobs, one whose URLs all wait in the held list
+    (window 0), and one with the default window (a frontier as a crawl of this size has it:
+    `window` RQ jobs, the rest held)."""
     bloom = Frontier(conn, CRAWL, cfg).bloom
     return {
         "seen": final["admitted"],
@@ -198,8 +200,10 @@ def redis_memory(conn: Redis, cfg: CrawlConfig, final: dict, urls: list[str]) ->
         "bloom_optimum_bytes": bloom.bits / 8,
         "bloom_capacity": cfg.bloom_capacity,
         "items_bytes": key_bytes(conn, [keys.key(CRAWL, "items")]),
-        "job_bytes": pending_bytes(conn, "pending-jobs", urls, window=len(urls)),
-        "held_bytes": pending_bytes(conn, "pending-held", urls, window=0),
+        "job_bytes": pending_bytes(conn, "pending-jobs", urls[:2000], window=2000),
+        "held_bytes": pending_bytes(conn, "pending-held", urls[:2000], window=0),
+        "frontier_urls": len(urls),
+        "frontier_bytes": pending_bytes(conn, "pending-all", urls, window=CrawlConfig.window),
     }
 
 
@@ -305,6 +309,7 @@ COLUMNS = [
     ("Redis RSS MB", "{}"),
     ("B/pending job", "{}"),
     ("B/held URL", "{}"),
+    ("B/pending URL", "{}"),
     ("Bloom B/seen", "{}"),
     ("items B/seen", "{}"),
     ("site CPU ms/pg", "{:.2f}"),
@@ -333,6 +338,7 @@ def row(r: Result) -> list[str]:
         redis_cell("{:.0f}", rd and rd["rss"] / 2**20),
         redis_cell("{:.0f}", rd and rd["job_bytes"]),
         redis_cell("{:.0f}", rd and rd["held_bytes"]),
+        redis_cell("{:.0f}", rd and rd["frontier_bytes"]),
         redis_cell("{:.0f}", rd and rd["bloom_bytes"] / max(rd["seen"], 1)),
         redis_cell("{:.0f}", rd and rd["items_bytes"] / max(rd["seen"], 1)),
         r.site_cpu_s * 1000 / pages,
@@ -389,6 +395,10 @@ def notes(results: list[Result]) -> list[str]:
             f"Bloom filter: {mem['bloom_bytes'] / 2**20:.1f} MB allocated for bloom_capacity "
             f"{mem['bloom_capacity']:,} = {mem['bloom_bytes'] / mem['bloom_optimum_bytes']:.3f}x "
             f"the optimum for that capacity; per seen URL it is that size / {mem['seen']:,} URLs"
+        )
+        out.append(
+            f"B/pending URL: Redis bytes per URL of a frontier holding all {mem['frontier_urls']:,}"
+            f" URLs of the site with the default window ({CrawlConfig.window} of them RQ jobs)"
         )
     return out
 
