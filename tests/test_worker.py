@@ -1,0 +1,75 @@
+"""CrawlWorker sends RQ's bookkeeping in fewer round trips without changing what RQ and its
+tools rely on: the worker stays registered with its full time-to-live and a current state and
+heartbeat, `rq suspend` still stops it, and a job with callbacks still gets them."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from rq import Callback, Queue
+from rq.job import Job, JobStatus
+from rq.suspension import resume, suspend
+
+from rqcrawl.threadworkers import threaded_class
+from rqcrawl.worker import CrawlWorker
+
+
+def square(x: int) -> int:
+    return x * x
+
+
+def remember(job, connection, result, *args, **kwargs) -> None:
+    connection.rpush("callbacks", job.id)
+
+
+def wait_for(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+def test_crawl_worker_keeps_rq_informed(conn):
+    queue = Queue("trim", connection=conn)
+    worker = threaded_class(CrawlWorker)([queue], connection=conn, name="trim-worker")
+    thread = threading.Thread(target=worker.work, kwargs={"logging_level": "WARNING"})
+    thread.start()
+    try:
+        jobs = [
+            queue.enqueue(square, i, on_success=Callback(remember) if i % 4 == 0 else None)
+            for i in range(20)
+        ]
+        wait_for(
+            lambda: all(j.get_status(refresh=True) == JobStatus.FINISHED for j in jobs),
+            30,
+            "jobs did not finish",
+        )
+        assert [j.return_value() for j in jobs] == [i * i for i in range(20)]
+        assert sorted(conn.lrange("callbacks", 0, -1)) == sorted(j.id.encode() for j in jobs[::4])
+        # After the jobs, the worker's key has its full TTL again (worker_ttl + 60), not
+        # the shorter one a job's heartbeat sets, and says idle with a fresh heartbeat.
+        wait_for(lambda: conn.hget(worker.key, "state") == b"idle", 5, "never idle")
+        assert conn.ttl(worker.key) > worker.worker_ttl
+        beat = Job.fetch(jobs[-1].id, connection=conn).ended_at.timestamp()
+        assert abs(worker.last_heartbeat.timestamp() - beat) < 10
+
+        # `rq suspend` while a job runs: the worker takes no other job after it.
+        slow = queue.enqueue(time.sleep, 1.5)
+        wait_for(lambda: slow.get_status(refresh=True) == JobStatus.STARTED, 10, "not started")
+        suspend(conn)
+        held = queue.enqueue(square, 7)
+        wait_for(lambda: slow.get_status(refresh=True) == JobStatus.FINISHED, 10, "slow job")
+        time.sleep(2)
+        assert held.get_status(refresh=True) == JobStatus.QUEUED
+        resume(conn)
+        wait_for(
+            lambda: held.get_status(refresh=True) == JobStatus.FINISHED,
+            10,
+            "the job did not run after rq resume",
+        )
+    finally:
+        resume(conn)
+        worker._stop_requested = True
+        thread.join(15)
+    assert not thread.is_alive()
