@@ -194,6 +194,7 @@ def redis_memory(conn: Redis, cfg: CrawlConfig, final: dict, urls: list[str]) ->
     (window 0), and one with the default window (a frontier as a crawl of this size has it:
     `window` RQ jobs, the rest held)."""
     bloom = Frontier(conn, CRAWL, cfg).bloom
+    sized_bloom = Frontier(conn, "pending-all", pending_config(len(urls), 0)).bloom
     return {
         "seen": final["admitted"],
         "bloom_bytes": key_bytes(conn, bloom.keys),
@@ -204,20 +205,25 @@ def redis_memory(conn: Redis, cfg: CrawlConfig, final: dict, urls: list[str]) ->
         "held_bytes": pending_bytes(conn, "pending-held", urls[:2000], window=0),
         "frontier_urls": len(urls),
         "frontier_bytes": pending_bytes(conn, "pending-all", urls, window=CrawlConfig.window),
+        "sized_bloom_bytes": key_bytes(conn, sized_bloom.keys),
+        "sized_bloom_optimum_bytes": sized_bloom.bits / 8,
     }
 
 
 def pending_bytes(conn: Redis, crawl: str, urls: list[str], window: int) -> float:
-    """Redis bytes per URL seeded into a new crawl (its tiny Bloom filter not counted)."""
-    cfg = CrawlConfig.from_dict(
-        {"allow_private": True, "window": window, "bloom_capacity": len(urls)}
-    )
+    """Redis bytes per URL seeded into a new crawl (its Bloom filter, sized to the URLs, not
+    counted)."""
+    cfg = pending_config(len(urls), window)
     config.save(conn, crawl, cfg)
     frontier = Frontier(conn, crawl, cfg)
     before = conn.info("memory")["used_memory"]
     frontier.seed(urls)
     grown = conn.info("memory")["used_memory"] - before
     return (grown - key_bytes(conn, frontier.bloom.keys)) / len(urls)
+
+
+def pending_config(urls: int, window: int) -> CrawlConfig:
+    return CrawlConfig.from_dict({"allow_private": True, "window": window, "bloom_capacity": urls})
 
 
 def run_scrapy(
@@ -396,9 +402,16 @@ def notes(results: list[Result]) -> list[str]:
             f"{mem['bloom_capacity']:,} = {mem['bloom_bytes'] / mem['bloom_optimum_bytes']:.3f}x "
             f"the optimum for that capacity; per seen URL it is that size / {mem['seen']:,} URLs"
         )
+        sized = mem["sized_bloom_bytes"]
+        out.append(
+            f"Bloom filter sized to the crawl (bloom_capacity {mem['frontier_urls']:,}, all of "
+            f"them added): {sized / mem['frontier_urls']:.2f} B per seen URL = "
+            f"{sized / mem['sized_bloom_optimum_bytes']:.3f}x the optimum"
+        )
         out.append(
             f"B/pending URL: Redis bytes per URL of a frontier holding all {mem['frontier_urls']:,}"
-            f" URLs of the site with the default window ({CrawlConfig.window} of them RQ jobs)"
+            f" URLs of the site with the default window "
+            f"({min(CrawlConfig.window, mem['frontier_urls']):,} of them RQ jobs, the rest held)"
         )
     return out
 
