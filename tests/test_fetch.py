@@ -1,0 +1,59 @@
+"""fetch honours the proxy settings of the environment, which the session reads once: a proxy
+in HTTP_PROXY is used, NO_PROXY is honoured, and with no proxy requests go straight to the
+site."""
+
+from __future__ import annotations
+
+import pytest
+from servers import HTTPSite
+
+from rqcrawl import fetch as fetch_module
+from rqcrawl.config import CrawlConfig
+from rqcrawl.fetch import fetch
+
+CFG = CrawlConfig.from_dict({"allow_private": True, "scope_hosts": ["site.invalid"]})
+
+
+def reply(req) -> None:
+    body = b"<html><title>ok</title></html>"
+    req.send_response(200)
+    req.send_header("Content-Type", "text/html")
+    req.send_header("Content-Length", str(len(body)))
+    req.end_headers()
+    req.wfile.write(body)
+
+
+@pytest.fixture
+def env(monkeypatch):
+    """No proxy variables, and sessions made anew (they read the environment once)."""
+    for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+    monkeypatch.setattr(fetch_module, "_sessions", {})
+    return monkeypatch
+
+
+def no_hop_check(url: str) -> None:
+    return None
+
+
+def test_without_a_proxy_requests_go_to_the_site(env):
+    with HTTPSite(reply, max_requests=5, max_seconds=30) as site:
+        resp = fetch(site.base + "/page", CFG, no_hop_check)
+    assert resp.status == 200 and site.hits == {"/page": 1}
+
+
+def test_a_proxy_from_the_environment_is_used(env):
+    with HTTPSite(reply, max_requests=5, max_seconds=30) as proxy:
+        env.setenv("HTTP_PROXY", proxy.base)
+        resp = fetch("http://site.invalid/page", CFG, no_hop_check)
+    assert resp.status == 200
+    assert proxy.hits == {"http://site.invalid/page": 1}  # the absolute form proxies get
+
+
+def test_no_proxy_is_honoured(env):
+    with HTTPSite(reply, max_requests=5, max_seconds=30) as site:
+        env.setenv("HTTP_PROXY", "http://127.0.0.1:9")  # nothing listens: must not be used
+        env.setenv("NO_PROXY", "127.0.0.1")
+        resp = fetch(site.base + "/page", CFG, no_hop_check)
+    assert resp.status == 200 and site.hits == {"/page": 1}
