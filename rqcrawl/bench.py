@@ -123,6 +123,7 @@ def run_rqcrawl(
             after = redis_numbers(conn)
             final = stats.status(conn, CRAWL)
             pool.stop()
+            drop_finished_jobs(conn)
             memory = redis_memory(conn, cfg, final, site_urls(server, spec.pages))
         finally:
             pool.stop()
@@ -185,6 +186,15 @@ def redis_deltas(before: dict, after: dict) -> dict:
         "calls": {k: v for k, v in calls.items() if v},
         "usec": {k: v for k, v in usec.items() if calls[k]},
     }
+
+
+def drop_finished_jobs(conn: Redis) -> None:
+    """Delete the crawl's finished RQ jobs and their results now: left to expire (result_ttl)
+    they would be freed while the pending bytes are measured and skew them."""
+    for pattern in ("rq:job:*", "rq:results:*"):
+        batch = list(conn.scan_iter(match=pattern, count=1000))
+        for i in range(0, len(batch), 1000):
+            conn.delete(*batch[i : i + 1000])
 
 
 def redis_memory(conn: Redis, cfg: CrawlConfig, final: dict, urls: list[str]) -> dict:
