@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from redis import Redis
 from redis.exceptions import NoScriptError
 from rq import Queue
-from rq.job import JobStatus
+from rq.job import Job, JobStatus
 from rq.registry import StartedJobRegistry
 
 from . import keys
@@ -242,10 +242,10 @@ class Frontier:
             self.redis.script_load(_LUA_DUE)
             raw, paused, due = self._claim_round_trip(url)
         self._enqueue_due(due)
-        if raw is None:
-            return None, bool(paused)
-        entry = InFlight.parse(raw)
-        return (entry if entry.job_id(self.crawl, url) == rq_job_id else None), bool(paused)
+        entry = InFlight.parse(raw) if raw is not None else None
+        if entry is not None and entry.job_id(self.crawl, url) != rq_job_id:
+            entry = None
+        return entry, bool(paused)
 
     def _claim_round_trip(self, url: str) -> list:
         # EVALSHA rather than the Script object: in a pipeline, the latter first costs a
@@ -382,7 +382,7 @@ class Frontier:
         with self.redis.pipeline() as pipe:
             # A job id comes back when a paused URL is released again: its finished
             # predecessor's hash (and expiry) must not outlive into the new job.
-            pipe.delete(*(f"rq:job:{d.job_id}" for d in datas))
+            pipe.delete(*(Job.key_for(d.job_id) for d in datas))
             self.queue.enqueue_many(datas, pipeline=pipe)
             pipe.execute()
 
@@ -423,7 +423,7 @@ class Frontier:
             return 0
         with self.redis.pipeline(transaction=False) as pipe:
             for url, _, entry in stale:
-                pipe.hget(f"rq:job:{entry.job_id(self.crawl, url)}", "status")
+                pipe.hget(Job.key_for(entry.job_id(self.crawl, url)), "status")
                 pipe.zscore(self.later, url)
             found = pipe.execute()
         brought = 0
