@@ -192,9 +192,9 @@ def drop_finished_jobs(conn: Redis) -> None:
     """Delete the crawl's finished RQ jobs and their results now: left to expire (result_ttl)
     they would be freed while the pending bytes are measured and skew them."""
     for pattern in ("rq:job:*", "rq:results:*"):
-        batch = list(conn.scan_iter(match=pattern, count=1000))
-        for i in range(0, len(batch), 1000):
-            conn.delete(*batch[i : i + 1000])
+        found = list(conn.scan_iter(match=pattern, count=1000))
+        if found:
+            conn.delete(*found)
 
 
 def redis_memory(conn: Redis, cfg: CrawlConfig, final: dict, urls: list[str]) -> dict:

@@ -46,7 +46,7 @@ def _contexts(base: str) -> tuple[str, str, str, str]:
     parts = urlsplit(base)
     origin = f"{parts.scheme}://{parts.netloc}"
     directory = origin + parts.path[: parts.path.rfind("/") + 1]
-    return f"{parts.scheme}:", origin + "/", directory or origin + "/", base
+    return f"{parts.scheme}:", origin + "/", directory, base
 
 
 def _context(href: str, contexts: tuple[str, str, str, str]) -> str:
