@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
+from urllib.parse import urljoin
+
 import pytest
 
-from rqcrawl.extract import Page, decode, extract_fields, field_problem, parse
+from rqcrawl.extract import (
+    Page,
+    _canonical,
+    _context,
+    _contexts,
+    decode,
+    extract_fields,
+    field_problem,
+    parse,
+)
+from rqcrawl.urls import InvalidURL, canonicalize
 
 URL = "http://example.com/dir/page.html"
 
@@ -302,11 +314,6 @@ HREFS = [
 
 @pytest.mark.parametrize("base", BASES)
 def test_cached_join_equals_urljoin_against_the_whole_base(base):
-    from urllib.parse import urljoin
-
-    from rqcrawl.extract import _canonical, _context, _contexts
-    from rqcrawl.urls import InvalidURL, canonicalize
-
     def expected(href):
         try:
             return canonicalize(urljoin(base, href))

@@ -10,6 +10,7 @@ import time
 from rq import Callback, Queue
 from rq.job import Job, JobStatus
 from rq.suspension import resume, suspend
+from rq.utils import str_to_date
 
 from rqcrawl.threadworkers import threaded_class
 from rqcrawl.worker import CrawlWorker
@@ -52,7 +53,8 @@ def test_crawl_worker_keeps_rq_informed(conn):
         wait_for(lambda: conn.hget(worker.key, "state") == b"idle", 5, "never idle")
         assert conn.ttl(worker.key) > worker.worker_ttl
         beat = Job.fetch(jobs[-1].id, connection=conn).ended_at.timestamp()
-        assert abs(worker.last_heartbeat.timestamp() - beat) < 10
+        stored = str_to_date(conn.hget(worker.key, "last_heartbeat")).timestamp()
+        assert abs(stored - beat) < 10
 
         # `rq suspend` while a job runs: the worker takes no other job after it.
         slow = queue.enqueue(time.sleep, 1.5)
