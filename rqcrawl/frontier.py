@@ -54,8 +54,8 @@ WAKE_FUNC = "rqcrawl.jobs.wake"
 # KEYS: counters, inflight, held, items, reap lock, pages per host, later, bloom shards...
 # ARGV: done url ('' when seeding), counter increments "field n field n", record json,
 #       child depth, window, shard bits, k, now, reap interval, max pages, max pages per host,
-#       recording time, n children, children ("verdict host url", verdict '-' to admit)...,
-#       k positions per child...
+#       recording time, n children, bloom bits,
+#       children ("verdict host url", verdict '-' to admit)..., k positions per child...
 # Returns {1 | 0 (done url had already ended), admitted, reap due, released "depth url"...}
 _LUA_FINISH = (
     LUA_BLOOM
@@ -77,11 +77,12 @@ end
 local child_depth, shard_bits = ARGV[4], tonumber(ARGV[6])
 local k, max_pages, max_host = tonumber(ARGV[7]), tonumber(ARGV[10]), tonumber(ARGV[11])
 local n = tonumber(ARGV[13])
+if n > 0 then bloom_alloc(8, shard_bits, tonumber(ARGV[14])) end
 local total = tonumber(redis.call('HGET', counters, 'admitted') or '0')
 local admitted = 0
 for i = 1, n do
-  if bloom_test(8, shard_bits, k, ARGV, 14 + n + (i - 1) * k, true) == 1 then
-    local verdict, host, url = string.match(ARGV[13 + i], '^(%S+) (%S+) (.+)$')
+  if bloom_test(8, shard_bits, k, ARGV, 15 + n + (i - 1) * k, true) == 1 then
+    local verdict, host, url = string.match(ARGV[14 + i], '^(%S+) (%S+) (.+)$')
     if verdict == '-' then
       if max_pages > 0 and total + admitted >= max_pages then
         verdict = 'max_pages'
@@ -351,6 +352,7 @@ class Frontier:
             self.cfg.max_pages_per_host,
             time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             len(children),
+            self.bloom.bits,
             *(f"{verdict or '-'} {host_of(u)} {u}" for verdict, u in children),
             *self.bloom.flat_positions(urls),
         ]
