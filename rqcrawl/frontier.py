@@ -176,6 +176,25 @@ return out
 """
 
 
+class CompactJob(Job):
+    """An RQ job whose first save leaves out the fields that are still empty (callbacks,
+    start and end times, worker, group): 8 of 17, about 130 bytes of Redis per pending job.
+    RQ reads a missing field as empty. Only the first save: a later one (a requeue, a failed
+    job) must overwrite old values with empty ones."""
+
+    _new = False
+
+    @classmethod
+    def create(cls, *args, **kwargs) -> CompactJob:
+        job = super().create(*args, **kwargs)
+        job._new = True
+        return job
+
+    def to_dict(self, include_meta: bool = True, include_result: bool = True) -> dict:
+        fields = super().to_dict(include_meta=include_meta, include_result=include_result)
+        return {k: v for k, v in fields.items() if v != ""} if self._new else fields
+
+
 @dataclass(frozen=True)
 class InFlight:
     """A released URL: its depth, when it was (re)released or may run, its attempt number
@@ -217,7 +236,7 @@ class Frontier:
         self.later = keys.key(crawl, "later")
         self.reap_lock = keys.key(crawl, "reap")
         self.host_pages = keys.key(crawl, "host_pages")
-        self.queue = Queue(keys.QUEUE_NAME, connection=redis)
+        self.queue = Queue(keys.QUEUE_NAME, connection=redis, job_class=CompactJob)
         self._finish = redis.register_script(_LUA_FINISH)
         self._cas = redis.register_script(_LUA_CAS)
         self._defer = redis.register_script(_LUA_DEFER)
