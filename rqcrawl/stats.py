@@ -63,7 +63,7 @@ def status(redis: Redis, crawl: str) -> dict | None:
         "bloom_fill_ratio": bloom["fill_ratio"],
         "bloom_false_positive_rate": bloom["estimated_false_positive_rate"],
         "bloom": bloom,
-        "warnings": warnings(redis) if not done else [],
+        "warnings": bloom_warnings(bloom) + (warnings(redis) if not done else []),
     }
 
 
@@ -98,6 +98,19 @@ def warnings(redis: Redis) -> list[str]:
             "state and lose URLs; set maxmemory-policy noeviction"
         )
     return found
+
+
+def bloom_warnings(bloom: dict) -> list[str]:
+    """A filter filled past its capacity takes more new URLs for seen ones than asked, and
+    skips them without a trace: say so, also once the crawl is over."""
+    if bloom["estimated_items"] != -1 and bloom["estimated_items"] <= bloom["capacity"]:
+        return []
+    return [
+        f"the Bloom filter holds about {bloom['estimated_items']:,} URLs, past its "
+        f"bloom_capacity {bloom['capacity']:,}: about "
+        f"{bloom['estimated_false_positive_rate']:.2%} of new URLs are taken for seen ones and "
+        f"skipped (asked: {bloom['error_rate']:.2%}); give the next crawl a larger bloom_capacity"
+    ]
 
 
 def render(s: dict) -> str:

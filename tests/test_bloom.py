@@ -10,6 +10,7 @@ import pytest
 import redis
 from redis.crc import key_slot
 
+from rqcrawl import config, stats
 from rqcrawl.bloom import (
     BloomFilter,
     allocation,
@@ -18,6 +19,8 @@ from rqcrawl.bloom import (
     shard_layout,
     string_allocation,
 )
+from rqcrawl.config import CrawlConfig
+from rqcrawl.frontier import Frontier
 
 
 def urls(prefix: str, n: int) -> list[str]:
@@ -390,3 +393,18 @@ def test_two_concurrent_writers_see_each_url_new_exactly_once(conn, redis_url, s
     assert len(bloom.keys) == shard_layout(bloom.bits, shard_limit)[1]
     assert len(bloom.keys) >= (2 if shard_limit == 2**32 else 12)
     assert all(bloom.contains_many(SHARED))
+
+
+# --- status ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("capacity", "warned"), [(1000, False), (100, True)])
+def test_status_warns_when_the_filter_is_past_its_capacity(conn, capacity, warned):
+    crawl = f"cap{capacity}"
+    cfg = CrawlConfig.from_dict({"bloom_capacity": capacity, "bloom_error_rate": 0.01})
+    config.save(conn, crawl, cfg)
+    Frontier(conn, crawl, cfg).seed(urls(crawl, 300))
+    found = [w for w in stats.status(conn, crawl)["warnings"] if "Bloom" in w]
+    assert bool(found) == warned, found
+    if warned:
+        assert "past its bloom_capacity 100" in found[0]
