@@ -5,7 +5,7 @@ site."""
 from __future__ import annotations
 
 import pytest
-from servers import HTTPSite
+from servers import HTTPSite, reply
 
 from rqcrawl import fetch as fetch_module
 from rqcrawl.config import CrawlConfig
@@ -14,13 +14,8 @@ from rqcrawl.fetch import fetch
 CFG = CrawlConfig.from_dict({"allow_private": True, "scope_hosts": ["site.invalid"]})
 
 
-def reply(req) -> None:
-    body = b"<html><title>ok</title></html>"
-    req.send_response(200)
-    req.send_header("Content-Type", "text/html")
-    req.send_header("Content-Length", str(len(body)))
-    req.end_headers()
-    req.wfile.write(body)
+def page(req) -> None:
+    reply(req, 200, b"<html><title>ok</title></html>")
 
 
 @pytest.fixture
@@ -38,13 +33,13 @@ def no_hop_check(url: str) -> None:
 
 
 def test_without_a_proxy_requests_go_to_the_site(env):
-    with HTTPSite(reply, max_requests=5, max_seconds=30) as site:
+    with HTTPSite(page, max_requests=5, max_seconds=30) as site:
         resp = fetch(site.base + "/page", CFG, no_hop_check)
     assert resp.status == 200 and site.hits == {"/page": 1}
 
 
 def test_a_proxy_from_the_environment_is_used(env):
-    with HTTPSite(reply, max_requests=5, max_seconds=30) as proxy:
+    with HTTPSite(page, max_requests=5, max_seconds=30) as proxy:
         env.setenv("HTTP_PROXY", proxy.base)
         resp = fetch("http://site.invalid/page", CFG, no_hop_check)
     assert resp.status == 200
@@ -52,7 +47,7 @@ def test_a_proxy_from_the_environment_is_used(env):
 
 
 def test_no_proxy_is_honoured(env):
-    with HTTPSite(reply, max_requests=5, max_seconds=30) as site:
+    with HTTPSite(page, max_requests=5, max_seconds=30) as site:
         env.setenv("HTTP_PROXY", "http://127.0.0.1:9")  # nothing listens: must not be used
         env.setenv("NO_PROXY", "127.0.0.1")
         resp = fetch(site.base + "/page", CFG, no_hop_check)
