@@ -103,11 +103,12 @@ def warnings(redis: Redis) -> list[str]:
 def bloom_warnings(bloom: dict) -> list[str]:
     """A filter filled past its capacity takes more new URLs for seen ones than asked, and
     skips them without a trace: say so, also once the crawl is over."""
-    if bloom["estimated_items"] != -1 and bloom["estimated_items"] <= bloom["capacity"]:
+    items = bloom["estimated_items"]  # -1: every bit is set, too many to estimate
+    if 0 <= items <= bloom["capacity"]:
         return []
+    held = f"about {items:,} URLs" if items >= 0 else "too many URLs to count"
     return [
-        f"the Bloom filter holds about {bloom['estimated_items']:,} URLs, past its "
-        f"bloom_capacity {bloom['capacity']:,}: about "
+        f"the Bloom filter holds {held}, past its bloom_capacity {bloom['capacity']:,}: about "
         f"{bloom['estimated_false_positive_rate']:.2%} of new URLs are taken for seen ones and "
         f"skipped (asked: {bloom['error_rate']:.2%}); give the next crawl a larger bloom_capacity"
     ]
