@@ -24,18 +24,19 @@ KEY_BYTES = 80  # Redis's own cost of one key (dict entry, object, name), for ch
 
 # Lua helpers shared with the frontier script. Shards are KEYS[shard_key0 + shard], each
 # shard_bits long but the last, which ends at bit `bits`.
-# bloom_alloc creates missing shards at their full length in one allocation.
+# bloom_alloc creates missing shards at their full length, each in one allocation.
 # bloom_test: `pos` holds k global bit positions per URL from index `first`. Returns 1 when
 # some bit was still clear (the URL is new); with `add`, also sets every bit.
 LUA_BLOOM = """
 local function bloom_alloc(shard_key0, shard_bits, bits)
-  local shard = 0
-  while shard * shard_bits < bits do
+  local shards = math.ceil(bits / shard_bits)
+  -- all shards are created in one call, the last one last: it stands for them all
+  if redis.call('EXISTS', KEYS[shard_key0 + shards - 1]) == 1 then return end
+  for shard = 0, shards - 1 do
     local key = KEYS[shard_key0 + shard]
     if redis.call('EXISTS', key) == 0 then
       redis.call('SETBIT', key, math.min(shard_bits, bits - shard * shard_bits) - 1, 0)
     end
-    shard = shard + 1
   end
 end
 
