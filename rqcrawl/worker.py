@@ -125,35 +125,53 @@ class Tender:
         self.refreshed = 0.0
 
     def run(self, stop: threading.Event) -> None:
+        """Tick until `stop`; nothing ends the thread before that, since every crawl of the
+        worker depends on it."""
         while not stop.is_set():
             try:
                 wait = self.tick()
             except RedisError as exc:
                 log.warning("rqcrawl tender: %s", exc)
                 wait = 1.0
+            except Exception:
+                log.exception("rqcrawl tender: unexpected error")
+                wait = 1.0
             stop.wait(wait)
 
     def tick(self) -> float:
-        """One pass over the crawls; returns how long to sleep before the next one."""
+        """One pass over the crawls; returns how long to sleep before the next one. A crawl
+        that fails (other than by a Redis error, which stops the pass) is logged and left
+        out until the next read of the crawls, so one broken crawl costs the others
+        nothing and logs once per REFRESH_CRAWLS."""
         now = time.time()
         refresh = now - self.refreshed >= REFRESH_CRAWLS
         if refresh:
             self.crawls = self.running()
             self.refreshed = now
         wait = MAX_SLEEP
-        for name in self.crawls:
-            c = crawl_of(self.redis, name)
-            if c is None:
-                continue
-            nxt = c.frontier.next_due()
-            if nxt is not None and nxt <= time.time():
-                c.frontier.release_due()
-                nxt = c.frontier.next_due()
-            if nxt is not None:
-                wait = min(wait, max(0.005, nxt - time.time()))
-            if refresh:
-                c.frontier.maybe_reap()
+        for name in list(self.crawls):
+            try:
+                wait = min(wait, self._tend(name, refresh))
+            except RedisError:
+                raise
+            except Exception:
+                log.exception("rqcrawl tender: crawl %s skipped", name)
+                self.crawls.remove(name)
         return wait
+
+    def _tend(self, name: str, reap: bool) -> float:
+        """Release crawl `name`'s due deferred URLs (and reap it); returns the time until
+        its next deferred URL is due."""
+        c = crawl_of(self.redis, name)
+        if c is None:
+            return MAX_SLEEP
+        nxt = c.frontier.next_due()
+        if nxt is not None and nxt <= time.time():
+            c.frontier.release_due()
+            nxt = c.frontier.next_due()
+        if reap:
+            c.frontier.maybe_reap()
+        return MAX_SLEEP if nxt is None else max(0.005, nxt - time.time())
 
     def running(self) -> list[str]:
         """The crawls with URLs in flight: finished ones cost nothing per tick."""
