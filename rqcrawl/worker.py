@@ -48,6 +48,18 @@ class CrawlWorker(SimpleWorker):
     _full_beat_at: float | None = None  # when the last heartbeat with the worker's full TTL went
     _suspension_checked_at = 0.0
 
+    def _set_connection(self, connection: Redis) -> Redis:
+        """RQ raises the socket timeout above its blocking dequeue's, but only for the
+        connections its pool makes from then on: the one `rq worker` opened before (to
+        check `rq suspend`) keeps redis-py's 5 s. Handed to the blocking dequeue (the
+        release thread makes that likely), it timed out every 5 s and RQ backed off 1, 2,
+        4 ... 60 s, so an idle worker took new work up to a minute late. The pool's idle
+        connections are therefore dropped: every connection is made anew, with RQ's timeout."""
+        connection = super()._set_connection(connection)
+        connection.connection_pool.disconnect(inuse_connections=False)
+        connection.connection_pool.reset()
+        return connection
+
     def heartbeat(self, timeout: int | None = None, pipeline: Pipeline | None = None) -> None:
         """RQ's heartbeat, skipped when a full-TTL one went less than HEARTBEAT_EVERY ago and
         no shorter TTL was set since (the worker's key then has minutes left), else sent in

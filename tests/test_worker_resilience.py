@@ -6,12 +6,15 @@ from __future__ import annotations
 import threading
 import time
 
-from rq import Queue
+from helpers import Workers
+from rq import Queue, Worker
+from servers import HTTPSite, reply
+from test_politeness import CRAWL_WORKER
 
 from rqcrawl import config, keys
 from rqcrawl.config import CrawlConfig
 from rqcrawl.frontier import Frontier, InFlight
-from rqcrawl.worker import Tender
+from rqcrawl.worker import CrawlWorker, Tender
 
 
 def wait_for(predicate, timeout: float, what: str) -> None:
@@ -53,3 +56,40 @@ def test_tender_outlives_a_crawl_it_cannot_read(conn):
         stop.set()
         thread.join(5)
     assert Queue(keys.QUEUE_NAME, connection=conn).count == 4  # per crawl: seeded, released
+
+
+def test_crawl_worker_connections_outlast_its_blocking_dequeue(conn):
+    conn.ping()  # as `rq worker` does (its `rq suspend` check) before it builds the worker
+    worker = CrawlWorker([Queue("q", connection=conn)], connection=conn)
+    pool = conn.connection_pool
+    taken = [pool.get_connection() for _ in range(3)]
+    try:
+        assert all(c.socket_timeout > worker.dequeue_timeout for c in taken)
+    finally:
+        for c in taken:
+            pool.release(c)
+
+
+def test_an_idle_crawl_worker_takes_new_work_within_a_second(redis_url, conn, tmp_path):
+    hits: list[float] = []
+
+    def handle(req):
+        hits.append(time.monotonic())
+        reply(req, 200, b"<html><title>t</title></html>")
+
+    with (
+        HTTPSite(handle, max_requests=20, max_seconds=120) as site,
+        Workers(redis_url, 1, *CRAWL_WORKER, log_dir=tmp_path) as workers,
+    ):
+        wait_for(lambda: Worker.all(connection=conn), 30, "the worker never registered")
+        idle_since = time.monotonic()
+        # Idle for longer than redis-py's default 5 s socket timeout (twice over).
+        wait_for(lambda: time.monotonic() - idle_since > 12, 20, "")
+        cfg = CrawlConfig(scope_hosts=[site.host], allow_private=True, delay=0.0)
+        config.save(conn, "idle", cfg)
+        seeded = time.monotonic()
+        Frontier(conn, "idle", cfg).seed([site.base + "/"])
+        wait_for(lambda: len(hits) >= 2, 30, "the seed was never fetched")  # robots.txt, page
+        log = (tmp_path / f"{workers.names[0]}.log").read_text()
+    assert hits[0] - seeded < 1.0, (hits[0] - seeded, log)
+    assert "Timeout reading from socket" not in log, log
