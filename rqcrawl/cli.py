@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import re
+import signal
 import sys
 import time
 from collections.abc import Iterator
@@ -341,7 +342,7 @@ def write_export(conn: redis.Redis, name: str, output: str, fmt: str | None) -> 
     type=click.Path(),
     default=".rqcrawl",
     show_default=True,
-    help="Where the embedded Redis keeps its data.",
+    help="Where the embedded Redis keeps its data and local workers their logs.",
 )
 @redis_option
 def crawl(urls, output, fmt, workers, threads, name, config_file, data_dir, url, **flags) -> None:
@@ -352,22 +353,29 @@ def crawl(urls, output, fmt, workers, threads, name, config_file, data_dir, url,
     cfg = scoped(settings(config_file, **flags), seeds)
     writable_dir(cfg.warc_dir)
     name = checked_name(name) or derived_name(seeds[0], json.dumps([seeds, cfg.to_json()]))
-    server = None
+    # SIGTERM (kill, a service manager) stops the crawl as Ctrl-C does: workers and the
+    # embedded Redis are in sessions of their own and would otherwise outlive us.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     target = configured_redis_url(url)
-    if target is None:
-        try:
-            server = EmbeddedRedis(Path(data_dir)).start()
-        except RuntimeError as exc:
-            raise click.ClickException(str(exc)) from None
-        target = server.url
+    server = None if target else EmbeddedRedis(Path(data_dir))
     try:
+        if server:
+            target = embedded(server)
         conn = connect(target)
         start_crawl(conn, name, cfg, seeds)
-        run_local(conn, target, name, workers, threads)
+        run_local(conn, target, name, workers, threads, Path(data_dir) / "workers")
         write_export(conn, name, output, fmt)
     finally:
         if server:
             server.stop()
+
+
+def embedded(server: EmbeddedRedis) -> str:
+    """Start the embedded Redis; its URL."""
+    try:
+        return server.start().url
+    except RuntimeError as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 def writable_dir(path: str) -> None:
@@ -381,8 +389,11 @@ def writable_dir(path: str) -> None:
             raise click.ClickException(f"cannot write to {path}")
 
 
-def run_local(conn: redis.Redis, target: str, name: str, workers: int, threads: int) -> None:
-    pool = LocalWorkers(target, workers, threads)
+def run_local(
+    conn: redis.Redis, target: str, name: str, workers: int, threads: int, log_dir: Path
+) -> None:
+    pool = LocalWorkers(target, workers, threads, log_dir)
+    click.echo(f"{workers} local worker(s), logs in {log_dir}", err=True)
     try:
         final = watch(conn, name, pool)
     except KeyboardInterrupt:

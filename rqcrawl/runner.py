@@ -3,11 +3,13 @@ ends when the crawl is finished."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
 import time
-from typing import TextIO
+from pathlib import Path
+from typing import BinaryIO, TextIO
 
 from redis import Redis
 
@@ -27,31 +29,41 @@ def worker_command(threads: int) -> list[str]:
 
 class LocalWorkers:
     """N `rq worker crawl` processes of this Python, in their own session so that Ctrl-C
-    reaches only us and we stop them in order (warm shutdown, then kill)."""
+    reaches only us and we stop them in order (warm shutdown, then kill). With `log_dir`,
+    each one's output is appended to `log_dir`/<n>.log, so that a stalled or failing worker
+    can be seen; else it is discarded."""
 
-    def __init__(self, redis_url: str, count: int, threads: int = 1):
-        self.procs = [
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    *worker_command(threads),
-                    keys.QUEUE_NAME,
-                    "--url",
-                    redis_url,
-                    "--worker-class",
-                    WORKER_CLASS,
-                    "--with-scheduler",
-                    "--maintenance-interval",
-                    "30",
-                    "--quiet",
-                ],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                start_new_session=True,
-            )  # fmt: skip
-            for _ in range(count)
-        ]
+    def __init__(self, redis_url: str, count: int, threads: int = 1, log_dir: Path | None = None):
+        self.log_dir = log_dir
+        self.procs = []
+        if log_dir is not None:
+            log_dir.mkdir(parents=True, exist_ok=True)
+        for n in range(1, count + 1):
+            log = log_dir / f"{n}.log" if log_dir else os.devnull
+            with open(log, "ab") as out:
+                self.procs.append(self._start(redis_url, threads, out))
+
+    @staticmethod
+    def _start(redis_url: str, threads: int, out: BinaryIO) -> subprocess.Popen:
+        return subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                *worker_command(threads),
+                keys.QUEUE_NAME,
+                "--url",
+                redis_url,
+                "--worker-class",
+                WORKER_CLASS,
+                "--with-scheduler",
+                "--maintenance-interval",
+                "30",
+                "--quiet",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
 
     def alive(self) -> int:
         return sum(p.poll() is None for p in self.procs)
@@ -103,5 +115,6 @@ def watch(conn: Redis, crawl: str, workers: LocalWorkers, out: TextIO = sys.stde
                 out.write("\n")
             return s
         if workers.alive() == 0:
-            raise RuntimeError("every worker process exited; see `rq worker` output")
+            where = workers.log_dir or "`rq worker` output"
+            raise RuntimeError(f"every worker process exited; see {where}")
         time.sleep(0.5)
