@@ -19,6 +19,7 @@ from redis import Redis
 
 from . import keys
 from .extract import field_problem
+from .lru import LRU
 
 # Links to files a crawler of HTML pages has no use for: Scrapy's IGNORED_EXTENSIONS.
 DENIED_EXTENSIONS = [
@@ -192,14 +193,22 @@ def save(redis: Redis, crawl: str, config: CrawlConfig) -> None:
         pipe.execute()
 
 
-_cache: dict[str, CrawlConfig] = {}
+CONFIGS_KEPT = 256  # crawls whose config a process keeps (the most recently used)
+_cache: LRU[str, CrawlConfig] = LRU(CONFIGS_KEPT)
 
 
 def load(redis: Redis, crawl: str) -> CrawlConfig | None:
-    """The crawl's config, cached for the life of the process (a crawl's config never changes)."""
-    if crawl not in _cache:
+    """The crawl's config, cached (a crawl's config never changes; a purged crawl's name
+    used again is another crawl, see `forget`)."""
+    cfg = _cache.get(crawl)
+    if cfg is None:
         raw = redis.get(keys.key(crawl, "config"))
         if raw is None:
             return None
-        _cache[crawl] = CrawlConfig.from_dict(json.loads(raw))
-    return _cache[crawl]
+        cfg = _cache.put(crawl, CrawlConfig.from_dict(json.loads(raw)))
+    return cfg
+
+
+def forget(crawl: str) -> None:
+    """Drop the cached config of `crawl` (purged, its name now used by another crawl)."""
+    _cache.pop_where(lambda name: name == crawl)

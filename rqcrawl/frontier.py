@@ -219,6 +219,10 @@ class InFlight:
         return f"rqcrawl-{crawl}-{digest}-{self.attempt}-{self.turn}"
 
 
+class StaleCrawl(Exception):
+    """The crawl of this name was purged and created again since this Frontier was made."""
+
+
 class Frontier:
     """One crawl's frontier, as seen from a seeding client or a worker."""
 
@@ -243,6 +247,7 @@ class Frontier:
         self._due = redis.register_script(_LUA_DUE)
         self._due_keys = [self.later, self.inflight]
         self.known: set[str] = set()  # see KNOWN_MAX
+        self.identity: bytes | None = None  # see same_crawl
 
     def seed(self, urls: list[str]) -> int:
         """Admit `urls` at depth 0 (budgets apply, trap rules do not); returns how many were
@@ -255,13 +260,15 @@ class Frontier:
         """The URL's inflight entry if this job is its live attempt and turn, else None (the
         URL already ended, or a newer job replaced this one), and whether the crawl is
         paused. Releases due deferred URLs in the same round trip, so that busy workers
-        keep deferrals on time."""
+        keep deferrals on time. Raises StaleCrawl if the crawl is not this Frontier's."""
         try:
-            raw, paused, due = self._claim_round_trip(url)
+            raw, paused, due, identity = self._claim_round_trip(url)
         except NoScriptError:  # a restarted Redis forgot the script
             self.redis.script_load(_LUA_DUE)
-            raw, paused, due = self._claim_round_trip(url)
+            raw, paused, due, identity = self._claim_round_trip(url)
         self._enqueue_due(due)
+        if not self.same_crawl(identity):
+            raise StaleCrawl(self.crawl)
         entry = InFlight.parse(raw) if raw is not None else None
         if entry is not None and entry.job_id(self.crawl, url) != rq_job_id:
             entry = None
@@ -275,7 +282,17 @@ class Frontier:
             pipe.hexists(self.counters, "paused_at")
             due_args = [*self._due_keys, repr(time.time()), 500]
             pipe.evalsha(self._due.sha, len(self._due_keys), *due_args)
+            pipe.hget(self.counters, "started_at")  # the crawl's identity, see same_crawl
             return pipe.execute()
+
+    def same_crawl(self, identity: bytes | None) -> bool:
+        """Whether `identity` (the crawl's `started_at`, set once when it is first seeded)
+        is this crawl's: a crawl purged and seeded again under the same name has another,
+        and a worker must then drop what it kept of the old one (settings, known links).
+        The first identity seen is this Frontier's."""
+        if self.identity is None:
+            self.identity = identity
+        return identity is None or identity == self.identity
 
     def finish(
         self,

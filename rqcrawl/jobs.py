@@ -23,7 +23,8 @@ from . import config, control, hooks, warc
 from .config import CrawlConfig
 from .extract import decode, extract_fields, parse
 from .fetch import Archive, FetchError, fetch, no_archive
-from .frontier import Frontier, InFlight
+from .frontier import Frontier, InFlight, StaleCrawl
+from .lru import LRU
 from .politeness import Politeness
 from .robots import Robots, RobotsCache, site_of
 from .rules import link_verdict
@@ -44,22 +45,61 @@ class Crawl:
     robots: RobotsCache
 
 
-_crawls: dict[str, Crawl] = {}
+# Crawls whose state a process keeps (the most recently used): each may hold a few MB
+# (Frontier.known, robots.txt verdicts).
+CRAWLS_KEPT = 32
+_crawls: LRU[str, Crawl] = LRU(CRAWLS_KEPT)
 
 
 def crawl_of(redis: Redis, name: str) -> Crawl | None:
     """The process's view of crawl `name`, or None when Redis holds no such crawl."""
-    if name not in _crawls:
+    c = _crawls.get(name)
+    if c is None:
         cfg = config.load(redis, name)
         if cfg is None:
             return None
-        _crawls[name] = Crawl(
-            cfg,
-            Frontier(redis, name, cfg),
-            Politeness(redis, name, cfg),
-            RobotsCache(redis, name, cfg),
+        c = _crawls.put(
+            name,
+            Crawl(
+                cfg,
+                Frontier(redis, name, cfg),
+                Politeness(redis, name, cfg),
+                RobotsCache(redis, name, cfg),
+            ),
         )
-    return _crawls[name]
+    return c
+
+
+def forget(name: str) -> None:
+    """Drop what the process keeps of crawl `name`: it was purged and its name now belongs
+    to another crawl, with other settings and other URLs."""
+    _crawls.pop_where(lambda n: n == name)
+    config.forget(name)
+    warc.forget(name)
+
+
+def check_identity(name: str, identity: bytes | None) -> None:
+    """Forget crawl `name` if what the process keeps of it belongs to an earlier crawl of the
+    same name (see Frontier.same_crawl)."""
+    c = _crawls.get(name)
+    if c is not None and not c.frontier.same_crawl(identity):
+        forget(name)
+
+
+def claim(
+    redis: Redis, name: str, url: str, job_id: str
+) -> tuple[Crawl | None, InFlight | None, bool]:
+    """The crawl (None: no such crawl) and Frontier.claim's answer for the job. A crawl
+    that is not the one the process knew by that name is read again (a fresh Frontier takes
+    the identity it sees, so this recurses once at most)."""
+    c = crawl_of(redis, name)
+    if c is None:
+        return None, None, False
+    try:
+        return c, *c.frontier.claim(url, job_id)
+    except StaleCrawl:
+        forget(name)
+        return claim(redis, name, url, job_id)
 
 
 @dataclass
@@ -75,10 +115,9 @@ class Visit:
 def crawl_url(crawl: str, url: str, depth: int) -> str:
     """Visit `url` of `crawl` at `depth` (the RQ job function)."""
     job = get_current_job()
-    c = crawl_of(job.connection, crawl)
+    c, entry, paused = claim(job.connection, crawl, url, job.id)
     if c is None:
         return "crawl not found (purged?)"
-    entry, paused = c.frontier.claim(url, job.id)
     if entry is None:
         return "already ended"
     if paused and control.put_back(job.connection, crawl, url, entry):

@@ -21,6 +21,7 @@ from redis import Redis
 from . import keys
 from .config import CrawlConfig
 from .fetch import FetchError, fetch
+from .lru import LRU
 
 MAX_BYTES = 500 * 1024  # RFC 9309: parse at least the first 500 KiB
 
@@ -58,13 +59,16 @@ def site_of(url: str) -> str:
 
 
 class RobotsCache:
-    """The crawl's robots.txt verdicts: a per-process copy in front of the Redis hash."""
+    """The crawl's robots.txt verdicts: a per-process copy (of the SITES_KEPT sites used
+    last) in front of the Redis hash."""
+
+    SITES_KEPT = 1000
 
     def __init__(self, redis: Redis, crawl: str, cfg: CrawlConfig):
         self.redis = redis
         self.cfg = cfg
         self.key = keys.key(crawl, "robots")
-        self._local: dict[str, Robots] = {}
+        self._local: LRU[str, Robots] = LRU(self.SITES_KEPT)
 
     def get(self, site: str) -> Robots | None:
         """The site's known verdict, or None if robots.txt has never been fetched."""
@@ -73,14 +77,14 @@ class RobotsCache:
             raw = self.redis.hget(self.key, site)
             if raw is None:
                 return None
-            known = self._local[site] = Robots(**json.loads(raw))
+            known = self._local.put(site, Robots(**json.loads(raw)))
         return known
 
     def fetch(self, site: str, previous: Robots | None) -> Robots:
         """Download the site's robots.txt now and share the verdict."""
         robots = self._download(site, previous.attempts if previous else 0)
         self.redis.hset(self.key, site, json.dumps(asdict(robots)))
-        self._local[site] = robots
+        self._local.put(site, robots)
         return robots
 
     def _download(self, site: str, attempts: int) -> Robots:

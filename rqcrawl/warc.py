@@ -36,6 +36,7 @@ from warcio.warcwriter import WARCWriter
 
 from .config import CrawlConfig
 from .fetch import Archive, no_archive
+from .lru import LRU
 
 # Headers that describe bytes on the wire which the archived body no longer has.
 _WIRE_HEADERS = {"content-encoding", "transfer-encoding", "content-length"}
@@ -140,7 +141,8 @@ def _request_record(writer: WARCWriter, resp: requests.Response):
     )
 
 
-_open_files: dict[tuple[str, str, str], WarcFiles] = {}
+FILES_KEPT = 32  # (crawl, worker) pairs whose WARC file a process keeps open
+_open_files: LRU[tuple[str, str, str], WarcFiles] = LRU(FILES_KEPT, on_evict=WarcFiles.close)
 
 
 def archive(crawl: str, cfg: CrawlConfig, worker: str | None) -> Archive:
@@ -149,8 +151,12 @@ def archive(crawl: str, cfg: CrawlConfig, worker: str | None) -> Archive:
     if not cfg.warc_dir:
         return no_archive
     key = (crawl, cfg.warc_dir, worker or "")
-    if key not in _open_files:
-        _open_files[key] = WarcFiles(
-            Path(cfg.warc_dir), crawl, worker or f"pid{os.getpid()}", cfg.warc_max_bytes
-        )
-    return _open_files[key].write
+    files = _open_files.get(key) or _open_files.put(
+        key, WarcFiles(Path(cfg.warc_dir), crawl, worker or f"pid{os.getpid()}", cfg.warc_max_bytes)
+    )
+    return files.write
+
+
+def forget(crawl: str) -> None:
+    """Close the WARC files of `crawl` (purged, its name now used by another crawl)."""
+    _open_files.pop_where(lambda key: key[0] == crawl)

@@ -30,7 +30,7 @@ from rq.utils import now
 from rq.worker import SimpleWorker, WorkerStatus
 
 from . import keys
-from .jobs import crawl_of
+from .jobs import check_identity, crawl_of
 
 MAX_SLEEP = 0.1  # seconds between two looks at the running crawls when nothing is due sooner
 REFRESH_CRAWLS = 5.0  # seconds between two reads of the set of crawls (and recovery passes)
@@ -186,9 +186,14 @@ class Tender:
         return MAX_SLEEP if nxt is None else max(0.005, nxt - time.time())
 
     def running(self) -> list[str]:
-        """The crawls with URLs in flight: finished ones cost nothing per tick."""
+        """The crawls with URLs in flight: finished ones cost nothing per tick. What the
+        process kept of a crawl purged and created again meanwhile is dropped."""
         names = sorted(m.decode() for m in self.redis.smembers(keys.CRAWLS))
         with self.redis.pipeline(transaction=False) as pipe:
             for name in names:
                 pipe.hlen(keys.key(name, "inflight"))
-            return [n for n, size in zip(names, pipe.execute(), strict=True) if size]
+                pipe.hget(keys.key(name, "counters"), "started_at")
+            found = pipe.execute()
+        for name, identity in zip(names, found[1::2], strict=True):
+            check_identity(name, identity)
+        return [n for n, size in zip(names, found[::2], strict=True) if size]
