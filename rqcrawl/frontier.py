@@ -262,10 +262,10 @@ class Frontier:
         paused. Releases due deferred URLs in the same round trip, so that busy workers
         keep deferrals on time. Raises StaleCrawl if the crawl is not this Frontier's."""
         try:
-            raw, paused, due, identity = self._claim_round_trip(url)
+            raw, paused, due, identity, _ = self._claim_round_trip(url)
         except NoScriptError:  # a restarted Redis forgot the script
             self.redis.script_load(_LUA_DUE)
-            raw, paused, due, identity = self._claim_round_trip(url)
+            raw, paused, due, identity, _ = self._claim_round_trip(url)
         self._enqueue_due(due)
         if not self.same_crawl(identity):
             raise StaleCrawl(self.crawl)
@@ -283,6 +283,7 @@ class Frontier:
             due_args = [*self._due_keys, repr(time.time()), 500]
             pipe.evalsha(self._due.sha, len(self._due_keys), *due_args)
             pipe.hget(self.counters, "started_at")  # the crawl's identity, see same_crawl
+            pipe.hset(self.counters, "last_claim_at", repr(time.time()))  # see stats.py
             return pipe.execute()
 
     def same_crawl(self, identity: bytes | None) -> bool:

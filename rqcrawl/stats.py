@@ -13,6 +13,7 @@ from . import config, keys
 from .bloom import BloomFilter
 
 OVERDUE = 10  # seconds a scheduled job may be late before `status` warns
+IDLE_WARN = 60  # seconds URLs may wait in RQ with no job of the crawl started before a warning
 
 
 def status(redis: Redis, crawl: str) -> dict | None:
@@ -63,7 +64,8 @@ def status(redis: Redis, crawl: str) -> dict | None:
         "bloom_fill_ratio": bloom["fill_ratio"],
         "bloom_false_positive_rate": bloom["estimated_false_positive_rate"],
         "bloom": bloom,
-        "warnings": bloom_warnings(bloom) + (warnings(redis) if not done else []),
+        "warnings": bloom_warnings(bloom)
+        + (warnings(redis) + idle_warnings(counters, in_flight - deferred) if not done else []),
     }
 
 
@@ -98,6 +100,19 @@ def warnings(redis: Redis) -> list[str]:
             "state and lose URLs; set maxmemory-policy noeviction"
         )
     return found
+
+
+def idle_warnings(counters: dict, waiting: int) -> list[str]:
+    """URLs released as RQ jobs (not deferred) while no worker started a job of the crawl
+    for IDLE_WARN seconds: the workers are gone, stuck, or serve other queues."""
+    last = counters.get("last_claim_at", counters.get("started_at", time.time()))
+    idle = time.time() - last
+    if waiting <= 0 or idle < IDLE_WARN or "paused_at" in counters:
+        return []
+    return [
+        f"{waiting} URL(s) in flight but no worker has started a job of this crawl for "
+        f"{idle:.0f} s: are workers running on queue '{keys.QUEUE_NAME}'? (see their logs)"
+    ]
 
 
 def bloom_warnings(bloom: dict) -> list[str]:

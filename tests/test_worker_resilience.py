@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
-from helpers import Workers
+from helpers import Workers, seed_local, status
 from rq import Queue, Worker
 from servers import HTTPSite, reply
 from test_politeness import CRAWL_WORKER
@@ -93,3 +93,15 @@ def test_an_idle_crawl_worker_takes_new_work_within_a_second(redis_url, conn, tm
         log = (tmp_path / f"{workers.names[0]}.log").read_text()
     assert hits[0] - seeded < 1.0, (hits[0] - seeded, log)
     assert "Timeout reading from socket" not in log, log
+
+
+def test_status_warns_when_urls_wait_and_no_worker_starts_their_jobs(redis_url, conn):
+    seed_local(redis_url, "http://127.0.0.1:9/", "stuck", 1)  # queued; no worker runs
+    assert not [w for w in status(redis_url, "stuck")["warnings"] if "no worker" in w]
+    counters = keys.key("stuck", "counters")
+    conn.hset(counters, "last_claim_at", repr(time.time() - 120))  # the last job, long ago
+    warned = [w for w in status(redis_url, "stuck")["warnings"] if "no worker" in w]
+    assert len(warned) == 1 and "1 URL(s) in flight" in warned[0], warned
+    with Workers(redis_url, 1, *CRAWL_WORKER):  # a worker starts the job: no more warning
+        wait_for(lambda: float(conn.hget(counters, "last_claim_at")) > time.time() - 60, 30, "")
+        assert not [w for w in status(redis_url, "stuck")["warnings"] if "no worker" in w]
