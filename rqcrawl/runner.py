@@ -15,6 +15,7 @@ from redis import Redis
 
 from . import config, keys, stats
 from .frontier import Frontier
+from .worker import REDIS_DOWN
 
 WORKER_CLASS = "rqcrawl.worker.CrawlWorker"  # see worker.py
 
@@ -101,8 +102,13 @@ def watch(conn: Redis, crawl: str, workers: LocalWorkers, out: TextIO = sys.stde
     frontier = Frontier(conn, crawl, config.load(conn, crawl))
     last_line = 0.0
     while True:
-        frontier.maybe_reap()
-        s = stats.status(conn, crawl)
+        try:
+            frontier.maybe_reap()
+            s = stats.status(conn, crawl)
+        except REDIS_DOWN as exc:  # Redis restarting: the workers wait for it too
+            out.write(f"\nRedis unreachable ({exc}), waiting for it\n")
+            time.sleep(1)
+            continue
         now = time.monotonic()
         if tty:
             out.write("\r" + progress_line(s) + "\x1b[K")

@@ -18,12 +18,17 @@ for them. What RQ stores is otherwise unchanged.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 from redis import Redis, RedisError
+from redis import exceptions as redis_errors
+from redis.backoff import ExponentialBackoff
 from redis.client import Pipeline
+from redis.retry import Retry
 from rq.job import Job
 from rq.queue import Queue
 from rq.utils import now
@@ -36,12 +41,34 @@ MAX_SLEEP = 0.1  # seconds between two looks at the running crawls when nothing 
 REFRESH_CRAWLS = 5.0  # seconds between two reads of the set of crawls (and recovery passes)
 HEARTBEAT_EVERY = 5.0  # seconds a full-TTL heartbeat (minutes of TTL) stands for the next ones
 SUSPENSION_EVERY = 1.0  # seconds between two reads of RQ's suspend flag
+REDIS_POLL = 0.5  # seconds between two tries to reach a Redis that went away (at most)
+REDIS_RETRY_FOR = 30.0  # seconds a command retries before the worker steps back and waits
+REDIS_DOWN = (redis_errors.ConnectionError, redis_errors.TimeoutError)  # see riding_out_redis
 
 log = logging.getLogger(__name__)
 
 
+def riding_out_redis(step: Callable) -> Callable:
+    """A step of the worker's loop that, when Redis is unreachable, waits for it to come back
+    and goes on (the step skipped) instead of letting RQ's work loop end the worker."""
+
+    @functools.wraps(step)
+    def wrapper(self: CrawlWorker, *args, **kwargs):
+        try:
+            return step(self, *args, **kwargs)
+        except REDIS_DOWN as exc:
+            self.await_redis(exc)
+
+    return wrapper
+
+
 class CrawlWorker(SimpleWorker):
-    """SimpleWorker plus the release-and-recovery thread (see the module docstring)."""
+    """SimpleWorker plus the release-and-recovery thread (see the module docstring), riding
+    out Redis crashes, restarts and failovers."""
+
+    # RQ retries a failed blocking dequeue after 1, 2, 4 ... 60 s: a worker would come back
+    # up to a minute after Redis did. Retry every second instead.
+    max_connection_wait_time = 1.0
 
     # One tender per process, however many workers run in its threads (rqcrawl.threadworkers).
     _tending = threading.Lock()
@@ -54,12 +81,22 @@ class CrawlWorker(SimpleWorker):
         check `rq suspend`) keeps redis-py's 5 s. Handed to the blocking dequeue (the
         release thread makes that likely), it timed out every 5 s and RQ backed off 1, 2,
         4 ... 60 s, so an idle worker took new work up to a minute late. The pool's idle
-        connections are therefore dropped: every connection is made anew, with RQ's timeout."""
+        connections are therefore dropped: every connection is made anew, with RQ's timeout.
+
+        Unless the connection has a retry policy of its own, a command that finds Redis
+        gone (crashed, restarting, failing over) is retried for about REDIS_RETRY_FOR
+        seconds: a job then goes on where it was (its steps are atomic and idempotent)
+        instead of leaving a lost job and a held politeness lease behind."""
         connection = super()._set_connection(connection)
-        connection.connection_pool.disconnect(inuse_connections=False)
-        connection.connection_pool.reset()
+        pool = connection.connection_pool
+        if pool.connection_kwargs.get("retry") is None:
+            retries = int(REDIS_RETRY_FOR / REDIS_POLL)
+            pool.connection_kwargs["retry"] = Retry(ExponentialBackoff(REDIS_POLL), retries)
+        pool.disconnect(inuse_connections=False)
+        pool.reset()
         return connection
 
+    @riding_out_redis
     def heartbeat(self, timeout: int | None = None, pipeline: Pipeline | None = None) -> None:
         """RQ's heartbeat, skipped when a full-TTL one went less than HEARTBEAT_EVERY ago and
         no shorter TTL was set since (the worker's key then has minutes left), else sent in
@@ -79,12 +116,35 @@ class CrawlWorker(SimpleWorker):
 
     def execute_job(self, job: Job, queue: Queue) -> None:
         """SimpleWorker's, with the `idle` state and the heartbeat after the job sent in one
-        round trip (the work loop's own heartbeat then finds it recent)."""
-        self.perform_job(job, queue, self.prepare_execution(job))
-        with self.connection.pipeline(transaction=False) as pipe:
-            self.set_state(WorkerStatus.IDLE, pipeline=pipe)
-            self.heartbeat(pipeline=pipe)
-            pipe.execute()
+        round trip (the work loop's own heartbeat then finds it recent). A job cut short
+        by a lost Redis is marked failed once Redis is back, so that the crawl's recovery
+        pass brings its URL back at once rather than when RQ finds it abandoned."""
+        try:
+            self.perform_job(job, queue, self.prepare_execution(job))
+            with self.connection.pipeline(transaction=False) as pipe:
+                self.set_state(WorkerStatus.IDLE, pipeline=pipe)
+                self.heartbeat(pipeline=pipe)
+                pipe.execute()
+        except REDIS_DOWN as exc:
+            self.await_redis(exc)
+            self._fail_cut_short(job, queue, exc)
+
+    @riding_out_redis
+    def _fail_cut_short(self, job: Job, queue: Queue, exc: Exception) -> None:
+        self.handle_job_failure(job, queue, exc_string=f"Redis connection lost: {exc}")
+
+    def await_redis(self, exc: Exception) -> None:
+        """Wait until Redis answers again (a crash and restart, a failover), or until the
+        worker is asked to stop."""
+        self.log.warning("Worker %s: Redis unreachable (%s), waiting for it", self.name, exc)
+        while not self._stop_requested:
+            try:
+                self.connection.ping()
+            except REDIS_DOWN:
+                time.sleep(REDIS_POLL)
+                continue
+            self.log.warning("Worker %s: Redis is back", self.name)
+            return
 
     def handle_execution_ended(self, job: Job, queue: Queue, heartbeat_ttl: int) -> None:
         """RQ extends the job's heartbeat here to cover its success or failure callback;
@@ -94,18 +154,24 @@ class CrawlWorker(SimpleWorker):
         else:
             job.ended_at = now()
 
+    @riding_out_redis
     def set_state(self, state: str, pipeline: Pipeline | None = None) -> None:
         """RQ writes the state before every dequeue and after every job, the same `idle`."""
         if pipeline is None and state == self.get_state():
             return
         super().set_state(state, pipeline=pipeline)
 
+    @riding_out_redis
     def check_for_suspension(self, burst: bool) -> None:
         """`rq suspend` takes effect within SUSPENSION_EVERY instead of at the next job."""
         if time.monotonic() - self._suspension_checked_at < SUSPENSION_EVERY:
             return
         self._suspension_checked_at = time.monotonic()
         super().check_for_suspension(burst)
+
+    @riding_out_redis
+    def run_maintenance_tasks(self) -> None:
+        super().run_maintenance_tasks()
 
     def work(self, *args, **kwargs) -> bool:
         if not self._tending.acquire(blocking=False):

@@ -1,0 +1,58 @@
+"""Recommended workers ride out a Redis crash and restart (AOF, as the README advises): they
+wait, reconnect within seconds of Redis coming back and finish the crawl exactly."""
+
+from __future__ import annotations
+
+import time
+
+from helpers import Workers, read_jsonl, rqcrawl, seed_local, wait_finished
+from servers import HTTPSite, RedisServer
+from test_crash import expected_paths, path_of
+from test_politeness import CRAWL_WORKER
+from testsite import Site
+
+from rqcrawl.urls import canonicalize
+
+OUTAGE = 3.0  # seconds between the crash and the restart
+
+
+def test_workers_ride_out_a_redis_crash_and_restart(tmp_path):
+    site = Site(pages=60, slow={i: 0.1 for i in range(60)})
+    want = expected_paths(site, 3)
+    server = RedisServer(tmp_path / "aof", aof=True).start()
+    try:
+        with HTTPSite(site.handle, max_requests=400, max_seconds=300) as http:
+            base = http.base
+            seed_local(server.url, base + "/p0.html", "rs", 3, "--host-concurrency", "2")
+            with Workers(server.url, 2, *CRAWL_WORKER, log_dir=tmp_path) as workers:
+                deadline = time.monotonic() + 60
+                while sum(http.hits.values()) < 12:
+                    assert time.monotonic() < deadline, "the crawl never started"
+                    time.sleep(0.02)
+                server.proc.kill()  # SIGKILL: no chance to write anything out
+                server.proc.wait()
+                killed_at = time.time()
+                while time.time() < killed_at + OUTAGE:  # the outage itself
+                    time.sleep(0.1)
+                server.start()  # same port, same directory: the append-only file is read
+                restarted_at = time.time()
+                s = wait_finished(server.url, "rs", timeout=180)
+                alive = [p.poll() is None for p in workers.procs]
+                logs = [(tmp_path / f"{n}.log").read_text() for n in workers.names]
+            out = tmp_path / "rs.jsonl"
+            rqcrawl(server.url, "export", "rs", "-o", str(out))
+    finally:
+        server.stop()
+    assert alive == [True, True], logs
+    rows = read_jsonl(out)
+    assert sorted(path_of(r["url"]) for r in rows) == sorted(want)  # each recorded once
+    assert s["admitted"] == len(want) and s["in_flight"] == 0
+    # The workers were back at work within seconds of the restart.
+    after = sorted(t for t, _ in http.log if t > restarted_at)
+    assert after and after[0] - restarted_at < 5, after[:1]
+    # Refetched: only what the last second before the crash (AOF fsyncs every second) or
+    # the requests in progress at the crash can explain.
+    explained = {p for t, p in http.log if killed_at - 1.5 <= t <= killed_at}
+    refetched = {p for p, n in http.hits.items() if n > 1}
+    assert refetched <= explained | {"/robots.txt"}, (refetched, explained)
+    assert {path_of(canonicalize(base + p)) for p in http.hits} - {"/robots.txt"} == want
