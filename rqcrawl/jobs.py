@@ -18,12 +18,13 @@ from dataclasses import dataclass, field
 
 from redis import Redis
 from rq import get_current_job
+from rq.job import Job
 
 from . import config, control, hooks, warc
 from .config import CrawlConfig
 from .extract import decode, extract_fields, parse
 from .fetch import Archive, FetchError, fetch, no_archive
-from .frontier import Frontier, InFlight, StaleCrawl
+from .frontier import JOB_FUNC, Frontier, InFlight, StaleCrawl
 from .lru import LRU
 from .politeness import Politeness
 from .robots import Robots, RobotsCache, site_of
@@ -151,6 +152,18 @@ def crawl_url(crawl: str, url: str, depth: int) -> str:
     finally:
         c.politeness.release(host, job.id, delay, started)
     return _settle(c, url, depth, entry, result)
+
+
+def abandon(job: Job) -> None:
+    """After a crawl job was cut short (its worker lost Redis for longer than it retries):
+    free the politeness lease it may hold, so that its host does not wait for the lease to
+    expire. Its URL comes back through the recovery pass."""
+    if job.func_name != JOB_FUNC:
+        return
+    crawl, url, _ = job.args
+    c = crawl_of(job.connection, crawl)
+    if c is not None:
+        c.politeness.release(host_of(url), job.id, c.cfg.delay, time.time())
 
 
 def _defer(c: Crawl, url: str, entry: InFlight, until: float) -> str:

@@ -35,7 +35,7 @@ from rq.utils import now
 from rq.worker import SimpleWorker, WorkerStatus
 
 from . import keys
-from .jobs import check_identity, crawl_of
+from .jobs import abandon, check_identity, crawl_of
 
 MAX_SLEEP = 0.1  # seconds between two looks at the running crawls when nothing is due sooner
 REFRESH_CRAWLS = 5.0  # seconds between two reads of the set of crawls (and recovery passes)
@@ -132,6 +132,18 @@ class CrawlWorker(SimpleWorker):
     @riding_out_redis
     def _fail_cut_short(self, job: Job, queue: Queue, exc: Exception) -> None:
         self.handle_job_failure(job, queue, exc_string=f"Redis connection lost: {exc}")
+
+    def handle_exception(self, job: Job, *exc_info) -> None:
+        """RQ's; and a job that failed because Redis went away is abandoned (see
+        jobs.abandon) once Redis answers again."""
+        super().handle_exception(job, *exc_info)
+        if isinstance(exc_info[1], REDIS_DOWN):
+            self.await_redis(exc_info[1])
+            self._abandon(job)
+
+    @riding_out_redis
+    def _abandon(self, job: Job) -> None:
+        abandon(job)
 
     def await_redis(self, exc: Exception) -> None:
         """Wait until Redis answers again (a crash and restart, a failover), or until the

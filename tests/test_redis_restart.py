@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import time
 
+import pytest
+import redis
 from helpers import Workers, read_jsonl, rqcrawl, seed_local, wait_finished
+from rq import Worker
 from servers import HTTPSite, RedisServer
 from test_crash import expected_paths, path_of
 from test_politeness import CRAWL_WORKER
@@ -13,10 +16,21 @@ from testsite import Site
 
 from rqcrawl.urls import canonicalize
 
-OUTAGE = 3.0  # seconds between the crash and the restart
+
+def beat_since(conn: redis.Redis, name: str, since: float) -> bool:
+    """Whether worker `name` sent a heartbeat (or started a job) after `since`."""
+    worker = Worker.find_by_key(Worker.redis_worker_namespace_prefix + name, connection=conn)
+    return worker is not None and worker.last_heartbeat.timestamp() > since
 
 
-def test_workers_ride_out_a_redis_crash_and_restart(tmp_path):
+@pytest.mark.parametrize(
+    "outage",
+    [
+        3.0,  # a restart: the workers' commands retry until Redis is back
+        35.0,  # a long failover, past REDIS_RETRY_FOR: the workers wait for Redis
+    ],
+)
+def test_workers_ride_out_a_redis_crash_and_restart(tmp_path, outage):
     site = Site(pages=60, slow={i: 0.1 for i in range(60)})
     want = expected_paths(site, 3)
     server = RedisServer(tmp_path / "aof", aof=True).start()
@@ -32,10 +46,15 @@ def test_workers_ride_out_a_redis_crash_and_restart(tmp_path):
                 server.proc.kill()  # SIGKILL: no chance to write anything out
                 server.proc.wait()
                 killed_at = time.time()
-                while time.time() < killed_at + OUTAGE:  # the outage itself
+                while time.time() < killed_at + outage:  # the outage itself
                     time.sleep(0.1)
                 server.start()  # same port, same directory: the append-only file is read
                 restarted_at = time.time()
+                conn = redis.Redis.from_url(server.url)
+                deadline = time.monotonic() + 5  # both workers back within seconds
+                while not all(beat_since(conn, n, restarted_at) for n in workers.names):
+                    assert time.monotonic() < deadline, "a worker did not come back"
+                    time.sleep(0.1)
                 s = wait_finished(server.url, "rs", timeout=180)
                 alive = [p.poll() is None for p in workers.procs]
                 logs = [(tmp_path / f"{n}.log").read_text() for n in workers.names]
