@@ -36,35 +36,38 @@ class LocalWorkers:
 
     def __init__(self, redis_url: str, count: int, threads: int = 1, log_dir: Path | None = None):
         self.log_dir = log_dir
-        self.procs = []
-        if log_dir is not None:
-            log_dir.mkdir(parents=True, exist_ok=True)
-        for n in range(1, count + 1):
-            log = log_dir / f"{n}.log" if log_dir else os.devnull
-            with open(log, "ab") as out:
-                self.procs.append(self._start(redis_url, threads, out))
+        outs = [self._log(n) for n in range(1, count + 1)]
+        self.procs = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    *worker_command(threads),
+                    keys.QUEUE_NAME,
+                    "--url",
+                    redis_url,
+                    "--worker-class",
+                    WORKER_CLASS,
+                    "--with-scheduler",
+                    "--maintenance-interval",
+                    "30",
+                    "--quiet",
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )  # fmt: skip
+            for out in outs
+        ]
+        for out in outs:  # the workers have their own copies
+            out.close()
 
-    @staticmethod
-    def _start(redis_url: str, threads: int, out: BinaryIO) -> subprocess.Popen:
-        return subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                *worker_command(threads),
-                keys.QUEUE_NAME,
-                "--url",
-                redis_url,
-                "--worker-class",
-                WORKER_CLASS,
-                "--with-scheduler",
-                "--maintenance-interval",
-                "30",
-                "--quiet",
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )  # fmt: skip
+    def _log(self, n: int) -> BinaryIO:
+        """Worker `n`'s output: appended to `log_dir`/<n>.log, or discarded."""
+        if self.log_dir is None:
+            return open(os.devnull, "ab")
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        return open(self.log_dir / f"{n}.log", "ab")
 
     def alive(self) -> int:
         return sum(p.poll() is None for p in self.procs)
