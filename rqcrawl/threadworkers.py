@@ -20,30 +20,20 @@ import threading
 
 from redis import Redis
 from rq import Queue
-from rq.exceptions import StopRequested
 from rq.timeouts import TimerDeathPenalty
 from rq.utils import import_attribute
 
-STOP_CHECK_S = 1  # how long an idle thread blocks on the queue before it looks for a stop
+from .worker import StopBetweenDequeues
 
 
-class ThreadedMixin:
-    """What an RQ worker class needs to run outside the main thread."""
+class ThreadedMixin(StopBetweenDequeues):
+    """What an RQ worker class needs to run outside the main thread (an idle thread notices
+    a stop request within STOP_CHECK_S, see StopBetweenDequeues)."""
 
     death_penalty_class = TimerDeathPenalty  # SIGALRM would only reach the main thread
 
     def _install_signal_handlers(self) -> None:
         """Signals are the main thread's: see `run`."""
-
-    def dequeue_job_and_maintain_ttl(self, timeout, max_idle_time=None):
-        """Block at most STOP_CHECK_S at a time, so an idle thread notices a stop request."""
-        if timeout is None:  # burst mode: one non-blocking look
-            return super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
-        while not self._stop_requested:
-            result = super().dequeue_job_and_maintain_ttl(STOP_CHECK_S, STOP_CHECK_S)
-            if result is not None:
-                return result
-        raise StopRequested()
 
 
 def threaded_class(worker_class: type) -> type:

@@ -29,6 +29,7 @@ from redis import exceptions as redis_errors
 from redis.backoff import ExponentialBackoff
 from redis.client import Pipeline
 from redis.retry import Retry
+from rq.exceptions import StopRequested
 from rq.job import Job
 from rq.queue import Queue
 from rq.utils import now
@@ -41,6 +42,7 @@ MAX_SLEEP = 0.1  # seconds between two looks at the running crawls when nothing 
 REFRESH_CRAWLS = 5.0  # seconds between two reads of the set of crawls (and recovery passes)
 HEARTBEAT_EVERY = 5.0  # seconds a full-TTL heartbeat (minutes of TTL) stands for the next ones
 SUSPENSION_EVERY = 1.0  # seconds between two reads of RQ's suspend flag
+STOP_CHECK_S = 1  # seconds an idle worker blocks on the queue before it looks for a stop
 REDIS_POLL = 0.5  # seconds between two tries to reach a Redis that went away (at most)
 REDIS_RETRY_FOR = 30.0  # seconds a command retries before the worker steps back and waits
 REDIS_DOWN = (redis_errors.ConnectionError, redis_errors.TimeoutError)  # see riding_out_redis
@@ -62,7 +64,23 @@ def riding_out_redis(step: Callable) -> Callable:
     return wrapper
 
 
-class CrawlWorker(SimpleWorker):
+class StopBetweenDequeues:
+    """An idle worker blocks on the queue at most STOP_CHECK_S at a time and honours a stop
+    request between two dequeues, never in the middle of one (see CrawlWorker._shutdown)."""
+
+    _stop_requested: bool
+
+    def dequeue_job_and_maintain_ttl(self, timeout, max_idle_time=None):
+        if timeout is None:  # burst mode: one non-blocking look
+            return super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
+        while not self._stop_requested:
+            result = super().dequeue_job_and_maintain_ttl(STOP_CHECK_S, STOP_CHECK_S)
+            if result is not None:
+                return result
+        raise StopRequested()
+
+
+class CrawlWorker(StopBetweenDequeues, SimpleWorker):
     """SimpleWorker plus the release-and-recovery thread (see the module docstring), riding
     out Redis crashes, restarts and failovers."""
 
@@ -95,6 +113,18 @@ class CrawlWorker(SimpleWorker):
         pool.disconnect(inuse_connections=False)
         pool.reset()
         return connection
+
+    def _shutdown(self) -> None:
+        """RQ stops an idle worker by raising StopRequested from the signal handler wherever
+        it is, also after its dequeue moved a job into RQ's intermediate list and before the
+        job starts: the job then stays there `queued`, run by nobody, until RQ's maintenance
+        fails it a minute or more later (10 minutes for a default `rq worker`), and its
+        crawl's level cannot end meanwhile (a resumed crawl stalled). Here a stop request
+        of an idle worker is only noted, and honoured before its next dequeue."""
+        if self.get_state() == WorkerStatus.BUSY:
+            super()._shutdown()
+        else:
+            self._stop_requested = True
 
     @riding_out_redis
     def heartbeat(self, timeout: int | None = None, pipeline: Pipeline | None = None) -> None:

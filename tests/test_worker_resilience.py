@@ -105,3 +105,38 @@ def test_status_warns_when_urls_wait_and_no_worker_starts_their_jobs(redis_url, 
     with Workers(redis_url, 1, *CRAWL_WORKER):  # a worker starts the job: no more warning
         wait_for(lambda: float(conn.hget(counters, "last_claim_at")) > time.time() - 60, 30, "")
         assert not [w for w in status(redis_url, "stuck")["warnings"] if "no worker" in w]
+
+
+SLOW_FETCH_JOB = '''
+import time
+from rq.job import Job
+
+class SlowFetchJob(Job):
+    """Loads slowly: a worker spends long between taking a job and starting it."""
+
+    @classmethod
+    def fetch(cls, *args, **kwargs):
+        time.sleep(1.0)
+        return super().fetch(*args, **kwargs)
+'''
+
+
+def test_stopping_an_idle_worker_never_strands_a_dequeued_job(
+    redis_url, conn, tmp_path, monkeypatch
+):
+    # RQ stops an idle worker by raising from its signal handler wherever it is, also after
+    # its dequeue moved a job into RQ's intermediate list and before the job starts: the job
+    # then stays there `queued`, run by nobody, until RQ's maintenance fails it a minute or
+    # more later (its crawl's level cannot end meanwhile).
+    (tmp_path / "slowjob.py").write_text(SLOW_FETCH_JOB)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    queue = Queue(keys.QUEUE_NAME, connection=conn)  # one queue: RQ's dequeue moves the job
+    extra = ("-w", "rqcrawl.worker.CrawlWorker", "--job-class", "slowjob.SlowFetchJob")
+    with Workers(redis_url, 1, *extra, log_dir=tmp_path) as workers:
+        wait_for(lambda: Worker.all(connection=conn), 30, "the worker never registered")
+        job = queue.enqueue(len, "abc")
+        wait_for(lambda: conn.llen(queue.intermediate_queue_key), 10, "never dequeued")
+        workers.stop()  # SIGTERM while the worker loads the job
+        assert workers.procs[0].returncode == 0
+    assert conn.lrange(queue.intermediate_queue_key, 0, -1) == []
+    assert job.get_status(refresh=True) == "finished"
