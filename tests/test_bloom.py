@@ -122,6 +122,20 @@ def test_contains_many_does_not_add(conn):
     assert bloom.add_many(["http://a/1", "http://a/2"]) == [True, True]
 
 
+def test_any_number_of_urls_in_one_call_one_answer_each_in_order(conn):
+    # 200,000 URLs are 2 million bit positions: more arguments than one Redis command takes
+    bloom = BloomFilter(conn, "t:bloom", capacity=400_000, error_rate=0.001)
+    items = urls("big", 200_000)
+    items[150_000] = items[3]  # a repeat far from its first occurrence, in a later batch
+    added = bloom.add_many(items)
+    assert len(added) == len(items)
+    assert added[3] and not added[150_000]
+    assert sum(added) >= len(items) - 1 - 400  # only false positives (0.1%) may read as seen
+    assert bloom.contains_many(items) == [True] * len(items)  # no false negatives
+    others = bloom.contains_many(urls("other", 200_000))
+    assert len(others) == 200_000 and sum(others) < 400
+
+
 def test_filter_state_is_shared_by_name_and_separate_between_names(conn, redis_url):
     first = BloomFilter(conn, "crawl1:bloom", capacity=10_000, error_rate=0.001)
     first.add_many(["http://a/1"])
