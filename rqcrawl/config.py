@@ -57,6 +57,7 @@ class CrawlConfig:
     max_body_bytes: int = 5_000_000
     max_redirects: int = 10
     max_url_length: int = 2048
+    max_links_per_page: int = 5000  # 0: no limit
     bloom_capacity: int = 10_000_000
     bloom_error_rate: float = 0.001
     window: int = 1000
