@@ -12,8 +12,10 @@ from redis.crc import key_slot
 
 from rqcrawl import config, stats
 from rqcrawl.bloom import (
+    MAX_POSITIONS,
     BloomFilter,
     allocation,
+    batches,
     layout_bytes,
     optimal_size,
     shard_layout,
@@ -106,6 +108,14 @@ def test_contains_many_does_not_add(conn):
     assert bloom.contains_many(["http://a/1", "http://a/2"]) == [False, False]
     assert [conn.get(key) for key in bloom.keys] == before
     assert bloom.add_many(["http://a/1", "http://a/2"]) == [True, True]
+
+
+@pytest.mark.parametrize(("n", "cost"), [(0, 10), (1, 10), (5000, 10), (5000, 7), (3, 10**6)])
+def test_batches_cover_the_items_in_order_within_the_cost(n, cost):
+    items = list(range(n))
+    parts = list(batches(items, cost))
+    assert [x for part in parts for x in part] == items
+    assert all(part and (len(part) * cost <= MAX_POSITIONS or len(part) == 1) for part in parts)
 
 
 def test_any_number_of_urls_in_one_call_one_answer_each_in_order(conn):

@@ -45,6 +45,7 @@ def test_malformed_links_never_stop_a_page(redis_url, tmp_path):
     assert rows["/redirect"]["error"].startswith("bad redirect: invalid URL 'http://[bad/'")
     assert set(rows) == {"/", "/good", "/a%20b", "/redirect"}
     assert s["links_dropped"] == {"bad": 3} and s["fetched"] == 3 and s["failed"] == 1
+    assert "dropped: bad 3" in rqcrawl(redis_url, "status", "hl").stdout
 
 
 def links_page(n: int) -> bytes:
