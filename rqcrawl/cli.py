@@ -201,7 +201,8 @@ def status(name, as_json, show_config, watching, interval, url) -> None:
     elif watching:
         watch_status(conn, name, cfg, interval)
     else:
-        Frontier(conn, name, cfg).maybe_reap()
+        with crawl_errors(name):
+            Frontier(conn, name, cfg).maybe_reap()
         s = crawl_status(conn, name)
         click.echo(json.dumps(s, sort_keys=True) if as_json else stats.render(s))
 
@@ -211,10 +212,8 @@ def crawl_status(conn: redis.Redis, name: str) -> dict:
     unreadable as a one-line error naming it."""
     if not keys.valid_crawl_name(name):
         raise click.ClickException(f"crawl {name!r}: invalid name (purge it with redis-cli)")
-    try:
+    with crawl_errors(name):
         s = stats.status(conn, name)
-    except (ValueError, redis.ResponseError) as exc:  # ConfigError is a ValueError
-        raise click.ClickException(f"crawl {name}: {exc}") from None
     if s is None:
         raise click.ClickException(
             f"crawl {name} has no settings (half-registered?): `rqcrawl purge {name} --force`"
@@ -266,7 +265,7 @@ def controlled(name: str, url: str | None) -> tuple[redis.Redis, CrawlConfig, st
 def pause(name, url) -> None:
     """Stop releasing URLs of crawl NAME; running pages finish, queued ones wait."""
     conn, _, state = controlled(name, url)
-    with control_errors():
+    with crawl_errors(name):
         paused = control.pause(conn, name, state)
     click.echo(f"crawl {name} paused" if paused else f"crawl {name} was already paused")
 
@@ -277,7 +276,7 @@ def pause(name, url) -> None:
 def resume(name, url) -> None:
     """Release the held URLs of paused crawl NAME again."""
     conn, cfg, state = controlled(name, url)
-    with control_errors():
+    with crawl_errors(name):
         control.resume(conn, name, cfg, state)
     click.echo(f"crawl {name} resumed")
 
@@ -288,7 +287,7 @@ def resume(name, url) -> None:
 def cancel(name, url) -> None:
     """Stop crawl NAME for good, dropping its pending URLs and queued jobs."""
     conn, _, state = controlled(name, url)
-    with control_errors():
+    with crawl_errors(name):
         done = control.cancel(conn, name, state)
     click.echo(
         f"crawl {name} cancelled: {done.dropped} URL(s) dropped ({done.held} held, "
@@ -309,17 +308,21 @@ def purge(name, force, url) -> None:
         if not (conn.sismember(keys.CRAWLS, name) or conn.exists(keys.key(name, "config"))):
             raise
         state = control.BROKEN
-    with control_errors():
+    with crawl_errors(name):
         done = control.purge(conn, name, state, force)
     click.echo(f"crawl {name} purged: {done.keys} key(s) and {done.jobs} RQ job(s) deleted")
 
 
 @contextmanager
-def control_errors() -> Iterator[None]:
+def crawl_errors(name: str) -> Iterator[None]:
+    """A refused operation, or a crawl whose keys are damaged (wrong type, not a number) or
+    whose settings are unreadable: one line naming the crawl."""
     try:
         yield
     except control.ControlError as exc:
         raise click.ClickException(str(exc)) from None
+    except (ValueError, redis.ResponseError) as exc:  # ConfigError is a ValueError
+        raise click.ClickException(f"crawl {name}: {exc}") from None
 
 
 @main.command()

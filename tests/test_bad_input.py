@@ -16,6 +16,8 @@ from test_cli import assert_one_line_error
 from testsite import Site
 
 from rqcrawl import keys
+from rqcrawl.control import job_crawl
+from rqcrawl.frontier import InFlight
 
 SEED = "http://127.0.0.1:9/"
 
@@ -171,22 +173,45 @@ def test_list_status_purge_cope_with_broken_crawls(redis_url, conn):
     plant_crawl(conn, "garbled", b"{not json")
     plant_crawl(conn, "invalid", b'{"window": 0}')
     plant_crawl(conn, "noconfig", None)
+    rqcrawl(redis_url, "seed", SEED, "--crawl", "wrongtype", "--max-depth", "0")
+    conn.delete(keys.key("wrongtype", "inflight"))
+    conn.set(keys.key("wrongtype", "inflight"), "not a hash")
     conn.sadd(keys.CRAWLS, "bad\nname")
 
     listed = rqcrawl(redis_url, "list")
     assert "good" in listed.stdout
     warnings = listed.stderr.strip().splitlines()
-    assert len(warnings) == 4 and "Traceback" not in listed.stderr, listed.stderr
-    for name in ("garbled", "invalid", "noconfig", "'bad\\nname'"):
+    assert len(warnings) == 5 and "Traceback" not in listed.stderr, listed.stderr
+    for name in ("garbled", "invalid", "noconfig", "wrongtype", "'bad\\nname'"):
         assert any(name in w for w in warnings), (name, warnings)
     assert_one_line_error(rqcrawl(redis_url, "status", "garbled", check=False), "garbled")
     assert_one_line_error(rqcrawl(redis_url, "status", "invalid", check=False), "window")
 
-    for name in ("garbled", "invalid", "noconfig"):
+    assert_one_line_error(rqcrawl(redis_url, "status", "wrongtype", check=False), "WRONGTYPE")
+
+    for name in ("garbled", "invalid", "noconfig", "wrongtype"):
         assert_one_line_error(rqcrawl(redis_url, "purge", name, check=False), "--force")
         rqcrawl(redis_url, "purge", name, "--force")
         assert not list(conn.scan_iter(match=f"rqcrawl:{{{name}}}:*"))
     assert conn.smembers(keys.CRAWLS) == {b"good", b"bad\nname"}
+
+
+def test_job_ids_name_their_crawl_exactly():
+    url_job = InFlight(2, 0.0, 1, 3).job_id("a-b", "http://example.org/x")
+    assert job_crawl(url_job) == "a-b"
+    assert job_crawl(InFlight(0, 0.0, 0).job_id("a", "http://example.org/")) == "a"
+    assert job_crawl("rqcrawl-a-b-wake-1700000000") == "a-b"
+    assert job_crawl("rqcrawl-x-0123456789abcdef0123-1-2-fedcba98765432100123-0-0") == (
+        "x-0123456789abcdef0123-1-2"
+    )
+    for other in (
+        "rqcrawl-a-b",
+        "rqcrawl-a-XYZ-0-0",
+        "rqcrawl--wake-1",
+        "myjob",
+        "rqcrawl-a-wake-",
+    ):
+        assert job_crawl(other) is None, other
 
 
 class Boom:
