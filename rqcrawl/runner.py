@@ -30,9 +30,10 @@ def worker_command(threads: int) -> list[str]:
 
 class LocalWorkers:
     """N `rq worker crawl` processes of this Python, in their own session so that Ctrl-C
-    reaches only us and we stop them in order (warm shutdown, then kill). With `log_dir`,
-    each one's output is appended to `log_dir`/<n>.log, so that a stalled or failing worker
-    can be seen; else it is discarded."""
+    reaches only us and we stop them in order (warm shutdown, then kill). The Redis URL goes
+    through the environment (RQ_REDIS_URL), where `ps` does not show its password. With
+    `log_dir`, each one's output is appended to `log_dir`/<n>.log, so that a stalled or
+    failing worker can be seen; else it is discarded."""
 
     def __init__(self, redis_url: str, count: int, threads: int = 1, log_dir: Path | None = None):
         self.log_dir = log_dir
@@ -44,8 +45,6 @@ class LocalWorkers:
                     "-m",
                     *worker_command(threads),
                     keys.QUEUE_NAME,
-                    "--url",
-                    redis_url,
                     "--worker-class",
                     WORKER_CLASS,
                     "--with-scheduler",
@@ -55,6 +54,7 @@ class LocalWorkers:
                 ],
                 stdout=out,
                 stderr=subprocess.STDOUT,
+                env={**os.environ, "RQ_REDIS_URL": redis_url},
                 start_new_session=True,
             )  # fmt: skip
             for out in outs

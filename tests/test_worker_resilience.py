@@ -11,7 +11,7 @@ from rq import Queue, Worker
 from servers import HTTPSite, reply
 from test_politeness import CRAWL_WORKER
 
-from rqcrawl import config, keys
+from rqcrawl import control, keys
 from rqcrawl.config import CrawlConfig
 from rqcrawl.frontier import Frontier, InFlight
 from rqcrawl.worker import CrawlWorker, Tender
@@ -27,9 +27,8 @@ def wait_for(predicate, timeout: float, what: str) -> None:
 def deferred_crawl(conn, name: str, url: str) -> Frontier:
     """A crawl whose only URL waits in `later`, due in 0.2 s."""
     cfg = CrawlConfig(scope_hosts=["example.test"])
-    config.save(conn, name, cfg)
+    control.start(conn, name, cfg, [url])
     frontier = Frontier(conn, name, cfg)
-    frontier.seed([url])
     entry = InFlight.parse(conn.hget(frontier.inflight, url))
     assert frontier.defer(url, entry, time.time() + 0.2)
     return frontier
@@ -86,9 +85,8 @@ def test_an_idle_crawl_worker_takes_new_work_within_a_second(redis_url, conn, tm
         # Idle for longer than redis-py's default 5 s socket timeout (twice over).
         wait_for(lambda: time.monotonic() - idle_since > 12, 20, "")
         cfg = CrawlConfig(scope_hosts=[site.host], allow_private=True, delay=0.0)
-        config.save(conn, "idle", cfg)
         seeded = time.monotonic()
-        Frontier(conn, "idle", cfg).seed([site.base + "/"])
+        control.start(conn, "idle", cfg, [site.base + "/"])
         wait_for(lambda: len(hits) >= 2, 30, "the seed was never fetched")  # robots.txt, page
         log = (tmp_path / f"{workers.names[0]}.log").read_text()
     assert hits[0] - seeded < 1.0, (hits[0] - seeded, log)
