@@ -9,7 +9,7 @@ from servers import HTTPSite, reply
 
 from rqcrawl import fetch as fetch_module
 from rqcrawl.config import CrawlConfig
-from rqcrawl.fetch import fetch
+from rqcrawl.fetch import FetchError, fetch
 
 CFG = CrawlConfig.from_dict({"allow_private": True, "scope_hosts": ["site.invalid"]})
 
@@ -52,3 +52,24 @@ def test_no_proxy_is_honoured(env):
         env.setenv("NO_PROXY", "127.0.0.1")
         resp = fetch(site.base + "/page", CFG, no_hop_check)
     assert resp.status == 200 and site.hits == {"/page": 1}
+
+
+GUARDED = CrawlConfig.from_dict({"scope_hosts": ["127.0.0.1", "8.8.8.8"]})
+
+
+def test_a_proxy_does_not_lift_the_guard(env):
+    # The proxy on loopback is the operator's choice; the target on loopback is refused
+    # before any request reaches the proxy.
+    with HTTPSite(page, host="127.0.0.2", max_requests=5, max_seconds=30) as proxy:
+        env.setenv("HTTP_PROXY", proxy.base)
+        with pytest.raises(FetchError) as err:
+            fetch("http://127.0.0.1:8080/page", GUARDED, no_hop_check)
+    assert err.value.reason == "refused_address"
+    assert proxy.hits == {}
+
+
+def test_a_proxy_reaches_public_targets_under_the_guard(env):
+    with HTTPSite(page, host="127.0.0.2", max_requests=5, max_seconds=30) as proxy:
+        env.setenv("HTTP_PROXY", proxy.base)
+        resp = fetch("http://8.8.8.8/page", GUARDED, no_hop_check)  # the proxy answers
+    assert resp.status == 200 and proxy.hits == {"http://8.8.8.8/page": 1}
