@@ -57,6 +57,9 @@ class CrawlConfig:
     max_body_bytes: int = 5_000_000
     max_redirects: int = 10
     max_url_length: int = 2048
+    cookies: bool = True  # per crawl and per host, capped
+    max_cookies_per_host: int = 20
+    max_cookie_bytes_per_host: int = 4096
     bloom_capacity: int = 10_000_000
     bloom_error_rate: float = 0.001
     window: int = 1000

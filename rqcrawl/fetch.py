@@ -1,5 +1,5 @@
 """Fetching one URL: keep-alive session, timeouts, a total deadline, streamed size cap,
-redirects re-checked."""
+redirects re-checked, the crawl's own cookies."""
 
 from __future__ import annotations
 
@@ -8,11 +8,13 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
+from http.cookiejar import DefaultCookiePolicy
 from urllib.request import getproxies
 
 import requests
 
 from .config import CrawlConfig
+from .cookies import Cookies
 from .deadline import Watch
 from .guard import find_refusal
 from .transport import CrawlAdapter
@@ -68,7 +70,8 @@ _sessions: dict[bool, requests.Session] = {}
 
 
 def session(allow_private: bool) -> requests.Session:
-    """The process's keep-alive session, one per guard setting."""
+    """The process's keep-alive session, one per guard setting. Its own cookie jar refuses
+    every cookie: a crawl's cookies are its own (see cookies.py)."""
     if allow_private not in _sessions:
         s = requests.Session()
         if not getproxies():
@@ -78,6 +81,7 @@ def session(allow_private: bool) -> requests.Session:
             s.trust_env = False
             env = os.environ
             s.verify = env.get("REQUESTS_CA_BUNDLE") or env.get("CURL_CA_BUNDLE") or True
+        s.cookies.set_policy(DefaultCookiePolicy(allowed_domains=[]))
         s.mount("http://", CrawlAdapter(guard=not allow_private))
         s.mount("https://", CrawlAdapter(guard=not allow_private))
         _sessions[allow_private] = s
@@ -91,6 +95,7 @@ def fetch(
     any_type: bool = False,
     truncate_at: int | None = None,
     archive: Archive = no_archive,
+    cookies: Cookies | None = None,
 ) -> Response:
     """GET `url`, following redirects by hand so that `check_hop` (scope) sees every hop.
 
@@ -98,10 +103,10 @@ def fetch(
     `any_type`; `truncate_at` keeps the first bytes of a longer body instead of refusing it
     (robots.txt). Every response received is passed to `archive`, except those whose body
     failed to download. `download_timeout` bounds the whole, redirects, headers and bodies
-    included. Raises FetchError.
+    included. Cookies are sent and kept in `cookies`, if given. Raises FetchError.
     """
     with Watch(cfg.download_timeout) as watch:
-        return _follow(url, cfg, check_hop, any_type, truncate_at, archive, watch)
+        return _follow(url, cfg, check_hop, any_type, truncate_at, archive, cookies, watch)
 
 
 def _follow(
@@ -111,13 +116,14 @@ def _follow(
     any_type: bool,
     truncate_at: int | None,
     archive: Archive,
+    cookies: Cookies | None,
     watch: Watch,
 ) -> Response:
     s = session(cfg.allow_private)
     visited = [url]
     current = url
     while True:
-        resp = _get(s, current, cfg, watch)
+        resp = _get(s, current, cfg, cookies, watch)
         if not resp.is_redirect:
             return _read(resp, url, current, cfg, watch, any_type, truncate_at, archive)
         archive(resp, None)
@@ -137,11 +143,14 @@ def _follow(
         current = target
 
 
-def _get(s: requests.Session, url: str, cfg: CrawlConfig, watch: Watch) -> requests.Response:
+def _get(
+    s: requests.Session, url: str, cfg: CrawlConfig, cookies: Cookies | None, watch: Watch
+) -> requests.Response:
     try:
-        return s.get(
+        resp = s.get(
             url,
             headers={"User-Agent": cfg.user_agent},
+            cookies=cookies.jar(url) if cookies else None,
             timeout=(cfg.connect_timeout, cfg.read_timeout),
             allow_redirects=False,
             stream=True,
@@ -154,6 +163,9 @@ def _get(s: requests.Session, url: str, cfg: CrawlConfig, watch: Watch) -> reque
             raise _too_slow(cfg, None) from None
         kind = "timeout" if isinstance(exc, requests.Timeout) else "connection"
         raise FetchError(kind, f"{kind}: {_short(exc)}", transient=True) from None
+    if cookies:
+        cookies.receive(resp)
+    return resp
 
 
 def _read(
