@@ -35,14 +35,15 @@ def test_public_addresses_and_their_embeddings_pass(ip):
     assert refusal(ip) is None
 
 
-def test_a_refused_address_gets_no_handshake():
+@pytest.mark.parametrize("host", ["127.0.0.9", "localhost"])
+def test_a_refused_address_gets_no_handshake(host):
     # A listening socket nobody accepts on: the kernel would complete a handshake into the
     # backlog, where a non-blocking accept() finds it.
     with socket.socket() as listener:
-        listener.bind(("127.0.0.9", 0))
+        listener.bind((socket.gethostbyname(host), 0))
         listener.listen(8)
         listener.setblocking(False)
-        url = f"http://127.0.0.9:{listener.getsockname()[1]}/"
+        url = f"http://{host}:{listener.getsockname()[1]}/"
         with pytest.raises(FetchError) as err:
             fetch(url, GUARDED, lambda hop: None)
         assert err.value.reason == "refused_address" and "loopback" in str(err.value)
