@@ -4,6 +4,8 @@ site."""
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 from servers import HTTPSite, reply
 
@@ -73,3 +75,19 @@ def test_a_proxy_reaches_public_targets_under_the_guard(env):
         env.setenv("HTTP_PROXY", proxy.base)
         resp = fetch("http://8.8.8.8/page", GUARDED, no_hop_check)  # the proxy answers
     assert resp.status == 200 and proxy.hits == {"http://8.8.8.8/page": 1}
+
+
+def test_a_proxy_gets_no_connect_for_a_refused_https_target(env):
+    # The proxy is a listener nobody accepts on: a CONNECT attempt would leave a connection
+    # in its backlog.
+    with socket.socket() as proxy:
+        proxy.bind(("127.0.0.2", 0))
+        proxy.listen(8)
+        proxy.setblocking(False)
+        env.setenv("HTTPS_PROXY", f"http://127.0.0.2:{proxy.getsockname()[1]}")
+        cfg = CrawlConfig.from_dict({"scope_hosts": ["127.0.0.1"], "read_timeout": 1.0})
+        with pytest.raises(FetchError) as err:
+            fetch("https://127.0.0.1:8443/page", cfg, no_hop_check)
+        assert err.value.reason == "refused_address"
+        with pytest.raises(BlockingIOError):
+            proxy.accept()
