@@ -1,6 +1,6 @@
 """fetch honours the proxy settings of the environment, which the session reads once: a proxy
 in HTTP_PROXY is used, NO_PROXY is honoured, and with no proxy requests go straight to the
-site."""
+site. A proxy does not lift the address guard: a refused target never reaches it."""
 
 from __future__ import annotations
 
