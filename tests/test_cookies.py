@@ -13,6 +13,7 @@ from test_politeness import CRAWL_WORKER
 from rqcrawl import cookies
 from rqcrawl.config import CrawlConfig
 from rqcrawl.cookies import Cookies
+from rqcrawl.fetch import fetch
 
 PAGES = 40  # pages per crawl, each setting a new 200-byte cookie: 8 KB if nothing is capped
 CAP = 4096  # the default max_cookie_bytes_per_host
@@ -72,3 +73,19 @@ def test_a_long_lived_worker_keeps_a_bounded_number_of_jars():
         c.jar("http://example.org/")
     assert len(cookies._jars) == cookies.MAX_JARS
     assert Cookies(CrawlConfig.from_dict({"cookies": False})).jar("http://example.org/") is None
+
+
+def test_a_cookie_the_site_deletes_is_no_longer_sent():
+    seen: list[str] = []
+
+    def handle(req: BaseHTTPRequestHandler) -> None:
+        seen.append(req.headers.get("Cookie", ""))
+        cookie = {"/set": "a=1; Path=/", "/delete": "a=; Max-Age=0; Path=/"}.get(req.path)
+        reply(req, 200, b"<title>x</title>", headers={"Set-Cookie": cookie} if cookie else {})
+
+    cfg = CrawlConfig.from_dict({"allow_private": True})
+    jar = Cookies(cfg)
+    with HTTPSite(handle, max_requests=10, max_seconds=30) as http:
+        for path in ("/set", "/check", "/delete", "/check"):
+            fetch(http.base + path, cfg, lambda hop: None, cookies=jar)
+    assert seen == ["", "a=1", "a=1", ""]
