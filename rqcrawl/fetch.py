@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from http.cookiejar import DefaultCookiePolicy
@@ -66,6 +66,15 @@ class FetchError(Exception):
         self.retry_after = retry_after
 
 
+class _Session(requests.Session):
+    """fetch follows redirects by hand, checking every hop. Not following them, requests still
+    parses each Location to offer `Response.next`, and a malformed one (`http://[bad/`) raised
+    a bare ValueError out of `get`; here the Location is left to fetch, which records it."""
+
+    def resolve_redirects(self, *args, **kwargs) -> Iterator[requests.Response]:
+        return iter(())
+
+
 _sessions: dict[bool, requests.Session] = {}
 
 
@@ -73,7 +82,7 @@ def session(allow_private: bool) -> requests.Session:
     """The process's keep-alive session, one per guard setting. Its own cookie jar refuses
     every cookie: a crawl's cookies are its own (see cookies.py)."""
     if allow_private not in _sessions:
-        s = requests.Session()
+        s = _Session()
         if not getproxies():
             # requests looks for proxy variables (and ~/.netrc) again on every request, a
             # quarter of its CPU per page. With no proxy set, only the CA bundle variables
@@ -131,7 +140,8 @@ def _follow(
         try:
             target = canonicalize(resp.headers["location"], current)
         except InvalidURL as exc:
-            raise FetchError("bad_redirect", str(exc), status=resp.status_code) from None
+            message = f"bad redirect: {exc}"
+            raise FetchError("bad_redirect", message, status=resp.status_code) from None
         if target in visited:
             raise FetchError("redirect_loop", f"redirect loop back to {target}")
         if len(visited) > cfg.max_redirects:
