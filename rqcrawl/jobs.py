@@ -86,13 +86,13 @@ def crawl_url(crawl: str, url: str, depth: int) -> str:
         return "already ended"
     if paused and control.put_back(job.connection, crawl, url, entry):
         return "crawl halted: URL given back unfetched"
-    with renewer.hold(c.frontier, url):
-        try:
+    try:
+        with renewer.hold(c.frontier, url):
             return _crawl_claimed(job, c, url, depth, entry)
-        except JobTimeoutException:  # RQ's job_timeout: a timeout of this URL, not a lost job
-            message = f"job ran over job_timeout ({job.timeout}s)"
-            error = FetchError("timeout", message, transient=True)
-            return _settle(c, url, depth, entry, failed_visit(url, depth, error))
+    except JobTimeoutException:  # RQ's job_timeout: a timeout of this URL, not a lost job
+        message = f"job ran over job_timeout ({job.timeout}s)"
+        error = FetchError("timeout", message, transient=True)
+        return _settle(c, url, depth, entry, failed_visit(url, depth, error))
 
 
 def _crawl_claimed(job: Job, c: Crawl, url: str, depth: int, entry: InFlight) -> str:

@@ -36,22 +36,22 @@ class Renewer:
     @contextmanager
     def hold(self, frontier: Frontier, url: str) -> Iterator[None]:
         """Keep the lease `frontier.claim` took on `url` alive while the block runs."""
-        with self._lock:
-            if self._pid != os.getpid():
-                self._held = {}
-                self._pid = os.getpid()
-                threading.Thread(target=self._run, name="rqcrawl-leases", daemon=True).start()
-            self._held.setdefault(frontier, Counter())[url] += 1
-        try:
+        try:  # (RQ's job timeout may interrupt anywhere: no count must outlive the job)
+            with self._lock:
+                if self._pid != os.getpid():
+                    self._held = {}
+                    self._pid = os.getpid()
+                    threading.Thread(target=self._run, name="rqcrawl-leases", daemon=True).start()
+                self._held.setdefault(frontier, Counter())[url] += 1
             yield
         finally:
             with self._lock:
-                urls = self._held[frontier]
+                urls = self._held.get(frontier, Counter())
                 urls[url] -= 1
                 if urls[url] <= 0:
                     del urls[url]
                 if not urls:
-                    del self._held[frontier]
+                    self._held.pop(frontier, None)
 
     def renew(self) -> None:
         """Extend every lease the process holds (one command per crawl)."""
