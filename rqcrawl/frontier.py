@@ -41,14 +41,13 @@ from rq.registry import StartedJobRegistry
 from . import keys
 from .bloom import LUA_BLOOM, BloomFilter
 from .config import CrawlConfig
+from .leases import LEASE
 from .sinks import failure_record
 from .urls import host_of
 
 REAP_EVERY = 5  # seconds between two recovery passes of one crawl
 LOST_AFTER = 30  # seconds a released URL may go without a live RQ job before it is requeued
-# Seconds a job's lease on its URL lasts unless renewed (rqcrawl.leases renews every 2 s): a
-# dead worker's URL is queued again LEASE to LEASE + REAP_EVERY seconds after its death.
-LEASE = 6.0
+# A dead worker's URL is queued again LEASE to LEASE + REAP_EVERY seconds after its death.
 # Seconds a finished crawl job stays in RQ (rq-dashboard's finished list) before it expires.
 # Not 0: RQ deletes a result_ttl=0 job at once, which costs eight round trips per job, while
 # an expiry rides in the worker's own success pipeline.
@@ -287,7 +286,7 @@ class Frontier:
     def claim(self, url: str, rq_job_id: str) -> tuple[InFlight | None, bool]:
         """The URL's inflight entry if this job is its live attempt and turn, else None (the
         URL already ended, or a newer job replaced this one), and whether the crawl is
-        paused. The live job takes the URL's lease (LEASE seconds, see `renew`). Releases
+        paused. The live job takes the URL's lease (see rqcrawl.leases). Releases
         due deferred URLs in the same round trip, so that busy workers keep deferrals on
         time."""
         try:
@@ -348,11 +347,6 @@ class Frontier:
             return False
         self._wake_at(until)
         return True
-
-    def renew(self, urls: list[str]) -> None:
-        """Extend the leases of `urls`, which jobs of this process are working on, by LEASE
-        seconds; a URL that ended (or was given up) meanwhile has no lease to extend."""
-        self.redis.zadd(self.leased, dict.fromkeys(urls, time.time() + LEASE), xx=True)
 
     def _wake_at(self, until: float) -> None:
         """Make sure a wake-up job runs in RQ's scheduler by then, for fleets of stock

@@ -86,8 +86,9 @@ def crawl_url(crawl: str, url: str, depth: int) -> str:
         return "already ended"
     if paused and control.put_back(job.connection, crawl, url, entry):
         return "crawl halted: URL given back unfetched"
-    try:
-        with renewer.hold(c.frontier, url):
+    try:  # the URL's lease, and the host's slot once the job takes one
+        leases = (c.frontier.leased, url), (c.politeness.lease_key(host_of(url)), job.id)
+        with renewer.hold(c.frontier.redis, *leases):
             return _crawl_claimed(job, c, url, depth, entry)
     except JobTimeoutException:  # RQ's job_timeout: a timeout of this URL, not a lost job
         message = f"job ran over job_timeout ({job.timeout}s)"

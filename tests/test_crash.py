@@ -23,7 +23,7 @@ from rq import Worker
 from servers import HTTPSite, RedisServer
 from testsite import Site
 
-from rqcrawl import frontier, stats
+from rqcrawl import frontier, leases, stats
 from rqcrawl.urls import canonicalize
 
 CRAWL_WORKER = ("-w", "rqcrawl.worker.CrawlWorker", "--with-scheduler")
@@ -88,6 +88,31 @@ def test_sigkill_of_a_worker_mid_crawl_leaves_an_exact_result(redis_url, conn, t
     assert s["recovered"] == 1  # the killed job was brought back by the recovery pass
     # The killed job's page may have been requested twice (once by the dead worker); no other.
     assert sum(n - 1 for n in http.hits.values()) <= 1, http.hits
+
+
+def test_a_killed_worker_frees_its_host_slot_in_seconds(redis_url, conn, tmp_path):
+    """With one request at a time per host (the default), the slot a killed worker held in
+    the politeness gate is a lease like its URL's: the host is not blocked for a whole
+    download timeout."""
+    site = Site(pages=40, slow={i: 0.3 for i in range(40)})
+    with HTTPSite(site.handle, max_requests=400, max_seconds=300) as http:
+        seed_local(redis_url, http.base + "/p0.html", "h", 3)
+        with (
+            Workers(redis_url, 2, *CRAWL_WORKER, log_dir=tmp_path) as workers,
+            ExitStack() as orphans,
+        ):
+            deadline = time.monotonic() + 60
+            while not (sum(http.hits.values()) >= 6 and busy(conn, workers.names[0])):
+                assert time.monotonic() < deadline, "the worker never took a job"
+                time.sleep(0.02)
+            orphans.callback(stop_pids, child_pids(workers.procs[0].pid))
+            workers.procs[0].send_signal(signal.SIGKILL)  # mid-request: every page takes 0.3 s
+            workers.procs[0].wait()
+            killed_at = time.monotonic()
+            s = finished_untouched(conn, "h", timeout=240)
+            after_kill = time.monotonic() - killed_at
+    assert s["admitted"] == len(expected_paths(site, 3)) and s["in_flight"] == 0
+    assert after_kill < 35, f"finished {after_kill:.1f} s after the kill"  # 12 s of work
 
 
 def test_restarting_redis_with_aof_resumes_without_refetching(tmp_path):
@@ -172,7 +197,7 @@ def test_a_slow_but_alive_job_keeps_its_url(redis_url, conn, tmp_path, worker):
     """A page that takes longer than a lease plus a recovery pass is not taken for lost
     while its worker lives: the job renews its lease (from a thread of the process running
     it, a stock worker's work-horse too), so nothing is fetched twice."""
-    slow = frontier.LEASE + frontier.REAP_EVERY + 4
+    slow = leases.LEASE + frontier.REAP_EVERY + 4
     site = Site(pages=4, slow={1: slow})
     with HTTPSite(site.handle, max_requests=100, max_seconds=120) as http:
         seed_local(redis_url, http.base + "/p0.html", "s", 2)

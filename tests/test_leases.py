@@ -9,8 +9,8 @@ from rq.job import Job
 
 from rqcrawl import config
 from rqcrawl.config import CrawlConfig
-from rqcrawl.frontier import LEASE, Frontier, InFlight
-from rqcrawl.leases import Renewer
+from rqcrawl.frontier import Frontier, InFlight
+from rqcrawl.leases import LEASE, Renewer
 
 URL = "http://127.0.0.1:9/a/page.html"
 
@@ -62,11 +62,18 @@ def test_an_expired_lease_brings_the_url_back_as_its_next_attempt(conn):
     assert next_job.get_status() == "queued"
 
 
+def renew(frontier: Frontier) -> None:
+    """What the renewing thread of a process holding the URL's lease does."""
+    renewer = Renewer()
+    with renewer.hold(frontier.redis, (frontier.leased, URL)):
+        renewer.renew()
+
+
 def test_a_renewed_lease_keeps_the_url_with_its_job(conn):
     frontier, job_id = seeded(conn, "r")
     frontier.claim(URL, job_id)
     expire(frontier)
-    frontier.renew([URL])
+    renew(frontier)
     assert frontier.reap() == 0 and entry_of(frontier).attempt == 0
     assert lease_of(frontier) > time.time()
 
@@ -78,7 +85,7 @@ def test_finishing_or_parking_a_url_drops_its_lease(conn):
     assert lease_of(frontier) is None and conn.zscore(frontier.later, URL) is not None
     assert entry_of(frontier).attempt == 1 and conn.hget(frontier.counters, "retries") == b"1"
     assert not frontier.retry_later(URL, entry, 0.5)  # the stale job parks nothing
-    frontier.renew([URL])  # a renewal after the end does not bring a lease back
+    renew(frontier)  # a renewal after the end does not bring a lease back
     assert lease_of(frontier) is None
 
     frontier, job_id = seeded(conn, "g")
@@ -99,10 +106,12 @@ def test_the_renewer_renews_what_its_jobs_hold_and_forgets_what_they_left(conn):
     frontier, job_id = seeded(conn, "h")
     frontier.claim(URL, job_id)
     renewer = Renewer()
-    with renewer.hold(frontier, URL):
+    host_slot = ("rqcrawl:{h}:leases:127.0.0.1:9", "job-1")
+    conn.zadd(host_slot[0], {host_slot[1]: time.time() - 1})
+    with renewer.hold(conn, (frontier.leased, URL), host_slot):
         expire(frontier)
-        renewer.renew()
-        assert lease_of(frontier) > time.time()
+        renewer.renew()  # both in one round trip
+        assert lease_of(frontier) > time.time() and conn.zscore(*host_slot) > time.time()
     expire(frontier)
     renewer.renew()
     assert lease_of(frontier) < time.time()
