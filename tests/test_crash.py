@@ -143,7 +143,7 @@ def test_restarting_redis_with_aof_resumes_without_refetching(tmp_path):
     assert s["admitted"] == len(want) and s["in_flight"] == 0
 
 
-def test_repeated_sigkills_recover_in_seconds(redis_url, conn, tmp_path, record_property):
+def test_repeated_sigkills_recover_in_seconds(redis_url, conn, tmp_path, record_testsuite_property):
     """Chaos: workers SIGKILLed five times across a 3,444-URL crawl, each replaced by a new
     one. A dead worker's URLs come back within seconds (their lease expires), not when RQ's
     heartbeat does (job_timeout + 60 s), and none is fetched twice by live workers."""
@@ -175,7 +175,7 @@ def test_repeated_sigkills_recover_in_seconds(redis_url, conn, tmp_path, record_
             last_kill = time.monotonic()
             s = finished_untouched(conn, "z", timeout=400)
             after_last_kill = time.monotonic() - last_kill
-            record_property("finished_after_last_kill_s", round(after_last_kill, 1))
+            record_testsuite_property("finished_after_last_kill_s", round(after_last_kill, 1))
 
     out = tmp_path / "z.jsonl"
     rqcrawl(redis_url, "export", "z", "-o", str(out))
