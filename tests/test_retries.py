@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler
+from pathlib import Path
 
 import pytest
 from helpers import Workers, read_jsonl, rqcrawl, seed_local, wait_finished
 from servers import HTTPSite, reply
+
+from rqcrawl.runner import LocalWorkers
 
 
 def flaky_site():
@@ -87,8 +92,28 @@ def test_retries_come_at_their_exact_time_with_the_recommended_worker(redis_url,
     assert all(abs(gap - want) <= 0.3 for gap, want in zip(gaps, (1, 2, 4), strict=True)), gaps
 
 
-@pytest.mark.parametrize("worker", [CRAWL_WORKER, ("--with-scheduler",)], ids=["crawl", "stock"])
-def test_a_job_killed_by_job_timeout_is_a_timeout_of_its_url(redis_url, tmp_path, worker):
+@contextmanager
+def fleet(redis_url: str, kind: str, log_dir: Path) -> Iterator[None]:
+    """One worker of `kind`: the recommended one, a stock forking one, or two in threads of
+    one process (rqcrawl crawl --threads), whose job timeout is a timer, not SIGALRM."""
+    if kind == "threads":
+        pool = LocalWorkers(redis_url, 1, threads=2)
+        try:
+            yield
+        finally:
+            pool.stop(grace=20)
+    else:
+        with Workers(
+            redis_url,
+            1,
+            *(CRAWL_WORKER if kind == "crawl" else ("--with-scheduler",)),
+            log_dir=log_dir,
+        ):
+            yield
+
+
+@pytest.mark.parametrize("kind", ["crawl", "stock", "threads"])
+def test_a_job_killed_by_job_timeout_is_a_timeout_of_its_url(redis_url, tmp_path, kind):
     """RQ's job_timeout ends a job that waits on a slow server: the URL is retried like any
     timeout and finally recorded as a failed timeout, not as lost by its worker."""
 
@@ -106,7 +131,7 @@ def test_a_job_killed_by_job_timeout_is_a_timeout_of_its_url(redis_url, tmp_path
     )
     with HTTPSite(handle, max_requests=20, max_seconds=120) as http:
         seed_local(redis_url, http.base + "/", "t", 1, "--config", str(conf), "--no-robots")
-        with Workers(redis_url, 1, *worker, log_dir=tmp_path):
+        with fleet(redis_url, kind, tmp_path):
             s = wait_finished(redis_url, "t", timeout=50)  # a lost job takes minutes
     out = tmp_path / "t.jsonl"
     rqcrawl(redis_url, "export", "t", "-o", str(out))
