@@ -23,6 +23,7 @@ from rq.timeouts import JobTimeoutException
 
 from . import config, control, hooks, warc
 from .config import CrawlConfig
+from .cookies import Cookies
 from .extract import decode, extract_fields, parse
 from .fetch import Archive, FetchError, fetch, no_archive
 from .frontier import Frontier, InFlight
@@ -45,6 +46,7 @@ class Crawl:
     frontier: Frontier
     politeness: Politeness
     robots: RobotsCache
+    cookies: Cookies
 
 
 _crawls: dict[str, Crawl] = {}
@@ -61,6 +63,7 @@ def crawl_of(redis: Redis, name: str) -> Crawl | None:
             Frontier(redis, name, cfg),
             Politeness(redis, name, cfg),
             RobotsCache(redis, name, cfg),
+            Cookies(cfg),
         )
     return _crawls[name]
 
@@ -124,7 +127,7 @@ def _crawl_claimed(job: Job, c: Crawl, url: str, depth: int, entry: InFlight) ->
             c.politeness.release(host, job.id, learnt, started)
     try:
         archive = warc.archive(c.frontier.crawl, c.cfg, job.worker_name)
-        result = visit(url, depth, c.cfg, archive, c.frontier.known)
+        result = visit(url, depth, c.cfg, archive, c.frontier.known, c.cookies)
     finally:
         c.politeness.release(host, job.id, delay, started)
     return _settle(c, url, depth, entry, result)
@@ -190,16 +193,18 @@ def visit(
     cfg: CrawlConfig,
     archive: Archive = no_archive,
     known: Container[str] = frozenset(),
+    cookies: Cookies | None = None,
 ) -> Visit:
     """Fetch (archiving the responses) and parse `url`, extract its fields, run the hook;
     never raises for anything a web server can do. Links in `known` were already admitted
-    or refused by this process: they are not judged again (the frontier drops them)."""
+    or refused by this process: they are not judged again (the frontier drops them).
+    Cookies are sent and kept in `cookies`, if given."""
 
     def check_hop(hop: str) -> str | None:
         return None if in_scope(hop, cfg.scope_hosts) else "out_of_scope"
 
     try:
-        resp = fetch(url, cfg, check_hop, archive=archive)
+        resp = fetch(url, cfg, check_hop, archive=archive, cookies=cookies)
     except FetchError as exc:
         return failed_visit(url, depth, exc)
     record = page_record(
