@@ -7,6 +7,7 @@ the same defaults; a test keeps the two in step.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import math
 import os
@@ -54,6 +55,7 @@ class CrawlConfig:
     max_depth: int = 2
     scope_hosts: list[str] = field(default_factory=list)  # empty: the seeds' hosts
     allow_private: bool = False
+    allow_networks: list[str] = field(default_factory=list)  # CIDRs the guard lets through
     user_agent: str = "rqcrawl/0.1 (+https://pypi.org/project/rqcrawl/)"
     connect_timeout: float = 5.0
     read_timeout: float = 15.0
@@ -202,6 +204,14 @@ def _check_regexes(name: str, patterns: list[str]) -> None:
             ) from None
 
 
+def _check_networks(name: str, cidrs: list[str]) -> None:
+    for cidr in cidrs:
+        try:
+            ipaddress.ip_network(cidr, strict=False)
+        except ValueError as exc:
+            raise ConfigError(f"setting {name!r}: {exc}") from None
+
+
 def _check_header(name: str, value: str) -> None:
     """Sent as an HTTP header: a control character would end it or inject another."""
     if any(ord(c) < 32 or ord(c) == 127 for c in value):
@@ -238,6 +248,7 @@ _VALIDATORS: dict[str, Callable[[str, Any], None]] = {
     "link_deny": _check_regexes,
     "hook": _check_hook,
     "user_agent": _check_header,
+    "allow_networks": _check_networks,
 }
 
 LUA_EXACT = 2**53  # the largest integer a Lua number (a double) holds exactly

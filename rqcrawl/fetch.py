@@ -16,7 +16,7 @@ import requests
 from .config import CrawlConfig
 from .cookies import Cookies
 from .deadline import Watch
-from .guard import find_refusal
+from .guard import find_refusal, networks
 from .transport import CrawlAdapter
 from .urls import InvalidURL, canonicalize
 
@@ -75,13 +75,15 @@ class _Session(requests.Session):
         return iter(())
 
 
-_sessions: dict[bool, requests.Session] = {}
+_sessions: dict[tuple[bool, tuple[str, ...]], requests.Session] = {}
 
 
-def session(allow_private: bool) -> requests.Session:
-    """The process's keep-alive session, one per guard setting. Its own cookie jar refuses
-    every cookie: a crawl's cookies are its own (see cookies.py)."""
-    if allow_private not in _sessions:
+def session(cfg: CrawlConfig) -> requests.Session:
+    """The process's keep-alive session, one per guard setting (`allow_private`,
+    `allow_networks`). Its own cookie jar refuses every cookie: a crawl's cookies are its
+    own (see cookies.py)."""
+    key = (cfg.allow_private, tuple(cfg.allow_networks))
+    if key not in _sessions:
         s = _Session()
         if not getproxies():
             # requests looks for proxy variables (and ~/.netrc) again on every request, a
@@ -91,10 +93,11 @@ def session(allow_private: bool) -> requests.Session:
             env = os.environ
             s.verify = env.get("REQUESTS_CA_BUNDLE") or env.get("CURL_CA_BUNDLE") or True
         s.cookies.set_policy(DefaultCookiePolicy(allowed_domains=[]))
-        s.mount("http://", CrawlAdapter(guard=not allow_private))
-        s.mount("https://", CrawlAdapter(guard=not allow_private))
-        _sessions[allow_private] = s
-    return _sessions[allow_private]
+        allowed = networks(cfg.allow_networks)
+        s.mount("http://", CrawlAdapter(not cfg.allow_private, allowed))
+        s.mount("https://", CrawlAdapter(not cfg.allow_private, allowed))
+        _sessions[key] = s
+    return _sessions[key]
 
 
 def fetch(
@@ -128,7 +131,7 @@ def _follow(
     cookies: Cookies | None,
     watch: Watch,
 ) -> Response:
-    s = session(cfg.allow_private)
+    s = session(cfg)
     visited = [url]
     current = url
     while True:

@@ -23,19 +23,26 @@ _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 _IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+Networks = tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]
 
 
-def refusal(ip: str) -> str | None:
-    """Why the guard refuses `ip` (e.g. "loopback"), or None when it is a public address.
+def networks(cidrs: list[str]) -> Networks:
+    """The crawl's `allow_networks` as networks (ValueError names a bad one)."""
+    return tuple(ipaddress.ip_network(c, strict=False) for c in cidrs)
+
+
+def refusal(ip: str, allowed: Networks = ()) -> str | None:
+    """Why the guard refuses `ip` (e.g. "loopback"), or None when it is a public address or
+    in one of the `allowed` networks (an intranet the crawl is meant to reach).
 
     IPv6 forms that carry an IPv4 address (mapped, IPv4-compatible, 6to4, Teredo, NAT64) are
     judged by the IPv4 address they carry, which is where their packets end up."""
     addr = ipaddress.ip_address(ip.split("%", 1)[0])
     embedded = _embedded_ipv4(addr)
     if embedded is None:
-        return _refusal(addr)
+        return _refusal(addr, allowed)
     form, inner = embedded
-    reasons = [f"{form} of {v4}: {why}" for v4 in inner if (why := _refusal(v4))]
+    reasons = [f"{form} of {v4}: {why}" for v4 in inner if (why := _refusal(v4, allowed))]
     return "; ".join(reasons) or None
 
 
@@ -56,7 +63,9 @@ def _embedded_ipv4(addr: IPAddress) -> tuple[str, list[ipaddress.IPv4Address]] |
     return None
 
 
-def _refusal(addr: IPAddress) -> str | None:
+def _refusal(addr: IPAddress, allowed: Networks) -> str | None:
+    if any(addr in net for net in allowed if net.version == addr.version):
+        return None
     if addr.is_loopback:
         return "loopback"
     if addr.is_link_local:
@@ -79,7 +88,7 @@ class AddressRefused(NewConnectionError):
 
 
 def checked_addresses(
-    host: str, port: int, conn: HTTPConnection | None = None
+    host: str, port: int, conn: HTTPConnection | None = None, allowed: Networks = ()
 ) -> list[tuple[int, tuple]]:
     """(family, sockaddr) of every address `host` resolves to; AddressRefused if any is
     refused (a name that also points inward is not trusted with its other addresses)."""
@@ -88,27 +97,29 @@ def checked_addresses(
     except socket.gaierror as exc:
         raise NameResolutionError(host, conn, exc) from exc  # type: ignore[arg-type]
     for *_, sockaddr in infos:
-        why = refusal(sockaddr[0])
+        why = refusal(sockaddr[0], allowed)
         if why:
             raise AddressRefused(conn, sockaddr[0], why)
     return [(family, sockaddr) for family, *_, sockaddr in infos]
 
 
-def check_url(url: str) -> None:
+def check_url(url: str, allowed: Networks = ()) -> None:
     """Raise AddressRefused when the host of `url` resolves to a refused address (the check
     made before a request goes to a proxy)."""
     parts = urlsplit(url)
     port = parts.port or (443 if parts.scheme == "https" else 80)
-    checked_addresses(parts.hostname or "", port)
+    checked_addresses(parts.hostname or "", port, allowed=allowed)
 
 
 class GuardedConnection(HTTPConnection):
     """Mixed into urllib3's connections: connect only to checked addresses."""
 
+    allowed: Networks = ()  # set per crawl setting by transport.guarded_pools
+
     def _new_conn(self) -> socket.socket:
         name = self._dns_host
         last: Exception | None = None
-        for _, sockaddr in checked_addresses(name.strip("[]"), self.port, self):
+        for _, sockaddr in checked_addresses(name.strip("[]"), self.port, self, self.allowed):
             # urllib3 connects to _dns_host; `host` (Host header, SNI) derives from it, so
             # the checked address stands in for the name only while connecting.
             self._dns_host = sockaddr[0]
@@ -119,14 +130,14 @@ class GuardedConnection(HTTPConnection):
                 continue
             finally:
                 self._dns_host = name
-            return _peer_checked(self, sock)
+            return _peer_checked(self, sock, self.allowed)
         raise last or NewConnectionError(self, f"no address for {name}")
 
 
-def _peer_checked(conn: HTTPConnection, sock: socket.socket) -> socket.socket:
+def _peer_checked(conn: HTTPConnection, sock: socket.socket, allowed: Networks) -> socket.socket:
     """The second line: the socket's actual peer must be allowed too."""
     ip = sock.getpeername()[0]
-    why = refusal(ip)
+    why = refusal(ip, allowed)
     if why:
         sock.close()
         raise AddressRefused(conn, ip, why)

@@ -3,6 +3,8 @@ allows private addresses) and read under the fetch's deadline, direct or through
 
 from __future__ import annotations
 
+from functools import cache
+
 import requests
 from requests.adapters import HTTPAdapter
 from requests.utils import select_proxy
@@ -11,20 +13,25 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import NewConnectionError
 
 from .deadline import WatchedConnection
-from .guard import GuardedConnection, check_url
+from .guard import GuardedConnection, Networks, check_url
 
 
-def _pools(*mixins: type) -> dict[str, type]:
-    """urllib3 pool classes, by scheme, whose connections have `mixins`."""
-    http = type("HTTPConnection", (*mixins, HTTPConnection), {})
-    https = type("HTTPSConnection", (*mixins, HTTPSConnection), {})
+def _pools(*mixins: type, **attrs: object) -> dict[str, type]:
+    """urllib3 pool classes, by scheme, whose connections have `mixins` and `attrs`."""
+    http = type("HTTPConnection", (*mixins, HTTPConnection), attrs)
+    https = type("HTTPSConnection", (*mixins, HTTPSConnection), attrs)
     return {
         "http": type("HTTPConnectionPool", (HTTPConnectionPool,), {"ConnectionCls": http}),
         "https": type("HTTPSConnectionPool", (HTTPSConnectionPool,), {"ConnectionCls": https}),
     }
 
 
-_GUARDED = _pools(GuardedConnection, WatchedConnection)
+@cache
+def guarded_pools(allowed: Networks) -> dict[str, type]:
+    """Guarded pool classes letting `allowed` through: one set per distinct setting."""
+    return _pools(GuardedConnection, WatchedConnection, allowed=allowed)
+
+
 _WATCHED = _pools(WatchedConnection)
 
 
@@ -33,13 +40,15 @@ class CrawlAdapter(HTTPAdapter):
     only to checked addresses; through a proxy (whose own address is the operator's choice)
     the target's name is resolved and checked here before the request is sent."""
 
-    def __init__(self, guard: bool):
+    def __init__(self, guard: bool, allowed: Networks = ()):
         self.guard = guard
+        self.allowed = allowed  # networks the guard lets through (`allow_networks`)
         super().__init__()
 
     def init_poolmanager(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
         super().init_poolmanager(*args, **kwargs)
-        self.poolmanager.pool_classes_by_scheme = _GUARDED if self.guard else _WATCHED
+        pools = guarded_pools(self.allowed) if self.guard else _WATCHED
+        self.poolmanager.pool_classes_by_scheme = pools
 
     def proxy_manager_for(self, proxy: str, **proxy_kwargs):  # type: ignore[no-untyped-def]
         manager = super().proxy_manager_for(proxy, **proxy_kwargs)
@@ -58,7 +67,7 @@ class CrawlAdapter(HTTPAdapter):
     ) -> requests.Response:
         if self.guard and select_proxy(request.url, proxies):
             try:
-                check_url(request.url)
+                check_url(request.url, self.allowed)
             except NewConnectionError as exc:  # refused, or a name we cannot resolve
                 raise requests.ConnectionError(exc, request=request) from exc
         return super().send(request, stream, timeout, verify, cert, proxies)

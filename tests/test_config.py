@@ -380,3 +380,9 @@ def test_layered_is_defaults_then_file_then_flags(tmp_path):
     assert (cfg.max_depth, cfg.delay, cfg.retries) == (4, 0.5, CrawlConfig().retries)
     with pytest.raises(ConfigError, match="'delay' must be a finite number"):
         config.layered(path, {"delay": math.nan})
+
+
+def test_allow_networks_must_be_networks():
+    assert CrawlConfig.from_dict({"allow_networks": ["10.0.0.0/8", "::1"]}).allow_networks
+    with pytest.raises(ConfigError, match="'allow_networks'.*10.0.0.0/33"):
+        CrawlConfig.from_dict({"allow_networks": ["10.0.0.0/33"]})

@@ -9,7 +9,7 @@ import pytest
 
 from rqcrawl.config import CrawlConfig
 from rqcrawl.fetch import FetchError, fetch
-from rqcrawl.guard import refusal
+from rqcrawl.guard import networks, refusal
 
 GUARDED = CrawlConfig.from_dict({"scope_hosts": ["127.0.0.9"]})
 
@@ -49,3 +49,13 @@ def test_a_refused_address_gets_no_handshake(host):
         assert err.value.reason == "refused_address" and "loopback" in str(err.value)
         with pytest.raises(BlockingIOError):
             listener.accept()
+
+
+def test_allowed_networks_let_only_themselves_through():
+    allowed = networks(["127.0.0.2/32", "10.20.0.0/16"])
+    assert refusal("127.0.0.2", allowed) is None
+    assert refusal("10.20.3.4", allowed) is None
+    assert refusal("2002:7f00:2::", allowed) is None  # 6to4 of an allowed address
+    assert refusal("127.0.0.3", allowed) == "loopback"
+    assert refusal("10.21.0.1", allowed) == "private"
+    assert refusal("169.254.169.254", allowed) == "link-local or cloud metadata"
