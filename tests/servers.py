@@ -173,6 +173,18 @@ def reply(
     req.wfile.write(body)
 
 
+def drip(req: BaseHTTPRequestHandler, data: bytes) -> None:
+    """Send `data` one byte every 0.3 s (under the read timeout), until the client hangs up."""
+    try:
+        for i in range(len(data)):
+            req.wfile.write(data[i : i + 1])
+            req.wfile.flush()
+            time.sleep(0.3)
+    except OSError:
+        pass
+    req.close_connection = True
+
+
 def env_with(redis_url: str) -> dict[str, str]:
     env = dict(os.environ)
     env.pop("REDIS_URL", None)

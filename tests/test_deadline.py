@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler
 
 import pytest
 from helpers import Workers, read_jsonl, rqcrawl, seed_local, wait_finished
-from servers import HTTPSite, reply
+from servers import HTTPSite, drip, reply
 from test_politeness import CRAWL_WORKER
 
 from rqcrawl.config import CrawlConfig
@@ -17,18 +17,6 @@ from rqcrawl.fetch import FetchError, fetch
 
 CFG = CrawlConfig.from_dict({"allow_private": True, "download_timeout": 2.0, "read_timeout": 1.0})
 HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 40\r\n\r\n"
-
-
-def drip(req: BaseHTTPRequestHandler, data: bytes) -> None:
-    """Send `data` one byte every 0.3 s (under the read timeout), until the client hangs up."""
-    try:
-        for i in range(len(data)):
-            req.wfile.write(data[i : i + 1])
-            req.wfile.flush()
-            time.sleep(0.3)
-    except OSError:
-        pass
-    req.close_connection = True
 
 
 def dripping(req: BaseHTTPRequestHandler) -> None:
