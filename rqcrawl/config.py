@@ -62,6 +62,7 @@ class CrawlConfig:
     window: int = 1000
     job_timeout: int = 60
     failure_ttl: int = 7 * 24 * 3600
+    failed_job_ttl: int = 24 * 3600  # seconds a failed page's finished RQ job stays listed
     retries: int = 2
     retry_base: float = 2.0
     delay: float = 1.0

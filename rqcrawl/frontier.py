@@ -68,7 +68,8 @@ if done ~= '' then
   if redis.call('HDEL', inflight, done) == 0 then return {0, 0, 0} end
   redis.call('ZREM', KEYS[7], done)
   for field, n in string.gmatch(ARGV[2], '(%S+) (%S+)') do
-    redis.call('HINCRBY', counters, field, n)
+    -- "kind|host": per-host counts, kept beside the host's admitted count (see stats.py)
+    redis.call('HINCRBY', string.find(field, '|', 1, true) and host_pages or counters, field, n)
   end
   if ARGV[3] ~= '' then redis.call('XADD', items, '*', 'r', ARGV[3]) end
   redis.call('HSET', counters, 'last_at', now)
@@ -465,7 +466,10 @@ class Frontier:
         if self.redis.hget(self.inflight, url) == raw.encode():
             message = f"job lost by its worker {entry.attempt + 1} times"
             record = failure_record(url, entry.depth, "lost", message, entry.attempt + 1)
-            self._run(url, "failed 1", record, [], entry.depth + 1)
+            record["reason"] = "lost"
+            self._run(
+                url, f"failed 1 failed:lost 1 failed|{host_of(url)} 1", record, [], entry.depth + 1
+            )
 
 
 def _whole_second_after(delay: float) -> datetime:

@@ -14,7 +14,6 @@ every thread to stop after its current job.
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import threading
 
@@ -23,6 +22,8 @@ from rq import Queue
 from rq.exceptions import StopRequested
 from rq.timeouts import TimerDeathPenalty
 from rq.utils import import_attribute
+
+from .worker import worker_name
 
 STOP_CHECK_S = 1  # how long an idle thread blocks on the queue before it looks for a stop
 
@@ -64,7 +65,7 @@ def run(
     for i in range(threads):
         conn = Redis.from_url(redis_url)
         qs = [Queue(q, connection=conn) for q in queues]
-        name = f"{os.getpid()}-{os.urandom(3).hex()}-t{i}"
+        name = worker_name(f":t{i}")
         workers.append(
             cls(qs, connection=conn, name=name, maintenance_interval=maintenance_interval)
         )

@@ -19,6 +19,8 @@ for them. What RQ stores is otherwise unchanged.
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 import time
 
@@ -40,6 +42,25 @@ SUSPENSION_EVERY = 1.0  # seconds between two reads of RQ's suspend flag
 log = logging.getLogger(__name__)
 
 
+def worker_name(suffix: str = "") -> str:
+    """`host:pid` (and a thread's suffix): rq-dashboard and `rq info` then say where a worker
+    runs, instead of RQ's random hex."""
+    return f"{socket.gethostname()}:{os.getpid()}{suffix}"
+
+
+class CrawlJob(Job):
+    """An RQ job whose success also saves its `meta` (the page's outcome, see
+    jobs._describe) in the worker's success pipeline: RQ's own leaves `meta` out, and
+    `job.save_meta()` would cost a round trip per page."""
+
+    saves_meta = True
+
+    def _handle_success(self, result_ttl: int, pipeline: Pipeline, **kwargs) -> None:
+        super()._handle_success(result_ttl, pipeline, **kwargs)
+        if self.meta:
+            pipeline.hset(self.key, "meta", self._serialize_meta())
+
+
 class CrawlWorker(SimpleWorker):
     """SimpleWorker plus the release-and-recovery thread (see the module docstring)."""
 
@@ -47,6 +68,12 @@ class CrawlWorker(SimpleWorker):
     _tending = threading.Lock()
     _full_beat_at: float | None = None  # when the last heartbeat with the worker's full TTL went
     _suspension_checked_at = 0.0
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs["name"] = kwargs.get("name") or worker_name()
+        super().__init__(*args, **kwargs)
+        if self.job_class is Job:  # RQ's default: a custom --job-class is left alone
+            self.job_class = CrawlJob
 
     def heartbeat(self, timeout: int | None = None, pipeline: Pipeline | None = None) -> None:
         """RQ's heartbeat, skipped when a full-TTL one went less than HEARTBEAT_EVERY ago and
