@@ -215,6 +215,24 @@ def watch_status(conn: redis.Redis, name: str, cfg: CrawlConfig, interval: float
         raise click.ClickException(f"lost Redis: {exc}") from None
 
 
+@main.command()
+@click.option("--port", type=click.IntRange(1, 65535), default=9310, show_default=True)
+@click.option("--bind", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@redis_option
+def metrics(port, bind, url) -> None:
+    """Serve Prometheus metrics of every crawl of this Redis on http://BIND:PORT/metrics."""
+    from . import metrics as exporter  # prometheus_client only for this command
+
+    conn = connect(redis_url(url))
+    click.echo(f"serving http://{bind}:{port}/metrics (Ctrl-C to stop)", err=True)
+    try:
+        exporter.serve_forever(conn, port, bind)
+    except OSError as exc:
+        raise click.ClickException(f"cannot serve on {bind}:{port}: {exc.strerror}") from None
+    except KeyboardInterrupt:
+        pass
+
+
 @main.command(name="list")
 @click.option("--json", "as_json", is_flag=True, help="A JSON array of the crawls' status.")
 @redis_option

@@ -33,6 +33,7 @@ from rq.worker import SimpleWorker, WorkerStatus
 
 from . import keys
 from .jobs import crawl_of
+from .metrics import serve_from_env as serve_metrics
 
 MAX_SLEEP = 0.1  # seconds between two looks at the running crawls when nothing is due sooner
 REFRESH_CRAWLS = 5.0  # seconds between two reads of the set of crawls (and recovery passes)
@@ -131,6 +132,7 @@ class CrawlWorker(SimpleWorker):
             self._tending.release()
 
     def _work_tended(self, *args, **kwargs) -> bool:
+        serve_metrics(Redis(connection_pool=self.connection.connection_pool))
         stop = threading.Event()
         tender = Tender(Redis(connection_pool=self.connection.connection_pool))
         thread = threading.Thread(target=tender.run, args=(stop,), name="rqcrawl-tender")

@@ -57,7 +57,14 @@ def wait_finished(redis_url: str, crawl: str, timeout: float = 120) -> dict:
 class Workers:
     """Real `rq worker crawl` processes, stopped (warm shutdown, then kill) on exit."""
 
-    def __init__(self, redis_url: str, count: int, *extra: str, log_dir: Path | None = None):
+    def __init__(
+        self,
+        redis_url: str,
+        count: int,
+        *extra: str,
+        log_dir: Path | None = None,
+        env: dict[str, str] | None = None,
+    ):
         self.procs = []
         self.names = []
         for n in range(count):
@@ -67,7 +74,7 @@ class Workers:
             self.procs.append(
                 subprocess.Popen(
                     [str(BIN / "rq"), "worker", "crawl", "--name", name, *extra],
-                    env=env_with(redis_url),
+                    env=env_with(redis_url) | (env or {}),
                     stdout=log,
                     stderr=subprocess.STDOUT,
                 )
