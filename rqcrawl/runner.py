@@ -7,12 +7,14 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import nullcontext
 from typing import TextIO
 
 from redis import Redis
 
 from . import config, keys, stats
 from .frontier import Frontier
+from .monitor import ProgressBar
 
 WORKER_CLASS = "rqcrawl.worker.CrawlWorker"  # see worker.py
 
@@ -29,7 +31,9 @@ class LocalWorkers:
     """N `rq worker crawl` processes of this Python, in their own session so that Ctrl-C
     reaches only us and we stop them in order (warm shutdown, then kill)."""
 
-    def __init__(self, redis_url: str, count: int, threads: int = 1):
+    def __init__(
+        self, redis_url: str, count: int, threads: int = 1, worker_class: str = WORKER_CLASS
+    ):
         self.procs = [
             subprocess.Popen(
                 [
@@ -40,7 +44,7 @@ class LocalWorkers:
                     "--url",
                     redis_url,
                     "--worker-class",
-                    WORKER_CLASS,
+                    worker_class,
                     "--with-scheduler",
                     "--maintenance-interval",
                     "30",
@@ -83,25 +87,22 @@ def progress_line(s: dict, width: int = 30) -> str:
 def watch(conn: Redis, crawl: str, workers: LocalWorkers, out: TextIO = sys.stderr) -> dict:
     """Show progress until the crawl is finished (or cancelled); returns the final status.
 
-    On a terminal the line is redrawn in place; otherwise a plain line every 5 seconds.
+    On a terminal a progress bar (monitor.ProgressBar); otherwise a plain line every 5 seconds.
     """
-    tty = out.isatty()
     frontier = Frontier(conn, crawl, config.load(conn, crawl))
     last_line = 0.0
-    while True:
-        frontier.maybe_reap()
-        s = stats.status(conn, crawl)
-        now = time.monotonic()
-        if tty:
-            out.write("\r" + progress_line(s) + "\x1b[K")
-            out.flush()
-        elif now - last_line >= 5 or s["state"] in stats.OVER:
-            out.write(progress_line(s) + "\n")
-            last_line = now
-        if s["state"] in stats.OVER:
-            if tty:
-                out.write("\n")
-            return s
-        if workers.alive() == 0:
-            raise RuntimeError("every worker process exited; see `rq worker` output")
-        time.sleep(0.5)
+    with ProgressBar(out) if out.isatty() else nullcontext() as bar:
+        while True:
+            frontier.maybe_reap()
+            s = stats.status(conn, crawl)
+            now = time.monotonic()
+            if bar is not None:
+                bar.show(s)
+            elif now - last_line >= 5 or s["state"] in stats.OVER:
+                out.write(progress_line(s) + "\n")
+                last_line = now
+            if s["state"] in stats.OVER:
+                return s
+            if workers.alive() == 0:
+                raise RuntimeError("every worker process exited; see `rq worker` output")
+            time.sleep(0.5)
