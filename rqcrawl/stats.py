@@ -90,6 +90,7 @@ def status(redis: Redis, crawl: str) -> dict | None:
         pipe.exists(keys.key(crawl, "forked"))
         raw, in_flight, held, deferred, host_pages, politeness, forked = pipe.execute()
     counters = {k.decode(): float(v) if b"." in v else int(v) for k, v in raw.items()}
+    drop_old_rates(redis, crawl, counters, now)
     bloom = BloomFilter(
         redis, keys.key(crawl, "bloom"), cfg.bloom_capacity, cfg.bloom_error_rate
     ).stats()
@@ -149,6 +150,15 @@ def recent_rate(counters: dict, now: float) -> float:
     first = int(now) // RATE_BUCKET - RECENT // RATE_BUCKET
     pages = sum(n for b, n in prefixed(counters, "rate:").items() if int(b) >= first)
     return pages / (now - first * RATE_BUCKET)
+
+
+def drop_old_rates(redis: Redis, crawl: str, counters: dict, now: float) -> None:
+    """Delete the rate buckets older than RECENT, so the counters hash stays small however
+    long the crawl runs (readers prune: the finish step stays one write per bucket)."""
+    first = int(now) // RATE_BUCKET - RECENT // RATE_BUCKET
+    old = [k for k in prefixed(counters, "rate:") if int(k) < first]
+    if old:
+        redis.hdel(keys.key(crawl, "counters"), *(f"rate:{k}" for k in old))
 
 
 def host_rows(

@@ -161,3 +161,14 @@ def test_failure_reasons_are_short_stable_words():
     assert stats.failure_reason("redirect_loop", "redirect loop back to x", None) == (
         "redirect_loop"
     )
+
+
+def test_status_drops_rate_buckets_older_than_a_minute(redis_url, conn):
+    seed_local(redis_url, "http://127.0.0.1:9/", "old", 0)
+    now = int(time.time()) // stats.RATE_BUCKET
+    counters = "rqcrawl:{old}:counters"
+    conn.hset(counters, mapping={f"rate:{now - 100}": 5, f"rate:{now}": 3})
+    s = status(redis_url, "old")
+    assert s["recent_pages_per_s"] > 0
+    assert conn.hget(counters, f"rate:{now - 100}") is None
+    assert conn.hget(counters, f"rate:{now}") == b"3"
