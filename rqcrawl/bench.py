@@ -98,8 +98,10 @@ def site_urls(server: SiteServer, count: int) -> list[str]:
     return [canonicalize(server.origin + page_path(i)) for i in range(count)]
 
 
-# The crawler column of stock `rq worker crawl` rows: RQ's default forking Worker.
+# The crawler column of stock `rq worker crawl` rows (RQ's default forking Worker), and of
+# the same with the crawler imported in the parent (RQ_CONFIG=rqcrawl.preload).
 STOCK = "rq-stock"
+PRELOADED = "rq-stock+preload"
 STOCK_WORKER_CLASS = "rq.worker.Worker"
 
 
@@ -109,15 +111,22 @@ def run_rqcrawl(
     workers: int,
     threads: int,
     site_procs: int,
-    worker_class: str = WORKER_CLASS,
+    crawler: str = "rqcrawl",
 ) -> Result:
     """Crawl the site with `workers` local worker processes (of `threads` workers each)
-    of `worker_class` against a private Redis."""
+    of the `crawler`'s kind (the recommended worker, or stock ones) against a private Redis."""
     server = SiteServer(spec, latency, site_procs).start()
     with tempfile.TemporaryDirectory(prefix="rqcrawl-bench-") as tmp:
         redis_server = EmbeddedRedis(Path(tmp)).start()
         conn = Redis.from_url(redis_server.url)
-        pool = LocalWorkers(redis_server.url, workers, threads, worker_class)
+        stock = crawler != "rqcrawl"
+        pool = LocalWorkers(
+            redis_server.url,
+            workers,
+            threads,
+            STOCK_WORKER_CLASS if stock else WORKER_CLASS,
+            "rqcrawl.preload" if crawler == PRELOADED else None,
+        )
         try:
             wait_for_workers(conn, pool, workers * threads)
             cpu0 = sum(proc_cpu_s(p.pid) for p in pool.procs)
@@ -140,7 +149,7 @@ def run_rqcrawl(
             redis_server.stop()
             server.stop()
     return Result(
-        "rqcrawl" if worker_class == WORKER_CLASS else STOCK,
+        crawler,
         workers,
         threads,
         latency,
@@ -399,13 +408,13 @@ def notes(results: list[Result]) -> list[str]:
                 f"({b.procs} concurrent) pages/s = {rate(a) / rate(b):.2f}x"
             )
         for r in results:
-            stock = by.get((STOCK, r.procs, 1, lat))
-            if r.crawler == "rqcrawl" and r.threads == 1 and stock:
-                out.append(
-                    f"latency {lat * 1000:.0f} ms, {r.procs} worker(s): recommended worker "
-                    f"({WORKER_CLASS}) / stock `rq worker crawl` pages/s = "
-                    f"{rate(r) / rate(stock):.1f}x"
-                )
+            for kind in (STOCK, PRELOADED):
+                stock = by.get((kind, r.procs, 1, lat))
+                if r.crawler == "rqcrawl" and r.threads == 1 and stock:
+                    out.append(
+                        f"latency {lat * 1000:.0f} ms, {r.procs} worker(s): recommended worker "
+                        f"({WORKER_CLASS}) / {kind} pages/s = {rate(r) / rate(stock):.1f}x"
+                    )
         one, two = by.get(("rqcrawl", 1, 1, lat)), by.get(("rqcrawl", 2, 1, lat))
         if one and two:
             out.append(
@@ -473,11 +482,9 @@ def parse_list(kind):
               help="Also crawl with Scrapy, when installed (rqcrawl[bench]).")  # fmt: skip
 @click.option("--concurrency", default="16", show_default=True, callback=parse_list(int),
               help="Scrapy CONCURRENT_REQUESTS values, comma-separated.")  # fmt: skip
-@click.option(
-    "--stock/--no-stock",
-    default=False,
-    help="Also crawl with stock forking `rq worker crawl` workers, same counts.",
-)
+@click.option("--stock/--no-stock", default=False,
+              help="Also crawl with stock forking `rq worker crawl` workers (same counts), "
+                   "without and with RQ_CONFIG=rqcrawl.preload.")  # fmt: skip
 @click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True,
               help="Runs of each configuration; the table shows medians.")  # fmt: skip
 @click.option("--site-procs", type=click.IntRange(min=1), default=2, show_default=True,
@@ -492,7 +499,7 @@ def bench(
     spec = SiteSpec(pages=pages)
     runs = [("rqcrawl", n, t, lat) for lat in latency for t in threads for n in workers]
     if stock:
-        runs += [(STOCK, n, 1, lat) for lat in latency for n in workers]
+        runs += [(k, n, 1, lat) for k in (STOCK, PRELOADED) for lat in latency for n in workers]
     if with_scrapy:
         runs += [("scrapy", c, 1, lat) for lat in latency for c in concurrency]
     results = []
@@ -506,8 +513,7 @@ def bench(
             if crawler == "scrapy":
                 reps.append(run_scrapy(spec, lat, procs, per_proc, site_procs))
             else:
-                kind = WORKER_CLASS if crawler == "rqcrawl" else STOCK_WORKER_CLASS
-                reps.append(run_rqcrawl(spec, lat, procs, per_proc, site_procs, kind))
+                reps.append(run_rqcrawl(spec, lat, procs, per_proc, site_procs, crawler))
         results.append(median_result(reps))
     command = (
         f"rqcrawl bench --pages {pages} --workers {','.join(map(str, workers))} "

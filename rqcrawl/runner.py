@@ -32,7 +32,12 @@ class LocalWorkers:
     reaches only us and we stop them in order (warm shutdown, then kill)."""
 
     def __init__(
-        self, redis_url: str, count: int, threads: int = 1, worker_class: str = WORKER_CLASS
+        self,
+        redis_url: str,
+        count: int,
+        threads: int = 1,
+        worker_class: str = WORKER_CLASS,
+        rq_config: str | None = None,
     ):
         self.procs = [
             subprocess.Popen(
@@ -49,6 +54,7 @@ class LocalWorkers:
                     "--maintenance-interval",
                     "30",
                     "--quiet",
+                    *(["--config", rq_config] if rq_config else []),
                 ],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
