@@ -84,7 +84,7 @@ def crawl_url(crawl: str, url: str, depth: int) -> str:
     if entry is None:
         return "already ended"
     outcome = _crawl_claimed(job, c, crawl, url, depth, entry, paused)
-    _describe(job, c.cfg, outcome)
+    _describe(job, crawl, c.cfg, outcome)
     return outcome if isinstance(outcome, str) else outcome["outcome"]
 
 
@@ -131,7 +131,7 @@ def _crawl_claimed(
 META_FIELDS = ("outcome", "reason", "status", "error", "attempts")
 
 
-def _describe(job: Job, cfg: CrawlConfig, outcome: str | dict) -> None:
+def _describe(job: Job, crawl: str, cfg: CrawlConfig, outcome: str | dict) -> None:
     """Put the URL's outcome, status and error in the job's `meta`, where rq-dashboard shows
     it. The recommended worker saves it with the job's result in its success pipeline
     (worker.CrawlJob); a stock worker's job saves it itself, in one round trip that also
@@ -148,7 +148,6 @@ def _describe(job: Job, cfg: CrawlConfig, outcome: str | dict) -> None:
     with job.connection.pipeline(transaction=False) as pipe:
         pipe.hset(job.key, "meta", job.serializer.dumps(job.meta))
         if os.environ.get("RQ_JOB_ID") == job.id:  # set by RQ in a forked work-horse only
-            crawl = job.args[0]
             pipe.set(keys.key(crawl, "forked"), 1, ex=stats.FORKED_TTL)
         pipe.execute()
 

@@ -37,7 +37,12 @@ def failing_site(slow: float):
     return handle
 
 
-def test_failures_by_reason_in_status_failures_and_the_dashboard(redis_url, tmp_path, dashboard):  # noqa: F811
+def test_failures_by_reason_in_status_failures_and_the_dashboard(
+    redis_url,
+    conn,
+    tmp_path,
+    dashboard,  # noqa: F811
+):
     closed = free_port()
     conf = tmp_path / "c.toml"
     with HTTPSite(failing_site(slow=3), max_requests=50, max_seconds=120) as http:
@@ -83,6 +88,9 @@ def test_failures_by_reason_in_status_failures_and_the_dashboard(redis_url, tmp_
     }
     ok = json.loads(get_json(f"{dashboard}/job/{by_url[http.base + '/ok']}.json")["metadata"])
     assert ok["outcome"] == "fetched" and ok["status"] == 200
+    # The failed page's job outlives a fetched page's (30 s): the dashboard's link stays alive.
+    assert conn.ttl(f"rq:job:{by_url[http.base + '/gone']}") > 3600
+    assert conn.ttl(f"rq:job:{by_url[http.base + '/ok']}") <= 30
 
 
 def test_a_stock_forking_worker_saves_the_meta_and_is_warned_about(redis_url, conn):
