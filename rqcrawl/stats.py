@@ -100,7 +100,7 @@ def status(redis: Redis, crawl: str) -> dict | None:
     started = counters.get("started_at", now)
     end = counters.get("last_at", started) if done else now
     fetched = counters.get("fetched", 0)
-    recent = recent_rate(counters, now) if not done else 0.0
+    recent = recent_rate(counters, started, now) if not done else 0.0
     hosts = host_rows(redis, crawl, cfg, host_pages, politeness, recent, now)
     remaining = sum(h["remaining"] for h in hosts)
     return {
@@ -144,12 +144,13 @@ def prefixed(counters: dict, prefix: str) -> dict[str, int]:
     return {k.removeprefix(prefix): v for k, v in counters.items() if k.startswith(prefix)}
 
 
-def recent_rate(counters: dict, now: float) -> float:
-    """Pages per second fetched over the last RECENT seconds, from the `rate:N` buckets (the
-    current one counts for the part of it that has passed)."""
+def recent_rate(counters: dict, started: float, now: float) -> float:
+    """Pages per second fetched over the last RECENT seconds (or since the start, if later),
+    from the `rate:N` buckets; the current one counts for the part of it that has passed."""
     first = int(now) // RATE_BUCKET - RECENT // RATE_BUCKET
     pages = sum(n for b, n in prefixed(counters, "rate:").items() if int(b) >= first)
-    return pages / (now - first * RATE_BUCKET)
+    since = max(first * RATE_BUCKET, started)
+    return pages / (now - since) if now > since else 0.0
 
 
 def drop_old_rates(redis: Redis, crawl: str, counters: dict, now: float) -> None:

@@ -180,3 +180,10 @@ def test_status_drops_rate_buckets_older_than_a_minute(redis_url, conn):
     assert s["recent_pages_per_s"] > 0
     assert conn.hget(counters, f"rate:{now - 100}") is None
     assert conn.hget(counters, f"rate:{now}") == b"3"
+
+
+def test_the_recent_rate_of_a_crawl_younger_than_a_minute_counts_from_its_start():
+    now = 1_000_005.0  # 5 s into a 10-second bucket
+    counters = {f"rate:{int(now) // stats.RATE_BUCKET}": 5, f"rate:{int(now) // 10 - 1}": 5}
+    assert stats.recent_rate(counters, now - 10, now) == 1.0  # 10 pages in its 10 s
+    assert stats.recent_rate(counters, now - 600, now) == 10 / 65  # the last 6.5 buckets
