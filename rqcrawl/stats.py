@@ -54,8 +54,8 @@ def page_counts(
 ) -> dict[str, int]:
     """The counters an ended URL adds beside its outcome's, in the same atomic finish step
     (no round trip of their own): its host's fetched/failed/skipped (`kind|host`, kept in the
-    per-host hash), the failure's reason, the recent-rate bucket, bytes, and the latency
-    histogram (`latency_le:B`, `latency_ms`) when it was fetched."""
+    per-host hash), the failure's reason, the recent-rate bucket and bytes of a fetched page,
+    and the latency histogram (`latency_le:B`, `latency_ms`) when a request was made."""
     kind = "fetched" if counts.get("fetched") else "failed" if counts.get("failed") else "skipped"
     out = {f"{kind}|{host}": 1}
     if kind == "failed":
