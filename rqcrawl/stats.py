@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 
 from redis import Redis
 from rq import Queue
@@ -11,6 +12,7 @@ from rq.scheduler import RQScheduler
 
 from . import config, keys
 from .bloom import BloomFilter
+from .urls import host_of
 
 OVERDUE = 10  # seconds a scheduled job may be late before `status` warns
 # Upper bounds (seconds) of the fetch-latency histogram, Prometheus style (+Inf implied).
@@ -82,13 +84,14 @@ def status(redis: Redis, crawl: str) -> dict | None:
     now = time.time()
     with redis.pipeline(transaction=False) as pipe:
         pipe.hgetall(keys.key(crawl, "counters"))
-        pipe.hlen(keys.key(crawl, "inflight"))
+        pipe.hkeys(keys.key(crawl, "inflight"))  # at most `window` URLs
         pipe.llen(keys.key(crawl, "held"))
         pipe.zcard(keys.key(crawl, "later"))
         pipe.hgetall(keys.key(crawl, "host_pages"))
         pipe.hgetall(keys.key(crawl, "hosts"))
         pipe.exists(keys.key(crawl, "forked"))
-        raw, in_flight, held, deferred, host_pages, politeness, forked = pipe.execute()
+        raw, flying, held, deferred, host_pages, politeness, forked = pipe.execute()
+    in_flight = len(flying)
     counters = {k.decode(): float(v) if b"." in v else int(v) for k, v in raw.items()}
     drop_old_rates(redis, crawl, counters, now)
     bloom = BloomFilter(
@@ -101,7 +104,8 @@ def status(redis: Redis, crawl: str) -> dict | None:
     end = counters.get("last_at", started) if done else now
     fetched = counters.get("fetched", 0)
     recent = recent_rate(counters, started, now) if not done else 0.0
-    hosts = host_rows(redis, crawl, cfg, host_pages, politeness, recent, now)
+    flying_per_host = Counter(host_of(url.decode()) for url in flying)
+    hosts = host_rows(redis, crawl, cfg, host_pages, flying_per_host, politeness, now)
     remaining = sum(h["remaining"] for h in hosts)
     return {
         "crawl": crawl,
@@ -167,13 +171,13 @@ def host_rows(
     crawl: str,
     cfg: config.CrawlConfig,
     host_pages: dict,
+    flying: Counter[str],
     politeness: dict,
-    recent: float,
     now: float,
 ) -> list[dict]:
-    """Per host: URLs admitted, fetched, failed, skipped, remaining (held or in flight),
-    requests running now, when its next request may start, and the time its remaining URLs
-    need at the politeness pace (remaining x spacing / host_concurrency); the hosts that
+    """Per host: URLs admitted, fetched, failed, skipped, remaining, of which in flight and
+    held, requests running now, when its next request may start, and the time its remaining
+    URLs need at the politeness pace (remaining x spacing / host_concurrency); the hosts that
     dominate the time left first."""
     per: dict[str, dict[str, int]] = {}
     for field, n in host_pages.items():
@@ -182,7 +186,8 @@ def host_rows(
     rows = []
     for host, n in per.items():
         ended = n.get("fetched", 0) + n.get("failed", 0) + n.get("skipped", 0)
-        ready, booked, step = (float(x) for x in politeness.get(host.encode(), b"0 0 0").split())
+        # "ready booked step" (politeness.py): booked is the last slot promised, not the next
+        ready, _, step = (float(x) for x in politeness.get(host.encode(), b"0 0 0").split())
         spacing = max(step, cfg.delay)
         remaining = max(0, n.get("admitted", 0) - ended)
         rows.append(
@@ -193,7 +198,9 @@ def host_rows(
                 "failed": n.get("failed", 0),
                 "skipped": n.get("skipped", 0),
                 "remaining": remaining,
-                "next_in_s": round(max(0.0, ready - now, booked - now), 3),
+                "in_flight": flying[host],
+                "held": max(0, remaining - flying[host]),
+                "next_in_s": round(max(0.0, ready - now), 3),
                 "eta_s": round(remaining * spacing / cfg.host_concurrency, 1),
             }
         )
@@ -330,11 +337,13 @@ def host_table(s: dict) -> list[str]:
     """The hosts with the most time left (status's `hosts`), one aligned row each."""
     if not s["hosts"]:
         return []
-    header = ("HOST", "ADMITTED", "FETCHED", "FAILED", "LEFT", "RUNNING", "NEXT IN", "ETA")
+    header = (
+        "HOST", "ADMITTED", "FETCHED", "FAILED", "IN FLIGHT", "HELD", "RUNNING", "NEXT IN", "ETA"
+    )  # fmt: skip
     rows = [header] + [
         (
             h["host"], str(h["admitted"]), str(h["fetched"]), str(h["failed"]),
-            str(h["remaining"]), str(h["running"]), f"{h['next_in_s']:.1f}s",
+            str(h["in_flight"]), str(h["held"]), str(h["running"]), f"{h['next_in_s']:.1f}s",
             duration(h["eta_s"]),
         )
         for h in s["hosts"]

@@ -122,6 +122,7 @@ def test_status_shows_hosts_recent_rate_and_eta(redis_url):
                 assert s["state"] != "finished" and time.monotonic() < deadline, s
             host = s["hosts"][0]
             assert host["host"] == f"127.0.0.1:{http.port}" and host["admitted"] == 9
+            assert host["in_flight"] + host["held"] == host["remaining"] and host["in_flight"] >= 1
             # 0.4 s between two requests: the remaining URLs need at least that much each.
             assert host["eta_s"] >= 0.4 * (host["remaining"] - 1)
             assert s["eta_s"] >= host["eta_s"] and s["recent_pages_per_s"] > 0
