@@ -224,13 +224,12 @@ def metrics(port, bind, url) -> None:
     from . import metrics as exporter  # prometheus_client only for this command
 
     conn = connect(redis_url(url))
-    click.echo(f"serving http://{bind}:{port}/metrics (Ctrl-C to stop)", err=True)
     try:
-        exporter.serve_forever(conn, port, bind)
+        server = exporter.serve(conn, port, bind)
     except OSError as exc:
         raise click.ClickException(f"cannot serve on {bind}:{port}: {exc.strerror}") from None
-    except KeyboardInterrupt:
-        pass
+    click.echo(f"serving http://{bind}:{port}/metrics (Ctrl-C to stop)", err=True)
+    exporter.serve_until_interrupted(server)
 
 
 @main.command(name="list")

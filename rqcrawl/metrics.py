@@ -120,11 +120,12 @@ def serve(redis: Redis, port: int, addr: str) -> WSGIServer:
     return server
 
 
-def serve_forever(redis: Redis, port: int, addr: str) -> None:
-    """`rqcrawl metrics`: serve until interrupted."""
-    server = serve(redis, port, addr)
+def serve_until_interrupted(server: WSGIServer) -> None:
+    """`rqcrawl metrics`: the server's thread serves while this one waits for Ctrl-C."""
     try:
         threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
     finally:
         server.shutdown()
 
