@@ -3,12 +3,15 @@ scraped over HTTP while a real crawl runs and after it ends."""
 
 from __future__ import annotations
 
+import errno
+import os
+import socket
 import subprocess
 import time
 import urllib.request
 from http.server import BaseHTTPRequestHandler
 
-from helpers import BIN, Workers, seed_local, wait_finished
+from helpers import BIN, Workers, rqcrawl, seed_local, wait_finished
 from prometheus_client.parser import text_string_to_metric_families
 from servers import HTTPSite, env_with, free_port, reply
 from test_politeness import CRAWL_WORKER
@@ -90,3 +93,15 @@ def test_metrics_are_scraped_while_a_crawl_runs_and_after(redis_url):
     assert after[("rqcrawl_downloaded_bytes_total", crawl)] > 0
     assert 0 < after[("rqcrawl_bloom_fill_ratio", crawl)] < 1
     assert after[("rqcrawl_crawl_state", (("crawl", "m"), ("state", "finished")))] == 1
+
+
+def test_a_taken_port_is_a_one_line_error(redis_url):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = rqcrawl(redis_url, "metrics", "--port", str(port), check=False)
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines() == [
+        f"Error: cannot serve on 127.0.0.1:{port}: {os.strerror(errno.EADDRINUSE)}"
+    ]
