@@ -17,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import click
@@ -252,7 +252,10 @@ def pending_bytes(conn: Redis, crawl: str, urls: list[str], window: int) -> floa
 
 
 def pending_config(urls: int, window: int) -> CrawlConfig:
-    return CrawlConfig.from_dict({"allow_private": True, "window": window, "bloom_capacity": urls})
+    """window 0 holds every URL: refused for a crawl (which it would stall), but what the
+    measure of held URLs needs, so it is set past the checks."""
+    cfg = CrawlConfig.from_dict({"allow_private": True, "bloom_capacity": urls})
+    return replace(cfg, window=window)
 
 
 def run_scrapy(

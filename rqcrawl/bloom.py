@@ -1,8 +1,10 @@
 """The shared Bloom filter: which URLs a crawl has already admitted, in Redis.
 
 Bit positions come from one 128-bit MurmurHash3 by double hashing (Kirsch-Mitzenmacher), so a
-URL costs one hash in Python whatever `k` is. Check-and-add runs as one Lua call per batch, so
-two workers that find the same link at once can never both see it as new.
+URL costs one hash in Python whatever `k` is. Check-and-add runs in Lua, so two workers that
+find the same link at once can never both see it as new. Any number of URLs is split into
+calls of at most MAX_POSITIONS bit operations: Redis runs nothing else during a Lua call, and
+Redis 6 refuses a command of more than a million arguments outright.
 
 The bits are split into shards (Redis strings whose keys share one hash tag) laid out so that
 the allocator wastes almost nothing: every shard but the last fills one of jemalloc's size
@@ -15,12 +17,27 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator, Sequence
+from typing import TypeVar
 
 import mmh3
 from redis import Redis
 
 MAX_SHARD_BITS = 2**32  # a Redis string holds at most 512 MB
 KEY_BYTES = 80  # Redis's own cost of one key (dict entry, object, name), for choosing a layout
+# Bit operations (or their equivalent in other work) in one Lua call: about 1-5 us each on a
+# busy machine with the filter's pages cold, so that one call keeps Redis under ~10 ms.
+MAX_POSITIONS = 1024
+
+T = TypeVar("T")
+
+
+def batches(items: Sequence[T], cost: int) -> Iterator[Sequence[T]]:
+    """Consecutive slices of `items`, in order, each of at most MAX_POSITIONS total `cost`
+    (the bit operations, or equivalent, of one item) but never empty."""
+    size = max(1, MAX_POSITIONS // cost)
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
 
 # Lua helpers shared with the frontier script. Shards are KEYS[shard_key0 + shard], each
 # shard_bits long but the last, which ends at bit `bits`.
@@ -164,17 +181,20 @@ class BloomFilter:
         return [p for url in urls for p in self.positions(url)]
 
     def add_many(self, urls: Sequence[str]) -> list[bool]:
-        """Add `urls`; True where a URL was not in the filter before (atomic for the batch)."""
+        """Add `urls`, any number; True where a URL was not in the filter before. Each URL's
+        check-and-add is atomic, the whole list is not (it takes one call per batch)."""
         return self._run(urls, add=True)
 
     def contains_many(self, urls: Sequence[str]) -> list[bool]:
+        """Whether each of `urls` (any number) is in the filter, in order."""
         return [not new for new in self._run(urls, add=False)]
 
     def _run(self, urls: Sequence[str], add: bool) -> list[bool]:
-        if not urls:
-            return []
-        args = [self.shard_bits, self.bits, self.hashes, int(add), *self.flat_positions(urls)]
-        return [bool(x) for x in self._script(keys=self.keys, args=args)]
+        out: list[bool] = []
+        for batch in batches(urls, self.hashes):
+            args = [self.shard_bits, self.bits, self.hashes, int(add), *self.flat_positions(batch)]
+            out += [bool(x) for x in self._script(keys=self.keys, args=args)]
+        return out
 
     def stats(self) -> dict:
         """Size, fill ratio and the false-positive rate a lookup would see right now."""

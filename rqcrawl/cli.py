@@ -17,12 +17,13 @@ from urllib.parse import urlsplit
 import click
 import redis
 
-from . import config, control, hooks, keys, monitor, sinks, stats
+from . import config, control, keys, monitor, sinks, stats
 from .bench import bench
 from .config import ConfigError, CrawlConfig
 from .embedded import EmbeddedRedis
 from .frontier import Frontier
 from .hooks import HookError
+from .redisurl import masked
 from .runner import WORKER_CLASS, LocalWorkers, watch
 from .urls import InvalidURL, canonicalize, host_of
 
@@ -46,14 +47,17 @@ def connect(url: str) -> redis.Redis:
         conn = redis.Redis.from_url(url)
         conn.ping()
     except ValueError as exc:
-        raise click.ClickException(f"invalid Redis URL {url!r}: {exc}") from None
+        raise click.ClickException(masked(f"invalid Redis URL {url!r}: {exc}", url)) from None
     except redis.RedisError as exc:
-        raise click.ClickException(f"cannot reach Redis at {url}: {exc}") from None
+        raise click.ClickException(masked(f"cannot reach Redis at {url}: {exc}", url)) from None
     return conn
 
 
 def existing(conn: redis.Redis, crawl: str) -> CrawlConfig:
-    cfg = config.load(conn, crawl)
+    try:
+        cfg = config.load(conn, crawl)
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
     if cfg is None:
         raise click.ClickException(f"no crawl named {crawl!r} in this Redis")
     return cfg
@@ -64,20 +68,21 @@ redis_option = click.option(
 )
 
 # Settings that `seed` and `crawl` take as flags; unset flags leave the file or the default.
+# Their ranges are checked by the config model (config._BOUNDS), as for a file.
 _SETTING_FLAGS = [
-    click.option("--max-depth", type=click.IntRange(min=0), help="Clicks from a seed."),
+    click.option("--max-depth", type=int, help="Clicks from a seed."),
     click.option("--allow-private", is_flag=True, default=None, help="Allow private addresses."),
-    click.option("--delay", type=click.FloatRange(min=0), help="Seconds between two requests "
+    click.option("--delay", type=float, help="Seconds between two requests "
                  "to one host (default 1; robots.txt Crawl-delay may raise it)."),
-    click.option("--host-concurrency", type=click.IntRange(min=1),
+    click.option("--host-concurrency", type=int,
                  help="Requests in flight per host (default 1)."),
     click.option("--robots/--no-robots", "obey_robots", default=None,
                  help="Obey robots.txt (default: yes)."),
-    click.option("--retries", type=click.IntRange(min=0), help="Retries of transient failures."),
-    click.option("--retry-base", type=click.FloatRange(min=0),
+    click.option("--retries", type=int, help="Retries of transient failures."),
+    click.option("--retry-base", type=float,
                  help="Seconds before the first retry; doubles each time."),
-    click.option("--max-pages", type=click.IntRange(min=0), help="URLs to admit (0: no limit)."),
-    click.option("--max-pages-per-host", type=click.IntRange(min=0),
+    click.option("--max-pages", type=int, help="URLs to admit (0: no limit)."),
+    click.option("--max-pages-per-host", type=int,
                  help="URLs to admit per host (0: no limit)."),
     click.option("--warc", "warc_dir", help="Archive responses as WARC files in this "
                  "directory (on each worker's machine)."),
@@ -107,8 +112,8 @@ def seed(urls, name, config_file, url, **flags) -> None:
     """Store a crawl's settings in Redis and queue its seed URLs at depth 0."""
     seeds = canonical_seeds(urls)
     cfg = scoped(settings(config_file, **flags), seeds)
-    conn = connect(redis_url(url))
     name = checked_name(name) or derived_name(seeds[0])
+    conn = connect(redis_url(url))
     cfg, new = start_crawl(conn, name, cfg, seeds)
     click.echo(f"crawl {name}: {new} of {len(seeds)} seed(s) queued (max depth {cfg.max_depth})")
     click.echo(f"run workers with: {WORKER_HINT}")
@@ -118,14 +123,15 @@ def seed(urls, name, config_file, url, **flags) -> None:
 def start_crawl(
     conn: redis.Redis, name: str, cfg: CrawlConfig, seeds: list[str]
 ) -> tuple[CrawlConfig, int]:
-    """Store the config of a new crawl (an existing one keeps its own) and admit the seeds."""
-    stored = config.load(conn, name)
-    if stored is None:
-        config.save(conn, name, cfg)
-    else:
+    """Store the config of a new crawl (an existing one keeps its own) and admit the seeds,
+    all or nothing (control.start)."""
+    try:
+        cfg, new, resumed = control.start(conn, name, cfg, seeds)
+    except (ConfigError, redis.RedisError) as exc:
+        raise click.ClickException(f"crawl {name} not started: {exc}") from None
+    if resumed:
         click.echo(f"crawl {name} exists: resuming it with its own settings", err=True)
-        cfg = stored
-    return cfg, Frontier(conn, name, cfg).seed(seeds)
+    return cfg, new
 
 
 def checked_name(name: str | None) -> str | None:
@@ -147,31 +153,31 @@ def canonical_seeds(urls: tuple[str, ...]) -> list[str]:
     seeds = []
     for raw in urls:
         try:
+            raw.encode("utf-8")  # bytes that are not UTF-8 arrive as lone surrogates
             seeds.append(canonicalize(raw))
+        except UnicodeEncodeError:
+            raise click.ClickException(f"invalid URL {raw!r}: not UTF-8") from None
         except InvalidURL as exc:
             raise click.ClickException(str(exc)) from None
     return seeds
 
 
 def settings(config_file: str | None, **flags) -> CrawlConfig:
-    """Defaults < file < command-line flags (flags left unset do not override). The hook, if
-    any, is imported here so that a bad one is reported before the crawl starts."""
+    """The settings of a new crawl (config.layered), or a one-line error."""
     try:
-        cfg = CrawlConfig.from_toml(config_file) if config_file else CrawlConfig()
-        cfg = CrawlConfig.from_dict({k: v for k, v in flags.items() if v is not None}, cfg)
-        hooks.check(cfg.hook)
+        return config.layered(config_file, flags)
     except (ConfigError, HookError) as exc:
         raise click.ClickException(str(exc)) from None
-    return cfg
 
 
 def derived_name(seed_url: str, stable_key: str | None = None) -> str:
     """The seed's host and a timestamp, or a hash of `stable_key` so that the same command
     names the same crawl (how `rqcrawl crawl` resumes)."""
-    host = re.sub(r"[^A-Za-z0-9]+", "-", urlsplit(seed_url).hostname or "crawl").strip("-")
+    host = re.sub(r"[^A-Za-z0-9]+", "-", urlsplit(seed_url).hostname or "").strip("-")
+    host = host[:40].rstrip("-") or "crawl"  # a name starting with - would read as a flag
     if stable_key is not None:
-        return f"{host[:40]}-{hashlib.sha1(stable_key.encode()).hexdigest()[:10]}"
-    return f"{host[:40]}-{time.strftime('%Y%m%d-%H%M%S')}"
+        return f"{host}-{hashlib.sha1(stable_key.encode()).hexdigest()[:10]}"
+    return f"{host}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
 @main.command()
@@ -198,9 +204,24 @@ def status(name, as_json, show_config, watching, interval, url) -> None:
     elif watching:
         watch_status(conn, name, cfg, interval)
     else:
-        Frontier(conn, name, cfg).maybe_reap()
-        s = stats.status(conn, name)
+        with crawl_errors(name):
+            Frontier(conn, name, cfg).maybe_reap()
+        s = crawl_status(conn, name)
         click.echo(json.dumps(s, sort_keys=True) if as_json else stats.render(s))
+
+
+def crawl_status(conn: redis.Redis, name: str) -> dict:
+    """stats.status, with a crawl whose keys are damaged or whose settings are missing or
+    unreadable as a one-line error naming it."""
+    if not keys.valid_crawl_name(name):
+        raise click.ClickException(f"crawl {name!r}: invalid name (purge it with redis-cli)")
+    with crawl_errors(name):
+        s = stats.status(conn, name)
+    if s is None:
+        raise click.ClickException(
+            f"crawl {name} has no settings (half-registered?): `rqcrawl purge {name} --force`"
+        )
+    return s
 
 
 def watch_status(conn: redis.Redis, name: str, cfg: CrawlConfig, interval: float) -> None:
@@ -238,8 +259,13 @@ def metrics(port, bind, url) -> None:
 def list_crawls(as_json, url) -> None:
     """Every crawl of this Redis: state, fetched/admitted, pages/s."""
     conn = connect(redis_url(url))
-    names = sorted(n.decode() for n in conn.smembers(keys.CRAWLS))
-    rows = [s for s in (stats.status(conn, n) for n in names) if s is not None]
+    names = sorted(n.decode(errors="backslashreplace") for n in conn.smembers(keys.CRAWLS))
+    rows = []
+    for name in names:
+        try:
+            rows.append(crawl_status(conn, name))
+        except click.ClickException as exc:  # one broken crawl must not hide the others
+            click.echo(f"warning: {exc.message}", err=True)
     if as_json:
         click.echo(json.dumps(rows, sort_keys=True))
     else:
@@ -272,7 +298,7 @@ def controlled(name: str, url: str | None) -> tuple[redis.Redis, CrawlConfig, st
     """Connection, config and current state of an existing crawl, for pause ... purge."""
     conn = connect(redis_url(url))
     cfg = existing(conn, name)
-    return conn, cfg, stats.status(conn, name)["state"]
+    return conn, cfg, crawl_status(conn, name)["state"]
 
 
 @main.command()
@@ -281,7 +307,7 @@ def controlled(name: str, url: str | None) -> tuple[redis.Redis, CrawlConfig, st
 def pause(name, url) -> None:
     """Stop releasing URLs of crawl NAME; running pages finish, queued ones wait."""
     conn, _, state = controlled(name, url)
-    with control_errors():
+    with crawl_errors(name):
         paused = control.pause(conn, name, state)
     click.echo(f"crawl {name} paused" if paused else f"crawl {name} was already paused")
 
@@ -292,7 +318,7 @@ def pause(name, url) -> None:
 def resume(name, url) -> None:
     """Release the held URLs of paused crawl NAME again."""
     conn, cfg, state = controlled(name, url)
-    with control_errors():
+    with crawl_errors(name):
         control.resume(conn, name, cfg, state)
     click.echo(f"crawl {name} resumed")
 
@@ -303,7 +329,7 @@ def resume(name, url) -> None:
 def cancel(name, url) -> None:
     """Stop crawl NAME for good, dropping its pending URLs and queued jobs."""
     conn, _, state = controlled(name, url)
-    with control_errors():
+    with crawl_errors(name):
         done = control.cancel(conn, name, state)
     click.echo(
         f"crawl {name} cancelled: {done.dropped} URL(s) dropped ({done.held} held, "
@@ -317,18 +343,28 @@ def cancel(name, url) -> None:
 @redis_option
 def purge(name, force, url) -> None:
     """Delete every key and RQ job of crawl NAME (and nothing of any other crawl)."""
-    conn, _, state = controlled(name, url)
-    with control_errors():
+    conn = connect(redis_url(url))
+    try:
+        _, _, state = controlled(name, url)
+    except click.ClickException:  # a half-registered or damaged crawl can still be purged
+        if not (conn.sismember(keys.CRAWLS, name) or conn.exists(keys.key(name, "config"))):
+            raise
+        state = control.BROKEN
+    with crawl_errors(name):
         done = control.purge(conn, name, state, force)
     click.echo(f"crawl {name} purged: {done.keys} key(s) and {done.jobs} RQ job(s) deleted")
 
 
 @contextmanager
-def control_errors() -> Iterator[None]:
+def crawl_errors(name: str) -> Iterator[None]:
+    """A refused operation, or a crawl whose keys are damaged (wrong type, not a number) or
+    whose settings are unreadable: one line naming the crawl."""
     try:
         yield
     except control.ControlError as exc:
         raise click.ClickException(str(exc)) from None
+    except (ValueError, redis.ResponseError) as exc:  # ConfigError is a ValueError
+        raise click.ClickException(f"crawl {name}: {exc}") from None
 
 
 @main.command()
@@ -392,7 +428,12 @@ def crawl(urls, output, fmt, workers, threads, name, config_file, data_dir, url,
     command again after an interruption resumes the crawl."""
     seeds = canonical_seeds(urls)
     cfg = scoped(settings(config_file, **flags), seeds)
-    writable_dir(cfg.warc_dir)
+    writable_output(output)
+    if cfg.warc_dir:
+        try:
+            config.check_writable_dir(cfg.warc_dir)
+        except ConfigError as exc:
+            raise click.ClickException(str(exc)) from None
     name = checked_name(name) or derived_name(seeds[0], json.dumps([seeds, cfg.to_json()]))
     server = None
     target = configured_redis_url(url)
@@ -401,6 +442,8 @@ def crawl(urls, output, fmt, workers, threads, name, config_file, data_dir, url,
             server = EmbeddedRedis(Path(data_dir)).start()
         except RuntimeError as exc:
             raise click.ClickException(str(exc)) from None
+        except OSError as exc:
+            raise click.ClickException(f"cannot use {data_dir}: {exc.strerror}") from None
         target = server.url
     try:
         conn = connect(target)
@@ -412,15 +455,18 @@ def crawl(urls, output, fmt, workers, threads, name, config_file, data_dir, url,
             server.stop()
 
 
-def writable_dir(path: str) -> None:
-    """The local workers will write there: fail now, in one line, if they cannot."""
-    if path:
-        try:
-            Path(path).mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise click.ClickException(f"cannot create {path}: {exc.strerror}") from None
-        if not os.access(path, os.W_OK):
-            raise click.ClickException(f"cannot write to {path}")
+def writable_output(output: str) -> None:
+    """The export is written once the crawl is over: fail now, in one line, if it cannot be."""
+    if output == "-":
+        return
+    path = Path(output)
+    folder = path.parent
+    if path.is_dir():
+        raise click.ClickException(f"cannot write {output}: it is a directory")
+    if not folder.is_dir():
+        raise click.ClickException(f"cannot write {output}: no directory {folder}")
+    if not os.access(path if path.exists() else folder, os.W_OK):
+        raise click.ClickException(f"cannot write {output}: permission denied")
 
 
 def run_local(conn: redis.Redis, target: str, name: str, workers: int, threads: int) -> None:

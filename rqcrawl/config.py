@@ -8,6 +8,8 @@ the same defaults; a test keeps the two in step.
 from __future__ import annotations
 
 import json
+import math
+import os
 import re
 import tomllib
 from collections.abc import Callable
@@ -17,7 +19,8 @@ from typing import Any
 
 from redis import Redis
 
-from . import keys
+from . import hooks, keys
+from .bloom import optimal_size
 from .extract import field_problem
 
 # Links to files a crawler of HTML pages has no use for: Scrapy's IGNORED_EXTENSIONS.
@@ -42,7 +45,7 @@ DENIED_EXTENSIONS = [
 
 
 class ConfigError(ValueError):
-    """A setting has an unknown name or a value of the wrong type."""
+    """A setting has an unknown name, a value of the wrong type or out of its range."""
 
 
 @dataclass(frozen=True)
@@ -57,8 +60,10 @@ class CrawlConfig:
     max_body_bytes: int = 5_000_000
     max_redirects: int = 10
     max_url_length: int = 2048
+    max_links_per_page: int = 5000  # 0: no limit
     bloom_capacity: int = 10_000_000
     bloom_error_rate: float = 0.001
+    bloom_max_mb: int = 1024  # refuse a Bloom filter larger than this (MB of bits)
     window: int = 1000
     job_timeout: int = 60
     failure_ttl: int = 7 * 24 * 3600
@@ -88,7 +93,10 @@ class CrawlConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], base: CrawlConfig | None = None) -> CrawlConfig:
-        """Overlay `data` on `base` (or the defaults), rejecting unknown keys and wrong types."""
+        """Overlay `data` on `base` (or the defaults), rejecting unknown keys, wrong types and
+        values out of range: whatever the source (flags, a file, Redis), the same checks."""
+        if not isinstance(data, dict):
+            raise ConfigError(f"settings must be a table, not {type(data).__name__}")
         known = {f.name: f for f in fields(cls)}
         merged = asdict(base or cls())
         for name, value in data.items():
@@ -97,7 +105,9 @@ class CrawlConfig:
             merged[name] = _checked(name, value, type(merged[name]))
             if name in _VALIDATORS:
                 _VALIDATORS[name](name, merged[name])
-        return cls(**merged)
+        config = cls(**merged)
+        _check_bloom_size(config)
+        return config
 
     @classmethod
     def from_toml(cls, path: str | Path, base: CrawlConfig | None = None) -> CrawlConfig:
@@ -106,9 +116,14 @@ class CrawlConfig:
                 data = tomllib.load(fh)
         except OSError as exc:
             raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
+        except UnicodeDecodeError:
+            raise ConfigError(f"{path}: not a UTF-8 text file") from None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{path}: {exc}") from None
-        return cls.from_dict(data.get("crawl", data), base)
+        table = data.get("crawl", data)
+        if not isinstance(table, dict):
+            raise ConfigError(f"{path}: [crawl] must be a table of settings")
+        return cls.from_dict(table, base)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -132,7 +147,24 @@ def _toml_key(key: str) -> str:
     return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else json.dumps(key)
 
 
+def layered(config_file: str | Path | None, flags: dict[str, Any]) -> CrawlConfig:
+    """Defaults < file < flags (a flag left at None does not override). The hook, if any, is
+    imported here so that a bad one is reported before the crawl starts."""
+    cfg = CrawlConfig.from_toml(config_file) if config_file else CrawlConfig()
+    cfg = CrawlConfig.from_dict({k: v for k, v in flags.items() if v is not None}, cfg)
+    hooks.check(cfg.hook)
+    return cfg
+
+
 def _checked(name: str, value: Any, expected: type) -> Any:
+    """`value` if it has the setting's type (an int for a float is converted) and range."""
+    typed = _typed(name, value, expected)
+    if name in _BOUNDS:
+        _BOUNDS[name].check(name, value)  # the error shows the value as given
+    return typed
+
+
+def _typed(name: str, value: Any, expected: type) -> Any:
     if expected is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if expected is list:
@@ -167,6 +199,25 @@ def _check_regexes(name: str, patterns: list[str]) -> None:
             ) from None
 
 
+def _check_header(name: str, value: str) -> None:
+    """Sent as an HTTP header: a control character would end it or inject another."""
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise ConfigError(f"setting {name!r} must not contain a control character")
+
+
+def _check_bloom_size(config: CrawlConfig) -> None:
+    """bloom_capacity and bloom_error_rate together decide the filter's size, which Redis
+    allocates whole: cap it, so that a typo costs an error instead of the server's memory."""
+    bits, _ = optimal_size(config.bloom_capacity, config.bloom_error_rate)
+    size_mb = math.ceil(bits / 8 / 2**20)
+    if size_mb > config.bloom_max_mb:
+        raise ConfigError(
+            f"a Bloom filter of bloom_capacity {config.bloom_capacity} at bloom_error_rate "
+            f"{config.bloom_error_rate} needs {size_mb} MB, over bloom_max_mb "
+            f"{config.bloom_max_mb}: lower bloom_capacity or raise bloom_max_mb in --config"
+        )
+
+
 _HOOK_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*[:.][A-Za-z_]\w*")
 
 
@@ -183,24 +234,98 @@ _VALIDATORS: dict[str, Callable[[str, Any], None]] = {
     "link_allow": _check_regexes,
     "link_deny": _check_regexes,
     "hook": _check_hook,
+    "user_agent": _check_header,
+}
+
+LUA_EXACT = 2**53  # the largest integer a Lua number (a double) holds exactly
+DAY = 86_400.0
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """The valid range of a numeric setting (every number must also be finite)."""
+
+    low: float
+    high: float = LUA_EXACT
+    low_open: bool = False  # the value must be > low rather than >= low
+    high_open: bool = False  # < high rather than <= high
+
+    def check(self, name: str, value: float) -> None:
+        if not math.isfinite(value):
+            raise ConfigError(f"setting {name!r} must be a finite number, not {value}")
+        low_ok = value > self.low if self.low_open else value >= self.low
+        high_ok = value < self.high if self.high_open else value <= self.high
+        if not (low_ok and high_ok):
+            raise ConfigError(f"setting {name!r} must be {self.describe()}, not {value}")
+
+    def describe(self) -> str:
+        low = f"{'>' if self.low_open else '>='} {self.low:g}"
+        if self.high == LUA_EXACT:
+            return low
+        return f"{low} and {'<' if self.high_open else '<='} {self.high:g}"
+
+
+# The range of every numeric setting, checked for flags, files and stored configs alike.
+# A new numeric setting needs its line here (a test checks that none is missing).
+_BOUNDS: dict[str, Bounds] = {
+    "max_depth": Bounds(0),
+    "connect_timeout": Bounds(0, DAY, low_open=True),
+    "read_timeout": Bounds(0, DAY, low_open=True),
+    "download_timeout": Bounds(0, DAY, low_open=True),
+    "max_body_bytes": Bounds(1),
+    "max_redirects": Bounds(0),
+    "max_url_length": Bounds(1),
+    "max_links_per_page": Bounds(0),
+    "bloom_capacity": Bounds(1),
+    "bloom_error_rate": Bounds(0, 1, low_open=True, high_open=True),
+    "bloom_max_mb": Bounds(1),
+    "window": Bounds(1),
+    "job_timeout": Bounds(1, DAY),
+    "failure_ttl": Bounds(1),
+    "failed_job_ttl": Bounds(1),
+    "retries": Bounds(0),
+    "retry_base": Bounds(0, DAY),
+    "delay": Bounds(0, DAY),
+    "host_concurrency": Bounds(1),
+    "max_crawl_delay": Bounds(0, DAY),
+    "robots_ttl": Bounds(1),
+    "max_pages": Bounds(0),
+    "max_pages_per_host": Bounds(0),
+    "max_segment_repeats": Bounds(1),
+    "max_query_params": Bounds(0),
+    "warc_max_bytes": Bounds(1),
 }
 
 
-def save(redis: Redis, crawl: str, config: CrawlConfig) -> None:
-    with redis.pipeline() as pipe:
-        pipe.set(keys.key(crawl, "config"), config.to_json())
-        pipe.sadd(keys.CRAWLS, crawl)
-        pipe.execute()
+def check_writable_dir(path: str) -> None:
+    """A directory this machine's workers will write to (warc_dir of `rqcrawl crawl`): created
+    if missing, and refused in one line if that fails or it is not writable."""
+    try:
+        Path(path).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot create {path}: {exc.strerror}") from None
+    if not os.access(path, os.W_OK):
+        raise ConfigError(f"cannot write to {path}")
+
+
+def save(redis: Redis, crawl: str, config: CrawlConfig) -> bool:
+    """Store the config of a new crawl; False if the crawl already has one (it is kept).
+    Listing the crawl in `keys.CRAWLS` is the seeding's last step (control.start)."""
+    return bool(redis.set(keys.key(crawl, "config"), config.to_json(), nx=True))
 
 
 _cache: dict[str, CrawlConfig] = {}
 
 
 def load(redis: Redis, crawl: str) -> CrawlConfig | None:
-    """The crawl's config, cached for the life of the process (a crawl's config never changes)."""
+    """The crawl's config, cached for the life of the process (a crawl's config never changes).
+    A stored config that does not pass today's checks is a ConfigError naming the crawl."""
     if crawl not in _cache:
         raw = redis.get(keys.key(crawl, "config"))
         if raw is None:
             return None
-        _cache[crawl] = CrawlConfig.from_dict(json.loads(raw))
+        try:
+            _cache[crawl] = CrawlConfig.from_dict(json.loads(raw))
+        except ValueError as exc:  # ConfigError, bad JSON or not UTF-8
+            raise ConfigError(f"crawl {crawl}: unreadable settings in Redis: {exc}") from None
     return _cache[crawl]

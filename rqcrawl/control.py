@@ -5,18 +5,24 @@ nothing while it is set, and a job of a halted crawl that starts puts its URL ba
 held list instead of fetching it. Resume clears the field and releases again. Cancel is a
 halt for good (`cancelled_at` too) that drops the held list and the in-flight URLs. Purge
 deletes every key of the crawl and its RQ jobs, and nothing of any other crawl.
+
+Whoever can write to Redis can plant a job whose pickled data runs code when loaded, so
+nothing here loads a job: jobs are found by their ids and deleted by id.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 from dataclasses import dataclass
 
-from redis import Redis
+from redis import Redis, RedisError
+from rq.exceptions import InvalidJobOperation
 from rq.job import Job, JobStatus
+from rq.queue import Queue
 
-from . import keys, stats
+from . import config, keys, stats
 from .config import CrawlConfig
 from .frontier import Frontier, InFlight
 
@@ -57,6 +63,13 @@ return out
 
 # RQ states of a job that no worker has started
 _PENDING = {JobStatus.QUEUED, JobStatus.SCHEDULED, JobStatus.DEFERRED}
+
+# The tail of a job id after `rqcrawl-{crawl}-`: a URL's job (frontier.InFlight.job_id:
+# 20 hex digits of SHA-1, attempt, turn) or a wake-up job (Frontier._wake_at). Neither tail
+# contains the other's shape, and none of its parts a `-`, so the crawl name is exact.
+_JOB_ID = re.compile(r"rqcrawl-(?P<crawl>.+)-(?:[0-9a-f]{20}-\d+-\d+|wake-\d+)")
+
+BROKEN = "broken"  # the state of a crawl whose settings are missing or unreadable
 
 
 class ControlError(Exception):
@@ -116,19 +129,49 @@ def cancel(redis: Redis, crawl: str, state: str) -> Cancelled:
         InFlight.parse(raw).job_id(crawl, url.decode())
         for url, raw in zip(flat[::2], flat[1::2], strict=True)
     ]
-    pending = [
-        job
-        for job in Job.fetch_many(ids, redis)
-        if job is not None and job.get_status(refresh=False) in _PENDING
-    ]
+    with redis.pipeline(transaction=False) as pipe:
+        for job_id in ids:
+            pipe.hget(Job.key_for(job_id), "status")
+        statuses = pipe.execute()
+    pending = [i for i, s in zip(ids, statuses, strict=True) if s and s.decode() in _PENDING]
     return Cancelled(held, len(ids), _delete_jobs(redis, pending))
+
+
+def start(
+    redis: Redis, crawl: str, cfg: CrawlConfig, seeds: list[str]
+) -> tuple[CrawlConfig, int, bool]:
+    """Store the config of a new crawl and admit its seeds, all or nothing: if seeding fails,
+    what it wrote is deleted before the error goes on. An existing crawl keeps its own config.
+    Returns the config in force, how many seeds were new, and whether the crawl existed."""
+    stored = config.load(redis, crawl)
+    if stored is None and config.save(redis, crawl, cfg):
+        try:
+            admitted = Frontier(redis, crawl, cfg).seed(seeds)
+        except BaseException:
+            with contextlib.suppress(RedisError):  # the seeding's own error matters more
+                discard(redis, crawl)
+            raise
+    else:
+        cfg = stored or config.load(redis, crawl)  # or another client just created it
+        admitted = Frontier(redis, crawl, cfg).seed(seeds)
+    redis.sadd(keys.CRAWLS, crawl)  # last: a listed crawl is a whole one
+    return cfg, admitted, stored is not None
 
 
 def purge(redis: Redis, crawl: str, state: str, force: bool = False) -> Purged:
     """Delete every key of the crawl and its RQ jobs. Refused while workers may still be
     working on it, unless `force`."""
+    if state == BROKEN and not force:
+        raise ControlError(
+            f"crawl {crawl} has missing or unreadable settings: purge it with --force"
+        )
     if state not in stats.OVER and not force:
         raise ControlError(f"crawl {crawl} is {state}: cancel it first, or purge with --force")
+    return discard(redis, crawl)
+
+
+def discard(redis: Redis, crawl: str) -> Purged:
+    """Delete every key of the crawl and its RQ jobs, whatever its state."""
     jobs = _delete_jobs(redis, _crawl_jobs(redis, crawl))
     # A crawl has a handful of keys (the Bloom filter is split into at most 512 MB shards).
     names = list(redis.scan_iter(match=glob_escape(keys.key(crawl, "")) + "*", count=1000))
@@ -137,33 +180,47 @@ def purge(redis: Redis, crawl: str, state: str, force: bool = False) -> Purged:
     return Purged(deleted, jobs)
 
 
+def job_crawl(job_id: str) -> str | None:
+    """The crawl a job id of rqcrawl belongs to, or None for any other id."""
+    match = _JOB_ID.fullmatch(job_id)
+    return match["crawl"] if match else None
+
+
 def glob_escape(text: str) -> str:
     """`text` as a literal in a Redis MATCH pattern: glob's * ? [ ] and \\ escaped, and the
     braces of the hash tag too (harmless in Redis, literal in every glob dialect)."""
     return re.sub(r"([*?\[\]\\{}])", r"\\\1", text)
 
 
-def _crawl_jobs(redis: Redis, crawl: str) -> list[Job]:
-    """The RQ jobs of `crawl`. Job ids start with `rqcrawl-{crawl}-`, which another crawl's
-    name may extend (`a` and `a-b`), so the crawl name in the job's arguments decides."""
+def _crawl_jobs(redis: Redis, crawl: str) -> list[str]:
+    """The ids of the RQ jobs of `crawl`. They start with `rqcrawl-{crawl}-`, which another
+    crawl's name may extend (`a` and `a-b`), so the parse of the whole id decides."""
     prefix = "rq:job:"
-    ids = [
-        name.decode().removeprefix(prefix)
+    ids = (
+        name.decode(errors="replace").removeprefix(prefix)
         for name in redis.scan_iter(match=glob_escape(f"{prefix}rqcrawl-{crawl}-") + "*")
-    ]
-    ids = [i for i in ids if ":" not in i]  # RQ's own sub-keys such as rq:job:ID:dependents
-    return [
-        job for job in Job.fetch_many(ids, redis) if job is not None and job.args[:1] == (crawl,)
-    ]
+    )
+    return [i for i in ids if job_crawl(i) == crawl]
 
 
-def _delete_jobs(redis: Redis, jobs: list[Job]) -> int:
-    """Delete `jobs` with their queue and registry entries, in one pipeline."""
+def _delete_jobs(redis: Redis, job_ids: list[str]) -> int:
+    """Delete jobs with their queue and registry entries, in one pipeline, without loading
+    them: RQ's own `Job.delete` on a bare job that knows only its id and its queue."""
+    with redis.pipeline(transaction=False) as pipe:
+        for job_id in job_ids:
+            pipe.hget(Job.key_for(job_id), "origin")
+        origins = pipe.execute()
     with redis.pipeline() as pipe:
-        for job in jobs:
-            job.delete(pipeline=pipe)
+        for job_id, origin in zip(job_ids, origins, strict=True):
+            job = Job(job_id, connection=redis)
+            job.origin = origin.decode(errors="replace") if origin else keys.QUEUE_NAME
+            try:
+                job.delete(pipeline=pipe)
+            except (InvalidJobOperation, ValueError):  # no status, or not one of RQ's
+                Queue(job.origin, connection=redis).remove(job_id, pipeline=pipe)
+                pipe.delete(job.key, job.dependents_key, job.dependencies_key)
         pipe.execute()
-    return len(jobs)
+    return len(job_ids)
 
 
 def _frontier_keys(crawl: str) -> list[str]:

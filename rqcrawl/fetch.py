@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from urllib.request import getproxies
@@ -61,13 +61,22 @@ class FetchError(Exception):
         self.retry_after = retry_after
 
 
+class _Session(requests.Session):
+    """fetch follows redirects by hand, checking every hop. Not following them, requests still
+    parses each Location to offer `Response.next`, and a malformed one (`http://[bad/`) raised
+    a bare ValueError out of `get`; here the Location is left to fetch, which records it."""
+
+    def resolve_redirects(self, *args, **kwargs) -> Iterator[requests.Response]:
+        return iter(())
+
+
 _sessions: dict[bool, requests.Session] = {}
 
 
 def session(allow_private: bool) -> requests.Session:
     """The process's keep-alive session, one per guard setting."""
     if allow_private not in _sessions:
-        s = requests.Session()
+        s = _Session()
         if not getproxies():
             # requests looks for proxy variables (and ~/.netrc) again on every request, a
             # quarter of its CPU per page. With no proxy set, only the CA bundle variables
@@ -110,7 +119,8 @@ def fetch(
         try:
             target = canonicalize(resp.headers["location"], current)
         except InvalidURL as exc:
-            raise FetchError("bad_redirect", str(exc), status=resp.status_code) from None
+            message = f"bad redirect: {exc}"
+            raise FetchError("bad_redirect", message, status=resp.status_code) from None
         if target in visited:
             raise FetchError("redirect_loop", f"redirect loop back to {target}")
         if len(visited) > cfg.max_redirects:

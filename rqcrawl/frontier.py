@@ -9,6 +9,10 @@ shortest path, its depth is exact whatever the number of workers, and RQ holds a
 One Lua script ends a URL: it forgets it from `inflight`, records its outcome, admits its
 children through the Bloom filter and releases the next URLs, all atomically. A crashed worker
 therefore either did all of that or none of it; the reaper brings back URLs whose job was lost.
+A page with more links than one call should take (Redis runs nothing else meanwhile) has them
+admitted by earlier calls of the same script that only admit, and ends with the last batch; a
+worker dying between two calls leaves the URL in flight, so it is fetched again and the links
+already admitted are no-ops of the Bloom filter's check-and-add.
 
 A URL whose host is not ready (politeness, robots.txt) stays in flight but leaves RQ: it waits
 in the `later` sorted set, scored by the time it may run, and is released again as a new job
@@ -22,6 +26,7 @@ import hashlib
 import json
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -32,7 +37,7 @@ from rq.job import Job, JobStatus
 from rq.registry import StartedJobRegistry
 
 from . import keys
-from .bloom import LUA_BLOOM, BloomFilter
+from .bloom import LUA_BLOOM, BloomFilter, batches
 from .config import CrawlConfig
 from .sinks import failure_record
 from .urls import host_of
@@ -51,39 +56,46 @@ JOB_FUNC = "rqcrawl.jobs.crawl_url"
 KNOWN_MAX = 50_000
 WAKE_FUNC = "rqcrawl.jobs.wake"
 
+# Redis work per child besides its k bit operations (a budget check, RPUSH and HINCRBY, or
+# XADD of its record), in the bit operations of bloom.MAX_POSITIONS: sizes admission batches.
+CHILD_COST = 4
+
 # KEYS: counters, inflight, held, items, reap lock, pages per host, later, bloom shards...
-# ARGV: done url ('' when seeding), counter increments "field n field n", record json,
+# ARGV: done url ('' when seeding), final ('1': end the done url; '0': only admit its children,
+#       while it is still in flight), counter increments "field n field n", record json,
 #       child depth, window, shard bits, k, now, reap interval, max pages, max pages per host,
 #       recording time, n children, bloom bits,
-#       children ("verdict host url", verdict '-' to admit)..., k positions per child...
+#       3 slots per child (verdict, '-' to admit; host; url)..., k positions per child...
 # Returns {1 | 0 (done url had already ended), admitted, reap due, released "depth url"...}
 _LUA_FINISH = (
     LUA_BLOOM
     + """
 local counters, inflight, held, items = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local host_pages = KEYS[6]
-local done, now = ARGV[1], ARGV[8]
+local done, now = ARGV[1], ARGV[9]
 local reap_due = 0
-if done ~= '' then
+if done ~= '' and ARGV[2] ~= '1' then
+  if redis.call('HEXISTS', inflight, done) == 0 then return {0, 0, 0} end
+elseif done ~= '' then
   if redis.call('HDEL', inflight, done) == 0 then return {0, 0, 0} end
   redis.call('ZREM', KEYS[7], done)
-  for field, n in string.gmatch(ARGV[2], '(%S+) (%S+)') do
+  for field, n in string.gmatch(ARGV[3], '(%S+) (%S+)') do
     -- "kind|host": per-host counts, kept beside the host's admitted count (see stats.py)
     redis.call('HINCRBY', string.find(field, '|', 1, true) and host_pages or counters, field, n)
   end
-  if ARGV[3] ~= '' then redis.call('XADD', items, '*', 'r', ARGV[3]) end
+  if ARGV[4] ~= '' then redis.call('XADD', items, '*', 'r', ARGV[4]) end
   redis.call('HSET', counters, 'last_at', now)
-  if redis.call('SET', KEYS[5], '1', 'NX', 'EX', ARGV[9]) then reap_due = 1 end
+  if redis.call('SET', KEYS[5], '1', 'NX', 'EX', ARGV[10]) then reap_due = 1 end
 end
-local child_depth, shard_bits = ARGV[4], tonumber(ARGV[6])
-local k, max_pages, max_host = tonumber(ARGV[7]), tonumber(ARGV[10]), tonumber(ARGV[11])
-local n = tonumber(ARGV[13])
-if n > 0 then bloom_alloc(8, shard_bits, tonumber(ARGV[14])) end
+local child_depth, shard_bits = ARGV[5], tonumber(ARGV[7])
+local k, max_pages, max_host = tonumber(ARGV[8]), tonumber(ARGV[11]), tonumber(ARGV[12])
+local n = tonumber(ARGV[14])
+if n > 0 then bloom_alloc(8, shard_bits, tonumber(ARGV[15])) end
 local total = tonumber(redis.call('HGET', counters, 'admitted') or '0')
 local admitted = 0
 for i = 1, n do
-  if bloom_test(8, shard_bits, k, ARGV, 15 + n + (i - 1) * k, true) == 1 then
-    local verdict, host, url = string.match(ARGV[14 + i], '^(%S+) (%S+) (.+)$')
+  if bloom_test(8, shard_bits, k, ARGV, 16 + 3 * n + (i - 1) * k, true) == 1 then
+    local verdict, host, url = ARGV[13 + 3 * i], ARGV[14 + 3 * i], ARGV[15 + 3 * i]
     if verdict == '-' then
       if max_pages > 0 and total + admitted >= max_pages then
         verdict = 'max_pages'
@@ -97,7 +109,7 @@ for i = 1, n do
       admitted = admitted + 1
     else
       local record = {url = url, outcome = verdict, depth = tonumber(child_depth),
-                      attempts = 0, fetched_at = ARGV[12]}
+                      attempts = 0, fetched_at = ARGV[13]}
       redis.call('XADD', items, '*', 'r', cjson.encode(record))
       redis.call('HINCRBY', counters, 'skipped:' .. verdict, 1)
     end
@@ -107,7 +119,7 @@ if admitted > 0 then redis.call('HINCRBY', counters, 'admitted', admitted) end
 
 local out = {1, admitted, reap_due}
 local level = tonumber(redis.call('HGET', counters, 'level') or '0')
-local room = tonumber(ARGV[5]) - redis.call('HLEN', inflight)
+local room = tonumber(ARGV[6]) - redis.call('HLEN', inflight)
 if redis.call('HEXISTS', counters, 'paused_at') == 1 then room = 0 end  -- see control.py
 while room > 0 do
   -- in small batches: while a level drains, the head waits for the next level, and copying
@@ -356,10 +368,34 @@ class Frontier:
         children: list[tuple[str | None, str]],
         child_depth: int,
     ) -> tuple[int, int]:
+        """End `done` (unless '') and admit `children`: in batches of bounded Redis time, the
+        URL ending with the last one (see the module docstring). Returns how many children
+        were admitted and whether a recovery pass is due."""
         children = [c for c in children if c[1] not in self.known]
+        parts = list(batches(children, self.bloom.hashes + CHILD_COST)) or [[]]
+        admitted = 0
+        for part in parts[:-1]:
+            ended, n, _ = self._call(done, False, "", None, part, child_depth)
+            if not ended:  # a stale job: the URL ended meanwhile, its links are not ours
+                return admitted, 0
+            admitted += n
+        _, n, reap_due = self._call(done, True, increments, record, parts[-1], child_depth)
+        return admitted + n, reap_due
+
+    def _call(
+        self,
+        done: str,
+        final: bool,
+        increments: str,
+        record: dict | None,
+        children: Sequence[tuple[str | None, str]],
+        child_depth: int,
+    ) -> tuple[int, int, int]:
+        """One run of the finish script; enqueues the URLs it released."""
         urls = [u for _, u in children]
         args = [
             done,
+            int(final),
             increments,
             json.dumps(record, separators=(",", ":")) if record else "",
             child_depth,
@@ -373,7 +409,7 @@ class Frontier:
             time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             len(children),
             self.bloom.bits,
-            *(f"{verdict or '-'} {host_of(u)} {u}" for verdict, u in children),
+            *(arg for verdict, u in children for arg in (verdict or "-", host_of(u), u)),
             *self.bloom.flat_positions(urls),
         ]
         ended, admitted, reap_due, *released = self._finish(
@@ -394,7 +430,7 @@ class Frontier:
                 self.known.clear()
             self.known.update(urls)
         self._enqueue([_split(raw) for raw in released])
-        return admitted, reap_due
+        return ended, admitted, reap_due
 
     def _enqueue(self, entries: list[tuple[str, InFlight]]) -> None:
         """Create the RQ jobs of released URLs in one pipeline."""

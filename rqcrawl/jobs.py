@@ -254,6 +254,7 @@ def visit(
         counts["links:bad"] += hooked.bad_links
         links = list(dict.fromkeys(links + hooked.links))
     record["outlinks"] = len(links)
+    links = _capped(links, cfg.max_links_per_page, record, counts)
     children = []
     if depth < cfg.max_depth:
         for link in links:
@@ -265,3 +266,14 @@ def visit(
             else:
                 children.append((verdict, link))
     return Visit(record, counts, children)
+
+
+def _capped(links: list[str], cap: int, record: dict, counts: Counter) -> list[str]:
+    """The first `cap` links (0: all): a page of 100,000 links (a generated index, a trap)
+    would cost its crawl that many URLs. The cut is recorded and counted, never silent."""
+    if not cap or len(links) <= cap:
+        return links
+    cut = len(links) - cap
+    record["links_cut"] = cut
+    counts["links:max_links_per_page"] += cut
+    return links[:cap]

@@ -6,12 +6,13 @@ import re
 QUEUE_NAME = "crawl"
 CRAWLS = "rqcrawl:crawls"  # set of crawl names known to this Redis
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 
 
 def valid_crawl_name(name: str) -> bool:
-    """Names go inside key names and RQ job ids, which allow only letters, digits, _ and -."""
-    return bool(_NAME.match(name))
+    """Names go inside key names and RQ job ids, which allow only letters, digits, _ and -.
+    (fullmatch: `$` would let a final newline through.)"""
+    return bool(_NAME.fullmatch(name))
 
 
 def key(crawl: str, *parts: str) -> str:

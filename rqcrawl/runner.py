@@ -3,6 +3,7 @@ ends when the crawl is finished."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -29,7 +30,8 @@ def worker_command(threads: int) -> list[str]:
 
 class LocalWorkers:
     """N `rq worker crawl` processes of this Python, in their own session so that Ctrl-C
-    reaches only us and we stop them in order (warm shutdown, then kill)."""
+    reaches only us and we stop them in order (warm shutdown, then kill). The Redis URL goes
+    through the environment (RQ_REDIS_URL), where `ps` does not show its password."""
 
     def __init__(
         self,
@@ -46,8 +48,6 @@ class LocalWorkers:
                     "-m",
                     *worker_command(threads),
                     keys.QUEUE_NAME,
-                    "--url",
-                    redis_url,
                     "--worker-class",
                     worker_class,
                     "--with-scheduler",
@@ -58,6 +58,7 @@ class LocalWorkers:
                 ],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
+                env={**os.environ, "RQ_REDIS_URL": redis_url},
                 start_new_session=True,
             )  # fmt: skip
             for _ in range(count)

@@ -31,6 +31,7 @@ FIELDS = [
     "title",
     "bytes",
     "outlinks",
+    "links_cut",
     "attempts",
     "fetched_at",
     "error",

@@ -9,11 +9,14 @@ the main thread: SIGALRM job timeouts become RQ's TimerDeathPenalty, and SIGINT/
 every thread to stop after its current job.
 
     python -m rqcrawl.threadworkers crawl --url redis://... --threads 8 --with-scheduler
+
+Like `rq worker`, it reads the URL from $RQ_REDIS_URL when --url is not given.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import threading
 
@@ -95,7 +98,8 @@ def run(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("queues", nargs="+")
-    parser.add_argument("--url", required=True, help="Redis URL")
+    env_url = os.environ.get("RQ_REDIS_URL")
+    parser.add_argument("--url", default=env_url, required=not env_url, help="Redis URL")
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--worker-class", default="rq.worker.SimpleWorker")
     parser.add_argument("--with-scheduler", action="store_true")

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import re
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
 from w3lib.url import canonicalize_url
 
 _SCHEMES = {"http", "https"}
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+# A host name after IDNA encoding: labels of 1-63 letters, digits, hyphens and underscores
+# (not in the DNS standard, but found in real host names). Whitespace, controls, delimiters
+# (<>"^|%...) and empty labels cannot name a host: urllib passes them through, so they are
+# refused here rather than by a DNS error on every fetch of a broken link.
+_HOST_NAME = re.compile(r"(?:[a-z0-9_-]{1,63}\.)*[a-z0-9_-]{1,63}")
 
 
 class InvalidURL(ValueError):
@@ -19,26 +25,32 @@ def canonicalize(url: str, base: str | None = None) -> str:
 
     w3lib sorts query arguments, normalizes percent-encoding and drops the fragment; on top we
     drop default ports and give an empty path its `/`. Raises InvalidURL for anything that is
-    not an http(s) URL with a host.
+    not an http(s) URL with a valid host, whatever is wrong with `url` or `base`: every
+    ValueError of parsing (a malformed IPv6 literal, a bad port, IDNA) becomes one here.
     """
-    url = url.strip()
-    absolute = urljoin(base, url) if base else url
     try:
-        parts = urlsplit(absolute)
-        port = parts.port
-    except ValueError as exc:
+        return _canonical(url.strip(), base)
+    except ValueError as exc:  # urllib's, IDNA's (UnicodeError) and our own InvalidURL
         raise InvalidURL(f"invalid URL {url!r}: {exc}") from None
+
+
+def _canonical(url: str, base: str | None) -> str:
+    parts = urlsplit(urljoin(base, url) if base else url)
+    port = parts.port
     scheme = parts.scheme.lower()
     if scheme not in _SCHEMES:
-        raise InvalidURL(f"invalid URL {url!r}: scheme must be http or https")
+        raise InvalidURL("scheme must be http or https")
     if not parts.hostname:
-        raise InvalidURL(f"invalid URL {url!r}: no host")
+        raise InvalidURL("no host")
     host = parts.hostname.rstrip(".")
-    if ":" in host:
+    if ":" in host:  # an IPv6 literal, which urlsplit has checked
         host = f"[{host}]"
     netloc = host if port in (None, _DEFAULT_PORTS[scheme]) else f"{host}:{port}"
-    rebuilt = urlunsplit((scheme, netloc, parts.path or "/", parts.query, ""))
-    return canonicalize_url(rebuilt)
+    canonical = canonicalize_url(urlunsplit((scheme, netloc, parts.path or "/", parts.query, "")))
+    name = urlsplit(canonical).hostname or ""  # empty: w3lib read a backslash as "/"
+    if ":" not in name and not _HOST_NAME.fullmatch(name):
+        raise InvalidURL(f"bad host {name!r}")
+    return canonical
 
 
 def host_of(url: str) -> str:

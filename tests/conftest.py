@@ -30,3 +30,13 @@ def conn(redis_url):
     c = redis.Redis.from_url(redis_url)
     yield c
     c.close()
+
+
+@pytest.fixture
+def slowlog(conn):
+    """Redis's own log of every command that ran longer than 100 ms, emptied first."""
+    old = conn.config_get("slowlog-log-slower-than")["slowlog-log-slower-than"]
+    conn.config_set("slowlog-log-slower-than", 100_000)
+    conn.slowlog_reset()
+    yield lambda: conn.slowlog_get(1000)
+    conn.config_set("slowlog-log-slower-than", old)

@@ -12,8 +12,10 @@ from redis.crc import key_slot
 
 from rqcrawl import config, stats
 from rqcrawl.bloom import (
+    MAX_POSITIONS,
     BloomFilter,
     allocation,
+    batches,
     layout_bytes,
     optimal_size,
     shard_layout,
@@ -25,20 +27,6 @@ from rqcrawl.frontier import Frontier
 
 def urls(prefix: str, n: int) -> list[str]:
     return [f"http://{prefix}.example/page/{i}?q={i * 7}" for i in range(n)]
-
-
-def add_in_batches(bloom: BloomFilter, items: list[str], batch: int = 2000) -> list[bool]:
-    out: list[bool] = []
-    for i in range(0, len(items), batch):
-        out += bloom.add_many(items[i : i + batch])
-    return out
-
-
-def contains_in_batches(bloom: BloomFilter, items: list[str], batch: int = 2000) -> list[bool]:
-    out: list[bool] = []
-    for i in range(0, len(items), batch):
-        out += bloom.contains_many(items[i : i + batch])
-    return out
 
 
 def shard_bytes(conn: redis.Redis, bloom: BloomFilter) -> int:
@@ -122,6 +110,28 @@ def test_contains_many_does_not_add(conn):
     assert bloom.add_many(["http://a/1", "http://a/2"]) == [True, True]
 
 
+@pytest.mark.parametrize(("n", "cost"), [(0, 10), (1, 10), (5000, 10), (5000, 7), (3, 10**6)])
+def test_batches_cover_the_items_in_order_within_the_cost(n, cost):
+    items = list(range(n))
+    parts = list(batches(items, cost))
+    assert [x for part in parts for x in part] == items
+    assert all(part and (len(part) * cost <= MAX_POSITIONS or len(part) == 1) for part in parts)
+
+
+def test_any_number_of_urls_in_one_call_one_answer_each_in_order(conn):
+    # 200,000 URLs are 2 million bit positions: more arguments than one Redis command takes
+    bloom = BloomFilter(conn, "t:bloom", capacity=400_000, error_rate=0.001)
+    items = urls("big", 200_000)
+    items[150_000] = items[3]  # a repeat far from its first occurrence, in a later batch
+    added = bloom.add_many(items)
+    assert len(added) == len(items)
+    assert added[3] and not added[150_000]
+    assert sum(added) >= len(items) - 1 - 400  # only false positives (0.1%) may read as seen
+    assert bloom.contains_many(items) == [True] * len(items)  # no false negatives
+    others = bloom.contains_many(urls("other", 20_000))
+    assert len(others) == 20_000 and sum(others) < 40
+
+
 def test_filter_state_is_shared_by_name_and_separate_between_names(conn, redis_url):
     first = BloomFilter(conn, "crawl1:bloom", capacity=10_000, error_rate=0.001)
     first.add_many(["http://a/1"])
@@ -148,7 +158,7 @@ def full_filter(conn):
     bloom = BloomFilter(conn, "full:bloom", capacity=CAPACITY, error_rate=ERROR_RATE)
     added = urls("added", CAPACITY)
     probes = urls("probe", CAPACITY)
-    new = add_in_batches(bloom, added)
+    new = bloom.add_many(added)
     return bloom, added, probes, new
 
 
@@ -160,8 +170,8 @@ def test_nearly_every_url_is_new_while_filling(full_filter):
 
 def test_no_false_negatives(full_filter):
     bloom, added, _, _ = full_filter
-    assert all(contains_in_batches(bloom, added))
-    assert not any(add_in_batches(bloom, added))
+    assert all(bloom.contains_many(added))
+    assert not any(bloom.add_many(added))
 
 
 def test_memory_is_within_10_percent_of_optimum(conn, full_filter):
@@ -179,7 +189,7 @@ def test_redis_memory_of_a_filter_is_within_5_percent_of_optimum(conn, capacity,
     included) after adds spread over the filter; left to grow bit by bit it was 1.6-1.9x."""
     bloom = BloomFilter(conn, f"mem:{capacity}:bloom", capacity=capacity, error_rate=error_rate)
     bloom.add_many(urls("first", 1))  # a low bit first: a growing string would double here
-    add_in_batches(bloom, urls("mem", 3000))
+    bloom.add_many(urls("mem", 3000))
     optimum_bytes = bloom.bits / 8
     assert optimum_bytes <= redis_bytes(conn, bloom) <= optimum_bytes * 1.05
     assert shard_bytes(conn, bloom) == math.ceil(bloom.bits / 8)
@@ -187,7 +197,7 @@ def test_redis_memory_of_a_filter_is_within_5_percent_of_optimum(conn, capacity,
 
 def test_false_positive_rate_at_capacity(full_filter):
     bloom, _, probes, _ = full_filter
-    measured = sum(contains_in_batches(bloom, probes)) / len(probes)
+    measured = sum(bloom.contains_many(probes)) / len(probes)
     assert measured <= ERROR_RATE * 1.3
     # A filter that answers "no" to everything would pass the line above: it must be a real
     # Bloom filter at capacity, whose false positives are close to the target, not absent.
@@ -211,7 +221,7 @@ def test_stats_fields(conn, full_filter):
 
 def test_estimated_false_positive_rate_is_close_to_measured(full_filter):
     bloom, _, probes, _ = full_filter
-    measured = sum(contains_in_batches(bloom, probes)) / len(probes)
+    measured = sum(bloom.contains_many(probes)) / len(probes)
     estimated = bloom.stats()["estimated_false_positive_rate"]
     assert estimated == pytest.approx(measured, rel=0.25)
     assert estimated == pytest.approx(ERROR_RATE, rel=0.25)

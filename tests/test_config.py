@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import math
 import tomllib
-from dataclasses import fields
+from dataclasses import asdict, fields
 from pathlib import Path
 
 import pytest
 
+from rqcrawl import config
 from rqcrawl.config import ConfigError, CrawlConfig
 
 # --- from_dict ------------------------------------------------------------------------------
@@ -93,7 +95,7 @@ def test_config_error_is_a_value_error():
 
 
 @pytest.mark.parametrize(
-    "key", ["connect_timeout", "read_timeout", "download_timeout", "bloom_error_rate", "retry_base"]
+    "key", ["connect_timeout", "read_timeout", "download_timeout", "delay", "retry_base"]
 )
 def test_int_is_accepted_for_float(key):
     config = CrawlConfig.from_dict({key: 3})
@@ -105,7 +107,8 @@ def test_int_is_accepted_for_float(key):
 def test_every_float_setting_accepts_an_int():
     floats = [f.name for f in fields(CrawlConfig) if type(getattr(CrawlConfig(), f.name)) is float]
     assert floats  # the defaults do have float settings
-    config = CrawlConfig.from_dict({name: 1 for name in floats})
+    # (bloom_error_rate has no int in its range)
+    config = CrawlConfig.from_dict({name: 1 for name in floats if name != "bloom_error_rate"})
     assert all(type(getattr(config, name)) is float for name in floats)
 
 
@@ -276,3 +279,102 @@ def test_default_denied_extensions_are_a_copy():
     a, b = CrawlConfig(), CrawlConfig()
     assert "pdf" in a.link_deny_extensions
     assert a.link_deny_extensions is not b.link_deny_extensions
+
+
+# --- ranges -----------------------------------------------------------------------------------
+
+NUMERIC = [f.name for f in fields(CrawlConfig) if f.type in ("int", "float")]
+
+
+def test_every_numeric_setting_declares_its_range():
+    assert len(NUMERIC) > 20
+    assert sorted(NUMERIC) == sorted(config._BOUNDS)
+
+
+def test_the_defaults_are_in_range():
+    assert CrawlConfig.from_dict(asdict(CrawlConfig())) == CrawlConfig()
+
+
+@pytest.mark.parametrize("key", [n for n in NUMERIC if type(getattr(CrawlConfig(), n)) is float])
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
+def test_non_finite_numbers_are_rejected(key, value):
+    with pytest.raises(ConfigError, match=f"'{key}' must be a finite number"):
+        CrawlConfig.from_dict({key: value})
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "rule"),
+    [
+        ("bloom_capacity", 0, ">= 1"),
+        ("bloom_error_rate", 0.0, "> 0 and < 1"),
+        ("bloom_error_rate", 1, "> 0 and < 1"),
+        ("window", 0, ">= 1"),
+        ("host_concurrency", 0, ">= 1"),
+        ("delay", -0.5, ">= 0 and <= 86400"),
+        ("delay", 1e9, ">= 0 and <= 86400"),
+        ("connect_timeout", 0, "> 0 and <= 86400"),
+        ("max_body_bytes", 0, ">= 1"),
+        ("max_pages", -1, ">= 0"),
+        ("max_pages", 2**60, ">= 0"),
+    ],
+)
+def test_out_of_range_is_rejected_with_the_rule(key, value, rule):
+    with pytest.raises(ConfigError) as info:
+        CrawlConfig.from_dict({key: value})
+    assert str(info.value) == f"setting {key!r} must be {rule}, not {value}"
+
+
+def test_range_edges_are_accepted():
+    cfg = CrawlConfig.from_dict(
+        {"max_depth": 0, "delay": 0, "retries": 0, "bloom_error_rate": 0.5, "window": 1}
+    )
+    assert cfg.delay == 0.0 and cfg.window == 1
+
+
+def test_bloom_filter_size_is_capped_and_the_cap_can_be_raised():
+    with pytest.raises(ConfigError) as info:
+        CrawlConfig.from_dict({"bloom_capacity": 10**11})
+    message = str(info.value)
+    assert "needs 171395 MB" in message and "raise bloom_max_mb" in message
+    # Near the cap: 600 million URLs at 0.001 fit in 1024 MB, 700 million do not.
+    assert CrawlConfig.from_dict({"bloom_capacity": 590_000_000}).bloom_max_mb == 1024
+    with pytest.raises(ConfigError, match="bloom_max_mb"):
+        CrawlConfig.from_dict({"bloom_capacity": 700_000_000})
+    big = CrawlConfig.from_dict({"bloom_capacity": 700_000_000, "bloom_max_mb": 2048})
+    assert big.bloom_capacity == 700_000_000
+    with pytest.raises(ConfigError, match="bloom_max_mb"):  # the error rate counts too
+        CrawlConfig.from_dict({"bloom_capacity": 590_000_000, "bloom_error_rate": 0.0001})
+
+
+def test_settings_must_be_a_table():
+    with pytest.raises(ConfigError, match="must be a table"):
+        CrawlConfig.from_dict(5)
+
+
+def test_toml_crawl_that_is_not_a_table(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text("crawl = 5\n")
+    with pytest.raises(ConfigError, match=r"\[crawl\] must be a table"):
+        CrawlConfig.from_toml(path)
+
+
+def test_toml_that_is_not_utf8(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_bytes(b'user_agent = "caf\xe9"\n')
+    with pytest.raises(ConfigError, match="not a UTF-8 text file"):
+        CrawlConfig.from_toml(path)
+
+
+@pytest.mark.parametrize("agent", ["a\r\nX-Evil: 1", "a\nb", "tab\there", "del\x7f"])
+def test_user_agent_with_a_control_character_is_rejected(agent):
+    with pytest.raises(ConfigError, match="control character"):
+        CrawlConfig.from_dict({"user_agent": agent})
+
+
+def test_layered_is_defaults_then_file_then_flags(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text("[crawl]\nmax_depth = 4\ndelay = 2.0\n")
+    cfg = config.layered(path, {"delay": 0.5, "retries": None})
+    assert (cfg.max_depth, cfg.delay, cfg.retries) == (4, 0.5, CrawlConfig().retries)
+    with pytest.raises(ConfigError, match="'delay' must be a finite number"):
+        config.layered(path, {"delay": math.nan})

@@ -328,3 +328,24 @@ def test_cached_join_equals_urljoin_against_the_whole_base(base):
 
     for href in HREFS:
         assert cached(href) == expected(href), href
+
+
+# --- malformed links never stop a page --------------------------------------------------
+
+
+def test_malformed_links_are_counted_and_the_others_kept():
+    page = parse(
+        html(
+            '<a href="http://[bad/">1</a><a href="/ok">ok</a><a href="//[::1/x">2</a>'
+            '<a href="http://ex ample.com/">3</a><a href="/a b">spaced path</a>'
+        ),
+        URL,
+    )
+    assert page.links == ["http://example.com/ok", "http://example.com/a%20b"]
+    assert page.bad_links == 3
+
+
+@pytest.mark.parametrize("base", ["http://[bad/", "http://ex ample.com/", "http://[::1/"])
+def test_malformed_base_href_falls_back_to_the_page_url(base):
+    page = parse(html('<a href="x.html">x</a>', head=f'<base href="{base}">'), URL)
+    assert page.links == ["http://example.com/dir/x.html"]

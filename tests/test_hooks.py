@@ -36,6 +36,9 @@ def not_json(page):
 def bad_links(page):
     return {"links": "next.html"}
 
+def malformed_links(page):
+    return {"fields": {"x": 1}, "links": ["http://[bad/", "ok.html", "http://a b/"]}
+
 value = 42
 """
 
@@ -67,6 +70,13 @@ def test_fields_and_links_resolved_against_the_final_url(module):
     assert result.fields == {"h1": "Hello", "n": 14}
     assert result.links == ["http://example.com/d/next.html", "http://example.com/abs?a=1&b=2"]
     assert result.bad_links == 1
+
+
+def test_malformed_links_of_a_hook_are_counted_and_the_rest_kept(module):
+    result = hooks.run(f"{module}:malformed_links", page())
+    assert result.error is None and result.fields == {"x": 1}
+    assert result.links == ["http://example.com/d/ok.html"]
+    assert result.bad_links == 2
 
 
 def test_dotted_path_form(module):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from rqcrawl.urls import InvalidURL, canonicalize, host_of, in_scope
@@ -263,3 +265,78 @@ def test_in_scope():
 
 def test_in_scope_with_no_hosts_is_false():
     assert not in_scope("http://example.com/", [])
+
+
+# --- malformed input: always InvalidURL, never another exception ----------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "base"),
+    [
+        ("http://[bad/", "http://example.com/"),  # the href itself is malformed
+        ("http://[::1", "http://example.com/"),
+        ("//[bad/x", "http://example.com/"),
+        ("/x", "http://[bad/"),  # a malformed base (an unchecked <base href>, a Location)
+        ("x", "http://[::1/a/"),
+    ],
+)
+def test_malformed_url_or_base_is_invalid_not_a_crash(url, base):
+    with pytest.raises(InvalidURL, match="invalid URL"):
+        canonicalize(url, base)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://ex ample.com/",
+        "http://example.com\u3000/",
+        "http://a<b>.com/",
+        'http://a"b.com/',
+        "http://a^b.com/",
+        "http://a|b.com/",
+        "http://a%20b.com/",
+        "http://a\x00b.com/",
+        "http://a\x7fb.com/",
+        "http://a..b.com/",  # an empty label: IDNA refuses it
+        "http://" + "a" * 64 + ".com/",  # a label over 63 characters
+    ],
+)
+def test_host_with_characters_no_host_can_have_is_invalid(url):
+    with pytest.raises(InvalidURL, match="host"):
+        canonicalize(url)
+
+
+@pytest.mark.parametrize("url", ["http://a_b.example.com/", "http://xn--bcher-kva.example/"])
+def test_hosts_seen_in_the_wild_stay_valid(url):
+    assert canonicalize(url) == url
+
+
+# Characters that break naive parsers: whitespace, controls, delimiters, brackets, percent
+# signs, non-ASCII letters, a surrogate-free emoji.
+HOSTILE = " \t\n\r\x00\x0b\x7f%[]@:/?#\\<>\"'{}|^`~.;=&+ é中😀\u3000\u200bA-z9"
+
+
+def test_fuzzed_links_either_canonicalize_or_are_invalid():
+    """Property: for any href against good or bad bases, canonicalize returns a URL free of
+    whitespace and control characters (a canonical URL is one token), idempotently, or
+    raises InvalidURL; never any other exception."""
+    rng = random.Random(16)
+    bases = [
+        "http://example.com/a/",
+        "https://[::1]:8443/x?y=1",
+        "http://[bad/",
+        "http://ex ample/",
+    ]
+    prefixes = ["", "/", "//", "http://", "https://", "http://[", "http://a.com:"]
+    valid = 0
+    for _ in range(5000):
+        href = rng.choice(prefixes) + "".join(rng.choice(HOSTILE) for _ in range(rng.randrange(12)))
+        base = rng.choice(bases + [None])
+        try:
+            url = canonicalize(href, base)
+        except InvalidURL:
+            continue
+        valid += 1
+        assert not any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in url), (href, url)
+        assert canonicalize(url) == url, (href, base)
+    assert valid > 500  # the generator does reach valid URLs
