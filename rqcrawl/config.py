@@ -61,6 +61,9 @@ class CrawlConfig:
     max_redirects: int = 10
     max_url_length: int = 2048
     max_links_per_page: int = 5000  # 0: no limit
+    cookies: bool = True  # per crawl and per host, capped
+    max_cookies_per_host: int = 20
+    max_cookie_bytes_per_host: int = 4096
     bloom_capacity: int = 10_000_000
     bloom_error_rate: float = 0.001
     bloom_max_mb: int = 1024  # refuse a Bloom filter larger than this (MB of bits)
@@ -276,6 +279,8 @@ _BOUNDS: dict[str, Bounds] = {
     "max_redirects": Bounds(0),
     "max_url_length": Bounds(1),
     "max_links_per_page": Bounds(0),
+    "max_cookies_per_host": Bounds(1, 1000),
+    "max_cookie_bytes_per_host": Bounds(64, 65536),
     "bloom_capacity": Bounds(1),
     "bloom_error_rate": Bounds(0, 1, low_open=True, high_open=True),
     "bloom_max_mb": Bounds(1),

@@ -1,4 +1,5 @@
-"""Fetching one URL: keep-alive session, timeouts, streamed size cap, redirects re-checked."""
+"""Fetching one URL: keep-alive session, timeouts, a total deadline, streamed size cap,
+redirects re-checked, the crawl's own cookies."""
 
 from __future__ import annotations
 
@@ -7,12 +8,16 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
+from http.cookiejar import DefaultCookiePolicy
 from urllib.request import getproxies
 
 import requests
 
 from .config import CrawlConfig
-from .guard import GuardedAdapter, find_refusal
+from .cookies import Cookies
+from .deadline import Watch
+from .guard import find_refusal
+from .transport import CrawlAdapter
 from .urls import InvalidURL, canonicalize
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
@@ -74,7 +79,8 @@ _sessions: dict[bool, requests.Session] = {}
 
 
 def session(allow_private: bool) -> requests.Session:
-    """The process's keep-alive session, one per guard setting."""
+    """The process's keep-alive session, one per guard setting. Its own cookie jar refuses
+    every cookie: a crawl's cookies are its own (see cookies.py)."""
     if allow_private not in _sessions:
         s = _Session()
         if not getproxies():
@@ -84,9 +90,9 @@ def session(allow_private: bool) -> requests.Session:
             s.trust_env = False
             env = os.environ
             s.verify = env.get("REQUESTS_CA_BUNDLE") or env.get("CURL_CA_BUNDLE") or True
-        if not allow_private:
-            s.mount("http://", GuardedAdapter())
-            s.mount("https://", GuardedAdapter())
+        s.cookies.set_policy(DefaultCookiePolicy(allowed_domains=[]))
+        s.mount("http://", CrawlAdapter(guard=not allow_private))
+        s.mount("https://", CrawlAdapter(guard=not allow_private))
         _sessions[allow_private] = s
     return _sessions[allow_private]
 
@@ -98,22 +104,37 @@ def fetch(
     any_type: bool = False,
     truncate_at: int | None = None,
     archive: Archive = no_archive,
+    cookies: Cookies | None = None,
 ) -> Response:
     """GET `url`, following redirects by hand so that `check_hop` (scope) sees every hop.
 
     `check_hop(url)` returns a skip reason or None. Only HTML bodies are downloaded unless
     `any_type`; `truncate_at` keeps the first bytes of a longer body instead of refusing it
     (robots.txt). Every response received is passed to `archive`, except those whose body
-    failed to download. Raises FetchError.
+    failed to download. `download_timeout` bounds the whole, redirects, headers and bodies
+    included. Cookies are sent and kept in `cookies`, if given. Raises FetchError.
     """
+    with Watch(cfg.download_timeout) as watch:
+        return _follow(url, cfg, check_hop, any_type, truncate_at, archive, cookies, watch)
+
+
+def _follow(
+    url: str,
+    cfg: CrawlConfig,
+    check_hop: Callable[[str], str | None],
+    any_type: bool,
+    truncate_at: int | None,
+    archive: Archive,
+    cookies: Cookies | None,
+    watch: Watch,
+) -> Response:
     s = session(cfg.allow_private)
     visited = [url]
     current = url
-    deadline = time.monotonic() + cfg.download_timeout
     while True:
-        resp = _get(s, current, cfg)
+        resp = _get(s, current, cfg, cookies, watch)
         if not resp.is_redirect:
-            return _read(resp, url, current, cfg, deadline, any_type, truncate_at, archive)
+            return _read(resp, url, current, cfg, watch, any_type, truncate_at, archive)
         archive(resp, None)
         resp.close()
         try:
@@ -132,11 +153,14 @@ def fetch(
         current = target
 
 
-def _get(s: requests.Session, url: str, cfg: CrawlConfig) -> requests.Response:
+def _get(
+    s: requests.Session, url: str, cfg: CrawlConfig, cookies: Cookies | None, watch: Watch
+) -> requests.Response:
     try:
-        return s.get(
+        resp = s.get(
             url,
             headers={"User-Agent": cfg.user_agent},
+            cookies=cookies.jar(url) if cookies else None,
             timeout=(cfg.connect_timeout, cfg.read_timeout),
             allow_redirects=False,
             stream=True,
@@ -144,9 +168,14 @@ def _get(s: requests.Session, url: str, cfg: CrawlConfig) -> requests.Response:
     except requests.RequestException as exc:
         refused = find_refusal(exc)
         if refused:
-            raise FetchError("refused_address", str(refused.args[-1])) from None
+            raise FetchError("refused_address", refused.detail) from None
+        if watch.fired:
+            raise _too_slow(cfg, None) from None
         kind = "timeout" if isinstance(exc, requests.Timeout) else "connection"
         raise FetchError(kind, f"{kind}: {_short(exc)}", transient=True) from None
+    if cookies:
+        cookies.receive(resp)
+    return resp
 
 
 def _read(
@@ -154,7 +183,7 @@ def _read(
     url: str,
     final: str,
     cfg: CrawlConfig,
-    deadline: float,
+    watch: Watch,
     any_type: bool,
     truncate_at: int | None,
     archive: Archive,
@@ -180,15 +209,17 @@ def _read(
         declared = resp.headers.get("content-length", "")
         if truncate_at is None and declared.isdigit() and int(declared) > cfg.max_body_bytes:
             raise FetchError("too_large", f"Content-Length {declared} over the cap", status=status)
-        body = _body(resp, cfg, deadline, truncate_at)
+        body = _body(resp, cfg, watch, truncate_at)
         archive(resp, body)
         return Response(url, final, status, ctype, body, resp.headers)
 
 
 def _body(
-    resp: requests.Response, cfg: CrawlConfig, deadline: float, truncate_at: int | None
+    resp: requests.Response, cfg: CrawlConfig, watch: Watch, truncate_at: int | None
 ) -> bytes:
-    """Read the decoded body; a cap on decoded bytes also stops decompression bombs."""
+    """Read the decoded body; a cap on decoded bytes also stops decompression bombs. A body
+    cut short by the deadline may look complete (a connection closed ends a body without
+    length): the watch, not the read, says whether it was."""
     chunks, size = [], 0
     try:
         for chunk in resp.iter_content(_CHUNK):
@@ -200,17 +231,23 @@ def _body(
                 raise FetchError(
                     "too_large", f"body over {cfg.max_body_bytes} bytes", status=resp.status_code
                 )
-            if time.monotonic() > deadline:
-                raise FetchError(
-                    "download_timeout",
-                    f"download took over {cfg.download_timeout}s",
-                    transient=True,
-                    status=resp.status_code,
-                )
             chunks.append(chunk)
     except requests.RequestException as exc:
+        if watch.fired:
+            raise _too_slow(cfg, resp.status_code) from None
         raise FetchError("read_error", f"read error: {_short(exc)}", transient=True) from None
+    if watch.fired:
+        raise _too_slow(cfg, resp.status_code)
     return b"".join(chunks)
+
+
+def _too_slow(cfg: CrawlConfig, status: int | None) -> FetchError:
+    return FetchError(
+        "download_timeout",
+        f"download took over {cfg.download_timeout}s",
+        transient=True,
+        status=status,
+    )
 
 
 def retry_after(value: str | None) -> float | None:

@@ -1,26 +1,62 @@
 """The address guard: a crawl must not be turned against the machine it runs on or its network.
 
-The check runs on the socket's actual peer address, after DNS resolution, every time a
-connection is opened, so redirects and DNS rebinding cannot slip past it.
+A connection resolves the name itself, checks every address the name resolves to, and
+connects only to a checked address, so a refused address never sees a byte from us, not even
+a TCP handshake. The peer of the connected socket is checked again as a second line. Every
+connection is checked, so redirects and DNS rebinding cannot slip past. Through a proxy the
+proxy connects, not us: the target's name is resolved and checked here before the request is
+sent to the proxy (which then resolves the name again itself).
 """
 
 from __future__ import annotations
 
 import ipaddress
+import socket
+from urllib.parse import urlsplit
 
-from requests.adapters import HTTPAdapter
-from urllib3.connection import HTTPConnection, HTTPSConnection
-from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
-from urllib3.exceptions import NewConnectionError
+from urllib3.connection import HTTPConnection
+from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
+from urllib3.util.connection import allowed_gai_family
 
 _CGNAT = ipaddress.ip_network("100.64.0.0/10")
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
 def refusal(ip: str) -> str | None:
-    """Why the guard refuses `ip` (e.g. "loopback"), or None when it is a public address."""
+    """Why the guard refuses `ip` (e.g. "loopback"), or None when it is a public address.
+
+    IPv6 forms that carry an IPv4 address (mapped, IPv4-compatible, 6to4, Teredo, NAT64) are
+    judged by the IPv4 address they carry, which is where their packets end up."""
     addr = ipaddress.ip_address(ip.split("%", 1)[0])
-    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped:
-        addr = addr.ipv4_mapped
+    embedded = _embedded_ipv4(addr)
+    if embedded is None:
+        return _refusal(addr)
+    form, inner = embedded
+    reasons = [f"{form} of {v4}: {why}" for v4 in inner if (why := _refusal(v4))]
+    return "; ".join(reasons) or None
+
+
+def _embedded_ipv4(addr: IPAddress) -> tuple[str, list[ipaddress.IPv4Address]] | None:
+    if not isinstance(addr, ipaddress.IPv6Address):
+        return None
+    if addr.ipv4_mapped:
+        return "IPv4-mapped", [addr.ipv4_mapped]
+    if addr.sixtofour:
+        return "6to4", [addr.sixtofour]
+    if addr.teredo:
+        return "Teredo", list(addr.teredo)
+    low32 = ipaddress.IPv4Address(int(addr) & 0xFFFFFFFF)
+    if addr in _NAT64:
+        return "NAT64", [low32]
+    if addr in _IPV4_COMPATIBLE and int(addr) > 1:  # not :: nor ::1, judged as themselves
+        return "IPv4-compatible", [low32]
+    return None
+
+
+def _refusal(addr: IPAddress) -> str | None:
     if addr.is_loopback:
         return "loopback"
     if addr.is_link_local:
@@ -35,45 +71,66 @@ def refusal(ip: str) -> str | None:
 
 
 class AddressRefused(NewConnectionError):
-    """The peer address of a new connection is not one a crawl may reach."""
+    """An address a crawl may not reach: `detail` says which and why."""
+
+    def __init__(self, conn: HTTPConnection | None, ip: str, why: str):
+        self.detail = f"refused address {ip} ({why})"
+        super().__init__(conn, self.detail)  # type: ignore[arg-type]
 
 
-class _GuardMixin:
-    def _new_conn(self):
-        sock = super()._new_conn()
-        ip = sock.getpeername()[0]
-        reason = refusal(ip)
-        if reason:
-            sock.close()
-            raise AddressRefused(self, f"refused address {ip} ({reason})")
-        return sock
+def checked_addresses(
+    host: str, port: int, conn: HTTPConnection | None = None
+) -> list[tuple[int, tuple]]:
+    """(family, sockaddr) of every address `host` resolves to; AddressRefused if any is
+    refused (a name that also points inward is not trusted with its other addresses)."""
+    try:
+        infos = socket.getaddrinfo(host, port, allowed_gai_family(), socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise NameResolutionError(host, conn, exc) from exc  # type: ignore[arg-type]
+    for *_, sockaddr in infos:
+        why = refusal(sockaddr[0])
+        if why:
+            raise AddressRefused(conn, sockaddr[0], why)
+    return [(family, sockaddr) for family, *_, sockaddr in infos]
 
 
-class _GuardedHTTPConnection(_GuardMixin, HTTPConnection):
-    pass
+def check_url(url: str) -> None:
+    """Raise AddressRefused when the host of `url` resolves to a refused address (the check
+    made before a request goes to a proxy)."""
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    checked_addresses(parts.hostname or "", port)
 
 
-class _GuardedHTTPSConnection(_GuardMixin, HTTPSConnection):
-    pass
+class GuardedConnection(HTTPConnection):
+    """Mixed into urllib3's connections: connect only to checked addresses."""
+
+    def _new_conn(self) -> socket.socket:
+        name = self._dns_host
+        last: Exception | None = None
+        for _, sockaddr in checked_addresses(name.strip("[]"), self.port, self):
+            # urllib3 connects to _dns_host; `host` (Host header, SNI) derives from it, so
+            # the checked address stands in for the name only while connecting.
+            self._dns_host = sockaddr[0]
+            try:
+                sock = super()._new_conn()
+            except ConnectTimeoutError as exc:  # NewConnectionError too: try the next one
+                last = exc
+                continue
+            finally:
+                self._dns_host = name
+            return _peer_checked(self, sock)
+        raise last or NewConnectionError(self, f"no address for {name}")
 
 
-class _GuardedHTTPPool(HTTPConnectionPool):
-    ConnectionCls = _GuardedHTTPConnection
-
-
-class _GuardedHTTPSPool(HTTPSConnectionPool):
-    ConnectionCls = _GuardedHTTPSConnection
-
-
-class GuardedAdapter(HTTPAdapter):
-    """A requests adapter whose connections refuse non-public peers."""
-
-    def init_poolmanager(self, *args, **kwargs):
-        super().init_poolmanager(*args, **kwargs)
-        self.poolmanager.pool_classes_by_scheme = {
-            "http": _GuardedHTTPPool,
-            "https": _GuardedHTTPSPool,
-        }
+def _peer_checked(conn: HTTPConnection, sock: socket.socket) -> socket.socket:
+    """The second line: the socket's actual peer must be allowed too."""
+    ip = sock.getpeername()[0]
+    why = refusal(ip)
+    if why:
+        sock.close()
+        raise AddressRefused(conn, ip, why)
+    return sock
 
 
 def find_refusal(exc: BaseException) -> AddressRefused | None:

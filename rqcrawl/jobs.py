@@ -23,6 +23,7 @@ from rq.job import Job
 
 from . import config, control, hooks, keys, stats, warc
 from .config import CrawlConfig
+from .cookies import Cookies
 from .extract import decode, extract_fields, parse
 from .fetch import Archive, FetchError, fetch, no_archive
 from .frontier import Frontier, InFlight
@@ -44,6 +45,7 @@ class Crawl:
     frontier: Frontier
     politeness: Politeness
     robots: RobotsCache
+    cookies: Cookies
 
 
 _crawls: dict[str, Crawl] = {}
@@ -60,6 +62,7 @@ def crawl_of(redis: Redis, name: str) -> Crawl | None:
             Frontier(redis, name, cfg),
             Politeness(redis, name, cfg),
             RobotsCache(redis, name, cfg),
+            Cookies(cfg),
         )
     return _crawls[name]
 
@@ -120,7 +123,7 @@ def _crawl_claimed(
             c.politeness.release(host, job.id, learnt, started)
     try:
         archive = warc.archive(crawl, c.cfg, job.worker_name)
-        result = visit(url, depth, c.cfg, archive, c.frontier.known)
+        result = visit(url, depth, c.cfg, archive, c.frontier.known, c.cookies)
     finally:
         c.politeness.release(host, job.id, delay, started)
     fetch_s = time.time() - started
@@ -204,16 +207,18 @@ def visit(
     cfg: CrawlConfig,
     archive: Archive = no_archive,
     known: Container[str] = frozenset(),
+    cookies: Cookies | None = None,
 ) -> Visit:
     """Fetch (archiving the responses) and parse `url`, extract its fields, run the hook;
     never raises for anything a web server can do. Links in `known` were already admitted
-    or refused by this process: they are not judged again (the frontier drops them)."""
+    or refused by this process: they are not judged again (the frontier drops them).
+    Cookies are sent and kept in `cookies`, if given."""
 
     def check_hop(hop: str) -> str | None:
         return None if in_scope(hop, cfg.scope_hosts) else "out_of_scope"
 
     try:
-        resp = fetch(url, cfg, check_hop, archive=archive)
+        resp = fetch(url, cfg, check_hop, archive=archive, cookies=cookies)
     except FetchError as exc:
         outcome = exc.reason if exc.reason in SKIP_REASONS else "failed"
         record = page_record(

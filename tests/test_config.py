@@ -316,6 +316,8 @@ def test_non_finite_numbers_are_rejected(key, value):
         ("max_body_bytes", 0, ">= 1"),
         ("max_pages", -1, ">= 0"),
         ("max_pages", 2**60, ">= 0"),
+        ("max_cookies_per_host", 0, ">= 1 and <= 1000"),
+        ("max_cookie_bytes_per_host", 10**6, ">= 64 and <= 65536"),
     ],
 )
 def test_out_of_range_is_rejected_with_the_rule(key, value, rule):

@@ -1,0 +1,76 @@
+"""download_timeout bounds the whole download, headers included: a server that drips its
+answer a byte at a time ends as a transient download_timeout, retried like one and finally
+recorded as failed, never lost to RQ's job timeout."""
+
+from __future__ import annotations
+
+import time
+from http.server import BaseHTTPRequestHandler
+
+import pytest
+from helpers import Workers, read_jsonl, rqcrawl, seed_local, wait_finished
+from servers import HTTPSite, reply
+from test_politeness import CRAWL_WORKER
+
+from rqcrawl.config import CrawlConfig
+from rqcrawl.fetch import FetchError, fetch
+
+CFG = CrawlConfig.from_dict({"allow_private": True, "download_timeout": 2.0, "read_timeout": 1.0})
+HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 40\r\n\r\n"
+
+
+def drip(req: BaseHTTPRequestHandler, data: bytes) -> None:
+    """Send `data` one byte every 0.3 s (under the read timeout), until the client hangs up."""
+    try:
+        for i in range(len(data)):
+            req.wfile.write(data[i : i + 1])
+            req.wfile.flush()
+            time.sleep(0.3)
+    except OSError:
+        pass
+    req.close_connection = True
+
+
+def dripping(req: BaseHTTPRequestHandler) -> None:
+    if req.path == "/":
+        reply(req, 200, b'<title>home</title><a href="/headers">h</a><a href="/body">b</a>')
+    elif req.path == "/headers":
+        drip(req, HEAD + b"x" * 40)
+    elif req.path == "/body":
+        req.wfile.write(HEAD)
+        drip(req, b"x" * 40)
+    else:
+        reply(req, 404, b"")
+
+
+@pytest.mark.parametrize("path", ["/headers", "/body"])
+def test_a_drip_fed_answer_ends_at_the_download_timeout(path):
+    with HTTPSite(dripping, max_requests=5, max_seconds=60) as http:
+        started = time.monotonic()
+        with pytest.raises(FetchError) as err:
+            fetch(http.base + path, CFG, lambda hop: None)
+        elapsed = time.monotonic() - started
+    assert err.value.reason == "download_timeout" and err.value.transient
+    assert "2.0s" in str(err.value)
+    assert elapsed < 3.5, elapsed
+
+
+def test_a_drip_fed_page_is_retried_then_failed_not_lost(redis_url, tmp_path):
+    conf = tmp_path / "drip.toml"
+    conf.write_text(
+        "[crawl]\nread_timeout = 1.0\ndownload_timeout = 2.0\njob_timeout = 8\n"
+        "retries = 1\nretry_base = 0.2\n"
+    )
+    with HTTPSite(dripping, max_requests=20, max_seconds=120) as http:
+        seed_local(redis_url, http.base + "/", "d", 1, "--config", str(conf))
+        with Workers(redis_url, 1, *CRAWL_WORKER, log_dir=tmp_path):
+            s = wait_finished(redis_url, "d", timeout=90)
+    out = tmp_path / "d.jsonl"
+    rqcrawl(redis_url, "export", "d", "-o", str(out))
+    rows = {r["url"][len(http.base) :]: r for r in read_jsonl(out)}
+    assert set(rows) == {"/", "/headers", "/body"}, rows
+    for path in ("/headers", "/body"):
+        assert rows[path]["outcome"] == "failed", rows[path]
+        assert "download took over 2.0s" in rows[path]["error"]
+        assert rows[path]["attempts"] == 2 and http.hits[path] == 2
+    assert s["failed"] == 2 and s["fetched"] == 1

@@ -1,0 +1,51 @@
+"""The address guard: embedded IPv4 forms are judged by the IPv4 they carry, and a refused
+address gets no byte from us, not even a TCP handshake."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from rqcrawl.config import CrawlConfig
+from rqcrawl.fetch import FetchError, fetch
+from rqcrawl.guard import refusal
+
+GUARDED = CrawlConfig.from_dict({"scope_hosts": ["127.0.0.9"]})
+
+
+@pytest.mark.parametrize(
+    "ip",
+    [
+        "2002:7f00:1::",  # 6to4 of 127.0.0.1
+        "2002:a9fe:a9fe::1",  # 6to4 of 169.254.169.254 (cloud metadata)
+        "2002:c0a8:101::",  # 6to4 of 192.168.1.1
+        "2001:0:4136:e378:8000:63bf:80ff:fffe",  # Teredo, client 127.0.0.1
+        "64:ff9b::a00:1",  # NAT64 of 10.0.0.1
+        "::7f00:1",  # IPv4-compatible 127.0.0.1
+        "::ffff:127.0.0.1",  # IPv4-mapped
+    ],
+)
+def test_ipv6_forms_embedding_a_refused_ipv4_are_refused(ip):
+    assert refusal(ip) is not None
+
+
+@pytest.mark.parametrize("ip", ["2002:808:808::1", "64:ff9b::808:808", "8.8.8.8", "2606:4700::1"])
+def test_public_addresses_and_their_embeddings_pass(ip):
+    assert refusal(ip) is None
+
+
+@pytest.mark.parametrize("host", ["127.0.0.9", "localhost"])
+def test_a_refused_address_gets_no_handshake(host):
+    # A listening socket nobody accepts on: the kernel would complete a handshake into the
+    # backlog, where a non-blocking accept() finds it.
+    with socket.socket() as listener:
+        listener.bind((socket.gethostbyname(host), 0))
+        listener.listen(8)
+        listener.setblocking(False)
+        url = f"http://{host}:{listener.getsockname()[1]}/"
+        with pytest.raises(FetchError) as err:
+            fetch(url, GUARDED, lambda hop: None)
+        assert err.value.reason == "refused_address" and "loopback" in str(err.value)
+        with pytest.raises(BlockingIOError):
+            listener.accept()
