@@ -14,10 +14,17 @@ admitted by earlier calls of the same script that only admit, and ends with the 
 worker dying between two calls leaves the URL in flight, so it is fetched again and the links
 already admitted are no-ops of the Bloom filter's check-and-add.
 
+A job that starts on a URL takes a short lease on it (`leased`, url -> expiry), which the
+process running the job renews while it works (`rqcrawl.leases`). A URL whose lease ran out
+belongs to a dead worker: the recovery pass (every REAP_EVERY seconds) queues it again within
+seconds, where RQ itself notices a dead worker's job only when its heartbeat expires.
+
 A URL whose host is not ready (politeness, robots.txt) stays in flight but leaves RQ: it waits
 in the `later` sorted set, scored by the time it may run, and is released again as a new job
 of the same attempt (a new `turn`) by whichever comes first: a job starting on any worker, the
-release thread of `rqcrawl.worker.CrawlWorker`, or a wake-up job in RQ's scheduler.
+release thread of `rqcrawl.worker.CrawlWorker`, or a wake-up job in RQ's scheduler. A retry
+waits there too, as the next attempt, so that it comes at its exact time and not on RQ's
+scheduler's whole seconds.
 """
 
 from __future__ import annotations
@@ -39,11 +46,13 @@ from rq.registry import StartedJobRegistry
 from . import keys
 from .bloom import LUA_BLOOM, BloomFilter, batches
 from .config import CrawlConfig
+from .leases import LEASE
 from .sinks import failure_record
 from .urls import host_of
 
-REAP_EVERY = 15  # seconds between two recovery passes of one crawl
+REAP_EVERY = 5  # seconds between two recovery passes of one crawl
 LOST_AFTER = 30  # seconds a released URL may go without a live RQ job before it is requeued
+# A dead worker's URL is queued again LEASE to LEASE + REAP_EVERY seconds after its death.
 # Seconds a finished crawl job stays in RQ (rq-dashboard's finished list) before it expires.
 # Not 0: RQ deletes a result_ttl=0 job at once, which costs eight round trips per job, while
 # an expiry rides in the worker's own success pipeline.
@@ -60,7 +69,8 @@ WAKE_FUNC = "rqcrawl.jobs.wake"
 # XADD of its record), in the bit operations of bloom.MAX_POSITIONS: sizes admission batches.
 CHILD_COST = 4
 
-# KEYS: counters, inflight, held, items, reap lock, pages per host, later, bloom shards...
+# KEYS: counters, inflight, held, items, reap lock, pages per host, later, bloom shards...,
+#       leased (last)
 # ARGV: done url ('' when seeding), final ('1': end the done url; '0': only admit its children,
 #       while it is still in flight), counter increments "field n field n", record json,
 #       child depth, window, shard bits, k, now, reap interval, max pages, max pages per host,
@@ -79,6 +89,7 @@ if done ~= '' and ARGV[2] ~= '1' then
 elseif done ~= '' then
   if redis.call('HDEL', inflight, done) == 0 then return {0, 0, 0} end
   redis.call('ZREM', KEYS[7], done)
+  redis.call('ZREM', KEYS[#KEYS], done)
   for field, n in string.gmatch(ARGV[3], '(%S+) (%S+)') do
     -- "kind|host": per-host counts, kept beside the host's admitted count (see stats.py)
     redis.call('HINCRBY', string.find(field, '|', 1, true) and host_pages or counters, field, n)
@@ -152,23 +163,42 @@ return out
 )
 
 # Compare-and-set of one inflight entry, so the reaper never requeues a URL that ended or
-# was requeued meanwhile. KEYS: inflight, counters, later. ARGV: url, expected entry, new entry.
+# was requeued meanwhile, nor one whose lease a live worker renewed. An expired lease is
+# dropped whatever the entry: no live job holds it.
+# KEYS: inflight, counters, later, leased. ARGV: url, expected entry, new entry, now.
 _LUA_CAS = """
-if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then
-  redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
-  redis.call('ZREM', KEYS[3], ARGV[1])
-  redis.call('HINCRBY', KEYS[2], 'recovered', 1)
-  return 1
-end
-return 0
+local lease = tonumber(redis.call('ZSCORE', KEYS[4], ARGV[1]) or '-1')
+if lease >= tonumber(ARGV[4]) then return 0 end
+if lease >= 0 then redis.call('ZREM', KEYS[4], ARGV[1]) end
+if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+redis.call('ZREM', KEYS[3], ARGV[1])
+redis.call('HINCRBY', KEYS[2], 'recovered', 1)
+return 1
 """
 
-# Park an in-flight URL in `later` until ARGV[4], if its entry is still the expected one.
-# KEYS: inflight, later. ARGV: url, expected entry, new entry, time.
+# The URL's inflight entry; if it is the entry of the claiming job (attempt ARGV[2], turn
+# ARGV[3]), the job takes the URL's lease until ARGV[4]. KEYS: inflight, leased.
+_LUA_CLAIM = """
+local entry = redis.call('HGET', KEYS[1], ARGV[1])
+if entry then
+  local attempt, turn = string.match(entry, ' (%d+) (%d+)$')
+  if attempt == ARGV[2] and turn == ARGV[3] then
+    redis.call('ZADD', KEYS[2], ARGV[4], ARGV[1])
+  end
+end
+return entry
+"""
+
+# Park an in-flight URL in `later` until ARGV[4], if its entry is still the expected one; the
+# job's lease ends (a waiting URL is nobody's). ARGV[5]: a counter to increment, or ''.
+# KEYS: inflight, later, leased, counters. ARGV: url, expected entry, new entry, time, counter.
 _LUA_DEFER = """
 if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
 redis.call('ZADD', KEYS[2], ARGV[4], ARGV[1])
+redis.call('ZREM', KEYS[3], ARGV[1])
+if ARGV[5] ~= '' then redis.call('HINCRBY', KEYS[4], ARGV[5], 1) end
 return 1
 """
 
@@ -247,12 +277,14 @@ class Frontier:
         self.held = keys.key(crawl, "held")
         self.items = keys.key(crawl, "items")
         self.later = keys.key(crawl, "later")
+        self.leased = keys.key(crawl, "leased")
         self.reap_lock = keys.key(crawl, "reap")
         self.host_pages = keys.key(crawl, "host_pages")
         self.queue = Queue(keys.QUEUE_NAME, connection=redis, job_class=CompactJob)
         self._finish = redis.register_script(_LUA_FINISH)
         self._cas = redis.register_script(_LUA_CAS)
         self._defer = redis.register_script(_LUA_DEFER)
+        self._claim = redis.register_script(_LUA_CLAIM)
         self._due = redis.register_script(_LUA_DUE)
         self._due_keys = [self.later, self.inflight]
         self.known: set[str] = set()  # see KNOWN_MAX
@@ -267,24 +299,28 @@ class Frontier:
     def claim(self, url: str, rq_job_id: str) -> tuple[InFlight | None, bool]:
         """The URL's inflight entry if this job is its live attempt and turn, else None (the
         URL already ended, or a newer job replaced this one), and whether the crawl is
-        paused. Releases due deferred URLs in the same round trip, so that busy workers
-        keep deferrals on time."""
+        paused. The live job takes the URL's lease (see rqcrawl.leases). Releases
+        due deferred URLs in the same round trip, so that busy workers keep deferrals on
+        time."""
         try:
-            raw, paused, due = self._claim_round_trip(url)
-        except NoScriptError:  # a restarted Redis forgot the script
+            raw, paused, due = self._claim_round_trip(url, rq_job_id)
+        except NoScriptError:  # a restarted Redis forgot the scripts
+            self.redis.script_load(_LUA_CLAIM)
             self.redis.script_load(_LUA_DUE)
-            raw, paused, due = self._claim_round_trip(url)
+            raw, paused, due = self._claim_round_trip(url, rq_job_id)
         self._enqueue_due(due)
         entry = InFlight.parse(raw) if raw is not None else None
         if entry is not None and entry.job_id(self.crawl, url) != rq_job_id:
             entry = None
         return entry, bool(paused)
 
-    def _claim_round_trip(self, url: str) -> list:
+    def _claim_round_trip(self, url: str, rq_job_id: str) -> list:
         # EVALSHA rather than the Script object: in a pipeline, the latter first costs a
         # SCRIPT EXISTS round trip of its own.
+        attempt, turn = rq_job_id.rsplit("-", 2)[1:]
         with self.redis.pipeline(transaction=False) as pipe:
-            pipe.hget(self.inflight, url)
+            claim_args = [url, attempt, turn, repr(time.time() + LEASE)]
+            pipe.evalsha(self._claim.sha, 2, self.inflight, self.leased, *claim_args)
             pipe.hexists(self.counters, "paused_at")
             due_args = [*self._due_keys, repr(time.time()), 500]
             pipe.evalsha(self._due.sha, len(self._due_keys), *due_args)
@@ -305,23 +341,22 @@ class Frontier:
         if reap_due:
             self.reap()
 
-    def retry_later(self, url: str, entry: InFlight, delay: float) -> None:
-        """Schedule the next attempt of `url` through RQ's scheduler; it stays in flight."""
-        nxt = InFlight(entry.depth, time.time() + delay, entry.attempt + 1)
-        job = self.queue.create_job(
-            JOB_FUNC, status=JobStatus.SCHEDULED, **self._job_kwargs(url, nxt)
-        )
-        with self.redis.pipeline() as pipe:
-            pipe.hset(self.inflight, url, nxt.encode())
-            pipe.hincrby(self.counters, "retries", 1)
-            self.queue.schedule_job(job, _whole_second_after(delay), pipeline=pipe)
-            pipe.execute()
+    def retry_later(self, url: str, entry: InFlight, delay: float) -> bool:
+        """Park the next attempt of `url` until `delay` seconds from now, at that exact time
+        (like a deferral, not on RQ's scheduler's whole seconds); False if the job was
+        stale."""
+        until = time.time() + delay
+        return self._park(url, entry, InFlight(entry.depth, until, entry.attempt + 1), "retries")
 
     def defer(self, url: str, entry: InFlight, until: float) -> bool:
         """Park `url` until `until` without using a worker; False if the job was stale."""
-        nxt = InFlight(entry.depth, until, entry.attempt, entry.turn + 1)
-        args = [url, entry.encode(), nxt.encode(), repr(until)]
-        if not self._defer(keys=[self.inflight, self.later], args=args):
+        return self._park(url, entry, InFlight(entry.depth, until, entry.attempt, entry.turn + 1))
+
+    def _park(self, url: str, entry: InFlight, nxt: InFlight, counter: str = "") -> bool:
+        """Replace the job's `entry` by `nxt`, waiting in `later` until its time."""
+        until = nxt.released_at
+        args = [url, entry.encode(), nxt.encode(), repr(until), counter]
+        if not self._defer(keys=[self.inflight, self.later, self.leased, self.counters], args=args):
             return False
         self._wake_at(until)
         return True
@@ -422,7 +457,8 @@ class Frontier:
                 self.host_pages,
                 self.later,
             ]
-            + self.bloom.keys,
+            + self.bloom.keys
+            + [self.leased],
             args=args,
         )
         if ended:  # else the script stopped before the Bloom filter (the URL had ended)
@@ -465,41 +501,64 @@ class Frontier:
         return 0
 
     def reap(self) -> int:
-        """Requeue URLs whose RQ job was lost (worker killed, job timed out, enqueue never
-        happened). Uses RQ's own cleanup to turn abandoned jobs into failed ones first, and
-        releases due deferred URLs, so that a URL still waiting in `later` is never taken
-        for lost. Returns how many URLs were brought back or given up."""
+        """Requeue URLs whose job was lost: its lease expired (worker killed), or it has no
+        lease and no live RQ job LOST_AFTER seconds after its release (job failed, enqueue
+        never happened). Uses RQ's own cleanup to turn abandoned jobs into failed ones
+        first, and releases due deferred URLs, so that a URL still waiting in `later` is
+        never taken for lost. Returns how many URLs were brought back or given up."""
         StartedJobRegistry(queue=self.queue).cleanup()
         self.release_due()
-        cutoff = time.time() - LOST_AFTER
-        stale = [
-            (url.decode(), raw.decode(), InFlight.parse(raw))
-            for url, raw in self.redis.hgetall(self.inflight).items()
-        ]
-        stale = [s for s in stale if s[2].released_at < cutoff]
-        if not stale:
-            return 0
+        now = time.time()
         with self.redis.pipeline(transaction=False) as pipe:
-            for url, _, entry in stale:
-                pipe.hget(Job.key_for(entry.job_id(self.crawl, url)), "status")
+            pipe.hgetall(self.inflight)
+            pipe.zrange(self.leased, 0, -1, withscores=True)
+            inflight, leases = pipe.execute()
+        leases = {url.decode(): expiry for url, expiry in leases}
+        lost = {url for url, expiry in leases.items() if expiry < now}
+        entries = {url.decode(): raw.decode() for url, raw in inflight.items()}
+        for url in lost - entries.keys():  # left by a job whose URL ended without it
+            self._cas_entry(url, "", "", now)  # only drops the expired lease
+        unleased = [
+            (url, raw) for url, raw in entries.items()
+            if url not in leases and InFlight.parse(raw).released_at < now - LOST_AFTER
+        ]  # fmt: skip
+        lost = [(url, raw) for url, raw in entries.items() if url in lost]
+        lost += self._jobless(unleased)
+        for url, raw in lost:
+            entry = InFlight.parse(raw)
+            nxt = InFlight(entry.depth, time.time(), entry.attempt + 1)
+            if entry.attempt >= self.cfg.retries:
+                self._give_up(url, raw, entry, now)
+            elif self._cas_entry(url, raw, nxt.encode(), now):
+                self._enqueue([(url, nxt)])
+        return len(lost)
+
+    def _jobless(self, entries: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        """Those of the (url, entry) pairs that are not waiting in `later` and whose RQ job
+        is neither pending nor running."""
+        with self.redis.pipeline(transaction=False) as pipe:
+            for url, raw in entries:
+                pipe.hget(Job.key_for(InFlight.parse(raw).job_id(self.crawl, url)), "status")
                 pipe.zscore(self.later, url)
             found = pipe.execute()
-        brought = 0
-        for (url, raw, entry), status, waiting in zip(stale, found[::2], found[1::2], strict=True):
-            if waiting is not None or (status is not None and status.decode() in _LIVE):
-                continue
-            brought += 1
-            if entry.attempt >= self.cfg.retries:
-                self._give_up(url, raw, entry)
-                continue
-            nxt = InFlight(entry.depth, time.time(), entry.attempt + 1)
-            cas_keys = [self.inflight, self.counters, self.later]
-            if self._cas(keys=cas_keys, args=[url, raw, nxt.encode()]):
-                self._enqueue([(url, nxt)])
-        return brought
+        return [
+            pair
+            for pair, status, waiting in zip(entries, found[::2], found[1::2], strict=True)
+            if waiting is None and (status is None or status.decode() not in _LIVE)
+        ]
 
-    def _give_up(self, url: str, raw: str, entry: InFlight) -> None:
-        if self.redis.hget(self.inflight, url) == raw.encode():
+    def _cas_entry(self, url: str, raw: str, new: str, now: float) -> bool:
+        """Replace the entry `raw` of `url` by `new`, unless the URL ended, was requeued or
+        had its lease renewed since `now` (then False)."""
+        cas_keys = [self.inflight, self.counters, self.later, self.leased]
+        return bool(self._cas(keys=cas_keys, args=[url, raw, new, repr(now)]))
+
+    def _give_up(self, url: str, raw: str, entry: InFlight, now: float) -> None:
+        with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hget(self.inflight, url)
+            pipe.zscore(self.leased, url)
+            current, lease = pipe.execute()
+        if current == raw.encode() and (lease is None or lease < now):
             message = f"job lost by its worker {entry.attempt + 1} times"
             record = failure_record(url, entry.depth, "lost", message, entry.attempt + 1)
             record["reason"] = "lost"

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from redis import Redis
 from rq import get_current_job
 from rq.job import Job
+from rq.timeouts import JobTimeoutException
 
 from . import config, control, hooks, keys, stats, warc
 from .config import CrawlConfig
@@ -27,6 +28,7 @@ from .cookies import Cookies
 from .extract import decode, extract_fields, parse
 from .fetch import Archive, FetchError, fetch, no_archive
 from .frontier import Frontier, InFlight
+from .leases import renewer
 from .politeness import Politeness
 from .robots import Robots, RobotsCache, site_of
 from .rules import link_verdict
@@ -86,17 +88,30 @@ def crawl_url(crawl: str, url: str, depth: int) -> str:
     entry, paused = c.frontier.claim(url, job.id)
     if entry is None:
         return "already ended"
-    outcome = _crawl_claimed(job, c, crawl, url, depth, entry, paused)
+    outcome = _run_claimed(job, c, crawl, url, depth, entry, paused)
     _describe(job, crawl, c.cfg, outcome)
     return outcome if isinstance(outcome, str) else outcome["outcome"]
 
 
-def _crawl_claimed(
+def _run_claimed(
     job: Job, c: Crawl, crawl: str, url: str, depth: int, entry: InFlight, paused: bool
 ) -> str | dict:
     """crawl_url's work once the job holds its URL: a message, or the record that ended it."""
     if paused and control.put_back(job.connection, crawl, url, entry):
         return "crawl halted: URL given back unfetched"
+    try:  # the URL's lease, and the host's slot once the job takes one
+        leases = (c.frontier.leased, url), (c.politeness.lease_key(host_of(url)), job.id)
+        with renewer.hold(c.frontier.redis, *leases):
+            return _crawl_claimed(job, c, url, depth, entry)
+    except JobTimeoutException:  # RQ's job_timeout: a timeout of this URL, not a lost job
+        message = f"job ran over job_timeout ({job.timeout}s)"
+        error = FetchError("timeout", message, transient=True)
+        return _settle(c, url, depth, entry, failed_visit(url, depth, error))
+
+
+def _crawl_claimed(job: Job, c: Crawl, url: str, depth: int, entry: InFlight) -> str | dict:
+    """Visit `url`, claimed by `job` as `entry`: fetch and end it, or park it until its
+    host is ready."""
     site, host, ua = site_of(url), host_of(url), c.cfg.user_agent
     while True:
         robots = c.robots.get(site) if c.cfg.obey_robots else None
@@ -122,7 +137,7 @@ def _crawl_claimed(
             learnt = c.politeness.delay_for(robots.crawl_delay(ua) if robots else None)
             c.politeness.release(host, job.id, learnt, started)
     try:
-        archive = warc.archive(crawl, c.cfg, job.worker_name)
+        archive = warc.archive(c.frontier.crawl, c.cfg, job.worker_name)
         result = visit(url, depth, c.cfg, archive, c.frontier.known, c.cookies)
     finally:
         c.politeness.release(host, job.id, delay, started)
@@ -185,7 +200,8 @@ def _settle(c: Crawl, url: str, depth: int, entry: InFlight, result: Visit) -> s
     attempts = entry.attempt + 1
     if result.error is not None and attempts <= c.cfg.retries:
         delay = max(result.error.retry_after or 0.0, c.cfg.retry_base * 2**entry.attempt)
-        c.frontier.retry_later(url, entry, delay)
+        if not c.frontier.retry_later(url, entry, delay):
+            return "already ended"
         return f"retry in {delay:.1f}s: {result.error}"
     result.record["attempts"] = attempts
     c.frontier.finish(url, result.counts, result.record, result.children, depth + 1)
@@ -199,6 +215,18 @@ def wake(crawl: str) -> str:
     if c is None:
         return "crawl not found (purged?)"
     return f"released {c.frontier.release_due()}"
+
+
+def failed_visit(url: str, depth: int, exc: FetchError) -> Visit:
+    """The visit of a URL whose fetch failed with `exc` (retried later when transient)."""
+    outcome = exc.reason if exc.reason in SKIP_REASONS else "failed"
+    record = page_record(url=url, outcome=outcome, status=exc.status, depth=depth, error=str(exc))
+    if outcome == "failed":
+        # the full message of the cause: FetchError's own is cut short
+        detail = f"{exc} {exc.__context__ or ''}"
+        record["reason"] = stats.failure_reason(exc.reason, detail, exc.status)
+    counter = f"skipped:{exc.reason}" if outcome != "failed" else "failed"
+    return Visit(record, {counter: 1}, error=exc if exc.transient else None)
 
 
 def visit(
@@ -220,16 +248,7 @@ def visit(
     try:
         resp = fetch(url, cfg, check_hop, archive=archive, cookies=cookies)
     except FetchError as exc:
-        outcome = exc.reason if exc.reason in SKIP_REASONS else "failed"
-        record = page_record(
-            url=url, outcome=outcome, status=exc.status, depth=depth, error=str(exc)
-        )
-        if outcome == "failed":
-            # the full message of the cause: FetchError's own is cut short
-            detail = f"{exc} {exc.__context__ or ''}"
-            record["reason"] = stats.failure_reason(exc.reason, detail, exc.status)
-        counter = f"skipped:{exc.reason}" if outcome != "failed" else "failed"
-        return Visit(record, {counter: 1}, error=exc if exc.transient else None)
+        return failed_visit(url, depth, exc)
     record = page_record(
         url=url,
         final_url=resp.final_url,

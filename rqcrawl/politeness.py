@@ -3,7 +3,8 @@
 For each host (host:port) Redis keeps when its next request may start (`ready`), the last
 time slot promised to a deferred job (`booked`) and the spacing of slots, in one hash field
 of the crawl, plus a sorted
-set of the leases of requests in progress (expiring, so a killed worker's lease frees itself).
+set of the leases of requests in progress (short, renewed by the process running the job:
+a killed worker's lease frees itself within seconds).
 A request may start when `ready` has passed and fewer than `host_concurrency` leases are live;
 it then sets `ready` to now + delay, and its end pushes `ready` to at least end + delay (as
 Heritrix does): the server then sees at least `delay` between two requests whatever the
@@ -21,6 +22,7 @@ from redis import Redis
 
 from . import keys
 from .config import CrawlConfig
+from .leases import LEASE
 
 # A host's state is "ready booked step": when its next request may start, the last slot
 # promised to a deferred job, and the spacing of slots (delay + the last request's duration,
@@ -99,9 +101,9 @@ class Politeness:
         """None when a request to `host` may start now (the lease is taken), else the time
         booked for this job to try again. `booked`: the job already waited for a slot."""
         now = time.time()
-        expiry = now + self.cfg.connect_timeout + self.cfg.download_timeout + 10
+        expiry = now + LEASE  # renewed while the job runs: a dead worker's slot frees soon
         args = [host, repr(now), delay, self.cfg.host_concurrency, lease, repr(expiry)]
-        answer = self._gate(keys=[self.hosts, self._leases(host)], args=[*args, int(booked)])
+        answer = self._gate(keys=[self.hosts, self.lease_key(host)], args=[*args, int(booked)])
         slot = float(answer)
         return None if slot == 0 else slot
 
@@ -110,11 +112,12 @@ class Politeness:
         `delay` from now."""
         now = time.time()
         args = [host, lease, repr(now), delay, repr(max(0.0, now - started))]
-        self._release(keys=[self.hosts, self._leases(host)], args=args)
+        self._release(keys=[self.hosts, self.lease_key(host)], args=args)
 
     def delay_for(self, crawl_delay: float | None) -> float:
         """The delay between two requests to a host: ours, or its Crawl-delay (capped)."""
         return max(self.cfg.delay, min(crawl_delay or 0.0, self.cfg.max_crawl_delay))
 
-    def _leases(self, host: str) -> str:
+    def lease_key(self, host: str) -> str:
+        """The sorted set of the leases of requests in progress to `host` (rqcrawl.leases)."""
         return keys.key(self.crawl, "leases", host)

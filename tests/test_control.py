@@ -13,7 +13,6 @@ from http.server import BaseHTTPRequestHandler
 
 from helpers import BIN, Workers, read_jsonl, rqcrawl, seed_local, status, wait_finished
 from rq import Queue
-from rq.registry import ScheduledJobRegistry
 from servers import HTTPSite, env_with, free_port, reply
 from test_cli import assert_one_line_error
 from test_politeness import CRAWL_WORKER
@@ -131,18 +130,18 @@ def test_cancel_ends_a_one_machine_crawl_with_what_it_recorded(redis_url, tmp_pa
     assert len(read_jsonl(out)) == s["admitted"] - s["dropped"]
 
 
-def test_cancel_removes_a_scheduled_retry(redis_url, conn, tmp_path):
+def test_cancel_drops_a_parked_retry(redis_url, conn, tmp_path):
     def down(req: BaseHTTPRequestHandler) -> None:
         reply(req, 503, b"down")
 
     with HTTPSite(down, max_requests=20, max_seconds=60) as http:
         seed_local(redis_url, http.base + "/", "rt", 1, "--no-robots")
         with Workers(redis_url, 1, "--with-scheduler", log_dir=tmp_path):
-            scheduled = ScheduledJobRegistry(keys.QUEUE_NAME, connection=conn)
-            wait_until(lambda: scheduled.get_job_ids(), what="a scheduled retry")
+            later = keys.key("rt", "later")  # a retry waits there for its time, as no job
+            wait_until(lambda: conn.zcard(later), what="a parked retry")
             said = rqcrawl(redis_url, "cancel", "rt").stdout
-            assert "1 URL(s) dropped (0 held, 1 in flight; 1 queued RQ job(s) removed)" in said
-            assert scheduled.get_job_ids() == []
+            assert "1 URL(s) dropped (0 held, 1 in flight; 0 queued RQ job(s) removed)" in said
+            assert conn.zcard(later) == 0
             time.sleep(3)  # past the retry's 2 s backoff: nothing comes back
     assert http.hits == {"/": 1}
     assert status(redis_url, "rt")["dropped"] == 1

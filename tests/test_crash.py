@@ -8,6 +8,7 @@ import time
 from contextlib import ExitStack
 from urllib.parse import urlsplit
 
+import pytest
 from helpers import (
     Workers,
     child_pids,
@@ -22,7 +23,7 @@ from rq import Worker
 from servers import HTTPSite, RedisServer
 from testsite import Site
 
-from rqcrawl import stats
+from rqcrawl import frontier, leases, stats
 from rqcrawl.urls import canonicalize
 
 CRAWL_WORKER = ("-w", "rqcrawl.worker.CrawlWorker", "--with-scheduler")
@@ -89,6 +90,31 @@ def test_sigkill_of_a_worker_mid_crawl_leaves_an_exact_result(redis_url, conn, t
     assert sum(n - 1 for n in http.hits.values()) <= 1, http.hits
 
 
+def test_a_killed_worker_frees_its_host_slot_in_seconds(redis_url, conn, tmp_path):
+    """With one request at a time per host (the default), the slot a killed worker held in
+    the politeness gate is a lease like its URL's: the host is not blocked for a whole
+    download timeout."""
+    site = Site(pages=40, slow={i: 0.3 for i in range(40)})
+    with HTTPSite(site.handle, max_requests=400, max_seconds=300) as http:
+        seed_local(redis_url, http.base + "/p0.html", "h", 3)
+        with (
+            Workers(redis_url, 2, *CRAWL_WORKER, log_dir=tmp_path) as workers,
+            ExitStack() as orphans,
+        ):
+            deadline = time.monotonic() + 60
+            while not (sum(http.hits.values()) >= 6 and busy(conn, workers.names[0])):
+                assert time.monotonic() < deadline, "the worker never took a job"
+                time.sleep(0.02)
+            orphans.callback(stop_pids, child_pids(workers.procs[0].pid))
+            workers.procs[0].send_signal(signal.SIGKILL)  # mid-request: every page takes 0.3 s
+            workers.procs[0].wait()
+            killed_at = time.monotonic()
+            s = finished_untouched(conn, "h", timeout=240)
+            after_kill = time.monotonic() - killed_at
+    assert s["admitted"] == len(expected_paths(site, 3)) and s["in_flight"] == 0
+    assert after_kill < 35, f"finished {after_kill:.1f} s after the kill"  # 12 s of work
+
+
 def test_restarting_redis_with_aof_resumes_without_refetching(tmp_path):
     site = Site(pages=40, slow={i: 0.1 for i in range(40)})
     want = expected_paths(site, 3)
@@ -115,3 +141,69 @@ def test_restarting_redis_with_aof_resumes_without_refetching(tmp_path):
     assert all(n == 1 for n in http.hits.values()), http.hits
     assert {path_of(canonicalize(base + p)) for p in http.hits} == want
     assert s["admitted"] == len(want) and s["in_flight"] == 0
+
+
+def test_repeated_sigkills_recover_in_seconds(redis_url, conn, tmp_path, record_testsuite_property):
+    """Chaos: workers SIGKILLed five times across a 3,444-URL crawl, each replaced by a new
+    one. A dead worker's URLs come back within seconds (their lease expires), not when RQ's
+    heartbeat does (job_timeout + 60 s), and none is fetched twice by live workers."""
+    site = Site(pages=2870)
+    want = expected_paths(site, 20)
+    kills, workers_at_once = 5, 3
+    with HTTPSite(site.handle, max_requests=5000, max_seconds=600) as http:
+        seed_local(redis_url, http.base + "/p0.html", "z", 20, "--host-concurrency", "32")
+        with ExitStack() as stack:
+            slots = [
+                stack.enter_context(Workers(redis_url, 1, *CRAWL_WORKER, log_dir=tmp_path))
+                for _ in range(workers_at_once)
+            ]
+            for n in range(kills):
+                slot = n % 2  # slots 0 and 1 are killed again and again, slot 2 never
+                name = slots[slot].names[0]
+                deadline = time.monotonic() + 300  # (RQ alone takes minutes per kill)
+                progress = (n + 1) * len(want) // (kills + 2)  # the last at 5/7: work remains
+                while not (sum(http.hits.values()) >= progress and busy(conn, name)):
+                    assert time.monotonic() < deadline, f"kill {n}: the crawl made no progress"
+                    time.sleep(0.01)
+                victim = slots[slot].procs[0]
+                stack.callback(stop_pids, child_pids(victim.pid))  # its orphaned scheduler
+                victim.send_signal(signal.SIGKILL)
+                victim.wait()
+                slots[slot] = stack.enter_context(
+                    Workers(redis_url, 1, *CRAWL_WORKER, log_dir=tmp_path)
+                )
+            last_kill = time.monotonic()
+            s = finished_untouched(conn, "z", timeout=400)
+            after_last_kill = time.monotonic() - last_kill
+            record_testsuite_property("finished_after_last_kill_s", round(after_last_kill, 1))
+
+    out = tmp_path / "z.jsonl"
+    rqcrawl(redis_url, "export", "z", "-o", str(out))
+    rows = read_jsonl(out)
+    assert sorted(path_of(r["url"]) for r in rows) == sorted(want)  # each exactly once
+    assert not [r for r in rows if r["outcome"] not in ("fetched", "failed")]
+    assert not [r for r in rows if r["outcome"] == "failed" and r["status"] != 404]
+    assert s["admitted"] == len(want) and s["in_flight"] == 0
+    refetches = {p: n for p, n in http.hits.items() if n > 1}
+    assert sum(n - 1 for n in refetches.values()) <= kills, refetches
+    # a killed job's URL is back within a lease and a recovery pass or two
+    times = {p: [t for t, q in http.log if q == p] for p in refetches}
+    gaps = [t[1] - t[0] for t in times.values()]
+    record_testsuite_property("refetch_gaps_s", " ".join(f"{g:.1f}" for g in gaps))
+    assert all(g < 20 for g in gaps), times
+    assert after_last_kill < 45, f"finished {after_last_kill:.1f} s after the last kill"
+
+
+@pytest.mark.parametrize("worker", [CRAWL_WORKER, ("--with-scheduler",)], ids=["crawl", "stock"])
+def test_a_slow_but_alive_job_keeps_its_url(redis_url, conn, tmp_path, worker):
+    """A page that takes longer than a lease plus a recovery pass is not taken for lost
+    while its worker lives: the job renews its lease (from a thread of the process running
+    it, a stock worker's work-horse too), so nothing is fetched twice."""
+    slow = leases.LEASE + frontier.REAP_EVERY + 4
+    site = Site(pages=4, slow={1: slow})
+    with HTTPSite(site.handle, max_requests=100, max_seconds=120) as http:
+        seed_local(redis_url, http.base + "/p0.html", "s", 2)
+        with Workers(redis_url, 2, *worker, log_dir=tmp_path):
+            s = finished_untouched(conn, "s", timeout=90)
+    assert s["recovered"] == 0 and s["fetched"] == len(expected_paths(site, 2)) - 1, s
+    assert all(n == 1 for n in http.hits.values()), http.hits

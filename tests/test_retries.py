@@ -1,12 +1,19 @@
-"""Transient failures are retried with backoff through RQ's scheduler; none is lost."""
+"""Transient failures are retried with backoff, at their exact time; none is lost."""
 
 from __future__ import annotations
 
+import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler
+from pathlib import Path
 
+import pytest
 from helpers import Workers, read_jsonl, rqcrawl, seed_local, wait_finished
 from servers import HTTPSite, reply
+
+from rqcrawl.runner import LocalWorkers
 
 
 def flaky_site():
@@ -56,3 +63,79 @@ def test_transient_failures_are_retried_and_permanent_ones_are_not(redis_url, tm
     down = [t for t, path in http.log if path == "/down"]
     assert down[2] - down[1] >= 0.4 and down[1] - down[0] >= 0.2  # 1x, 2x the base
     assert s["retries"] == 2 + 2 + 1 and s["fetched"] == 3 and s["failed"] == 2
+
+
+CRAWL_WORKER = ("-w", "rqcrawl.worker.CrawlWorker", "--with-scheduler")
+
+
+def test_retries_come_at_their_exact_time_with_the_recommended_worker(redis_url, tmp_path):
+    """retry_base x 1, 2, 4 between the requests, on the server's clock, within 0.3 s (RQ's
+    scheduler keeps whole seconds and made them 1.9, 3.0, 5.0 s)."""
+    calls: Counter[str] = Counter()
+
+    def handle(req: BaseHTTPRequestHandler) -> None:
+        calls[req.path] += 1
+        if req.path == "/" and calls["/"] <= 3:
+            reply(req, 503, b"down")
+        else:
+            reply(req, 200, b"<title>up</title>")
+
+    conf = tmp_path / "retry.toml"
+    conf.write_text("[crawl]\nretries = 3\nretry_base = 1.0\n")
+    with HTTPSite(handle, max_requests=20, max_seconds=120) as http:
+        seed_local(redis_url, http.base + "/", "r", 0, "--config", str(conf), "--no-robots")
+        with Workers(redis_url, 1, *CRAWL_WORKER, log_dir=tmp_path):
+            s = wait_finished(redis_url, "r", timeout=60)
+    times = [t for t, path in http.log if path == "/"]
+    gaps = [round(b - a, 2) for a, b in zip(times, times[1:], strict=False)]
+    assert len(gaps) == 3 and s["fetched"] == 1 and s["retries"] == 3, (gaps, s)
+    assert all(abs(gap - want) <= 0.3 for gap, want in zip(gaps, (1, 2, 4), strict=True)), gaps
+
+
+@contextmanager
+def fleet(redis_url: str, kind: str, log_dir: Path) -> Iterator[None]:
+    """One worker of `kind`: the recommended one, a stock forking one, or two in threads of
+    one process (rqcrawl crawl --threads), whose job timeout is a timer, not SIGALRM."""
+    if kind == "threads":
+        pool = LocalWorkers(redis_url, 1, threads=2)
+        try:
+            yield
+        finally:
+            pool.stop(grace=20)
+    else:
+        with Workers(
+            redis_url,
+            1,
+            *(CRAWL_WORKER if kind == "crawl" else ("--with-scheduler",)),
+            log_dir=log_dir,
+        ):
+            yield
+
+
+@pytest.mark.parametrize("kind", ["crawl", "stock", "threads"])
+def test_a_job_killed_by_job_timeout_is_a_timeout_of_its_url(redis_url, tmp_path, kind):
+    """RQ's job_timeout ends a job that waits on a slow server: the URL is retried like any
+    timeout and finally recorded as a failed timeout, not as lost by its worker."""
+
+    def handle(req: BaseHTTPRequestHandler) -> None:
+        if req.path == "/slow":
+            time.sleep(7)
+            reply(req, 200, b"<title>too late</title>")
+        else:
+            reply(req, 200, b'<title>home</title><a href="/slow">slow</a>')
+
+    conf = tmp_path / "tight.toml"
+    conf.write_text(  # 3 s: a stock worker's work-horse first imports rqcrawl and requests
+        "[crawl]\njob_timeout = 3\nread_timeout = 10.0\ndownload_timeout = 10.0\n"
+        "retries = 1\nretry_base = 0.2\n"
+    )
+    with HTTPSite(handle, max_requests=20, max_seconds=120) as http:
+        seed_local(redis_url, http.base + "/", "t", 1, "--config", str(conf), "--no-robots")
+        with fleet(redis_url, kind, tmp_path):
+            s = wait_finished(redis_url, "t", timeout=50)  # a lost job takes minutes
+    out = tmp_path / "t.jsonl"
+    rqcrawl(redis_url, "export", "t", "-o", str(out))
+    slow = next(r for r in read_jsonl(out) if r["url"].endswith("/slow"))
+    assert slow["outcome"] == "failed" and slow["attempts"] == 2, slow
+    assert "job_timeout" in slow["error"], slow
+    assert http.hits["/slow"] == 2 and s["retries"] == 1 and s["recovered"] == 0, s

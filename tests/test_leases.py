@@ -1,0 +1,117 @@
+"""The in-flight leases of the frontier, step by step against a real Redis: who takes one, who
+drops it, and what the recovery pass does with an expired, renewed or missing one."""
+
+from __future__ import annotations
+
+import time
+
+from rq.job import Job
+
+from rqcrawl import config
+from rqcrawl.config import CrawlConfig
+from rqcrawl.frontier import Frontier, InFlight
+from rqcrawl.leases import LEASE, Renewer
+
+URL = "http://127.0.0.1:9/a/page.html"
+
+
+def seeded(conn, crawl: str) -> tuple[Frontier, str]:
+    """A crawl whose one URL was released as a queued RQ job; returns its job id."""
+    cfg = CrawlConfig.from_dict({"allow_private": True, "bloom_capacity": 1000, "retries": 2})
+    config.save(conn, crawl, cfg)
+    frontier = Frontier(conn, crawl, cfg)
+    frontier.seed([URL])
+    return frontier, InFlight(0, 0.0, 0).job_id(crawl, URL)
+
+
+def lease_of(frontier: Frontier) -> float | None:
+    return frontier.redis.zscore(frontier.leased, URL)
+
+
+def expire(frontier: Frontier) -> None:
+    frontier.redis.zadd(frontier.leased, {URL: time.time() - 1})
+
+
+def entry_of(frontier: Frontier) -> InFlight:
+    return InFlight.parse(frontier.redis.hget(frontier.inflight, URL))
+
+
+def test_a_queued_job_holds_no_lease_and_is_not_taken_for_lost(conn):
+    frontier, _ = seeded(conn, "q")
+    assert lease_of(frontier) is None
+    assert frontier.reap() == 0 and entry_of(frontier).attempt == 0
+
+
+def test_the_live_job_takes_the_lease_a_stale_one_does_not(conn):
+    frontier, job_id = seeded(conn, "c")
+    stale = job_id.removesuffix("-0-0") + "-0-1"
+    assert frontier.claim(URL, stale)[0] is None and lease_of(frontier) is None
+    entry, paused = frontier.claim(URL, job_id)
+    assert entry is not None and not paused
+    assert time.time() + LEASE - 1 < lease_of(frontier) <= time.time() + LEASE
+
+
+def test_an_expired_lease_brings_the_url_back_as_its_next_attempt(conn):
+    frontier, job_id = seeded(conn, "x")
+    frontier.claim(URL, job_id)
+    expire(frontier)
+    assert frontier.reap() == 1
+    assert entry_of(frontier).attempt == 1 and lease_of(frontier) is None
+    assert conn.hget(frontier.counters, "recovered") == b"1"
+    next_job = Job.fetch(entry_of(frontier).job_id("x", URL), connection=conn)
+    assert next_job.get_status() == "queued"
+
+
+def renew(frontier: Frontier) -> None:
+    """What the renewing thread of a process holding the URL's lease does."""
+    renewer = Renewer()
+    with renewer.hold(frontier.redis, (frontier.leased, URL)):
+        renewer.renew()
+
+
+def test_a_renewed_lease_keeps_the_url_with_its_job(conn):
+    frontier, job_id = seeded(conn, "r")
+    frontier.claim(URL, job_id)
+    expire(frontier)
+    renew(frontier)
+    assert frontier.reap() == 0 and entry_of(frontier).attempt == 0
+    assert lease_of(frontier) > time.time()
+
+
+def test_finishing_or_parking_a_url_drops_its_lease(conn):
+    frontier, job_id = seeded(conn, "f")
+    entry, _ = frontier.claim(URL, job_id)
+    assert frontier.retry_later(URL, entry, 0.5)
+    assert lease_of(frontier) is None and conn.zscore(frontier.later, URL) is not None
+    assert entry_of(frontier).attempt == 1 and conn.hget(frontier.counters, "retries") == b"1"
+    assert not frontier.retry_later(URL, entry, 0.5)  # the stale job parks nothing
+    renew(frontier)  # a renewal after the end does not bring a lease back
+    assert lease_of(frontier) is None
+
+    frontier, job_id = seeded(conn, "g")
+    entry, _ = frontier.claim(URL, job_id)
+    frontier.finish(URL, {"fetched": 1}, {"url": URL, "outcome": "fetched"}, [], 1)
+    assert lease_of(frontier) is None and conn.hlen(frontier.inflight) == 0
+
+
+def test_an_expired_lease_of_an_ended_url_is_dropped(conn):
+    frontier, job_id = seeded(conn, "e")
+    frontier.claim(URL, job_id)
+    conn.hdel(frontier.inflight, URL)  # ended by a path that did not know the lease
+    expire(frontier)
+    assert frontier.reap() == 0 and lease_of(frontier) is None
+
+
+def test_the_renewer_renews_what_its_jobs_hold_and_forgets_what_they_left(conn):
+    frontier, job_id = seeded(conn, "h")
+    frontier.claim(URL, job_id)
+    renewer = Renewer()
+    host_slot = ("rqcrawl:{h}:leases:127.0.0.1:9", "job-1")
+    conn.zadd(host_slot[0], {host_slot[1]: time.time() - 1})
+    with renewer.hold(conn, (frontier.leased, URL), host_slot):
+        expire(frontier)
+        renewer.renew()  # both in one round trip
+        assert lease_of(frontier) > time.time() and conn.zscore(*host_slot) > time.time()
+    expire(frontier)
+    renewer.renew()
+    assert lease_of(frontier) < time.time()
