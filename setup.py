@@ -22,6 +22,8 @@ setup(
         "click>=8",
         "protego>=0.3",
         "warcio>=1.7",
+        "prometheus-client>=0.20",
+        "rich>=13",
     ],
     extras_require={
         "dashboard": DASHBOARD,

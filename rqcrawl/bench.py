@@ -29,7 +29,7 @@ from .benchsite import SiteServer, SiteSpec, page_path
 from .config import CrawlConfig
 from .embedded import EmbeddedRedis
 from .frontier import Frontier
-from .runner import LocalWorkers
+from .runner import WORKER_CLASS, LocalWorkers
 from .urls import canonicalize
 
 CRAWL = "bench"
@@ -98,16 +98,35 @@ def site_urls(server: SiteServer, count: int) -> list[str]:
     return [canonicalize(server.origin + page_path(i)) for i in range(count)]
 
 
+# The crawler column of stock `rq worker crawl` rows (RQ's default forking Worker), and of
+# the same with the crawler imported in the parent (RQ_CONFIG=rqcrawl.preload).
+STOCK = "rq-stock"
+PRELOADED = "rq-stock+preload"
+STOCK_WORKER_CLASS = "rq.worker.Worker"
+
+
 def run_rqcrawl(
-    spec: SiteSpec, latency: float, workers: int, threads: int, site_procs: int
+    spec: SiteSpec,
+    latency: float,
+    workers: int,
+    threads: int,
+    site_procs: int,
+    crawler: str = "rqcrawl",
 ) -> Result:
     """Crawl the site with `workers` local worker processes (of `threads` workers each)
-    against a private Redis."""
+    of the `crawler`'s kind (the recommended worker, or stock ones) against a private Redis."""
     server = SiteServer(spec, latency, site_procs).start()
     with tempfile.TemporaryDirectory(prefix="rqcrawl-bench-") as tmp:
         redis_server = EmbeddedRedis(Path(tmp)).start()
         conn = Redis.from_url(redis_server.url)
-        pool = LocalWorkers(redis_server.url, workers, threads)
+        stock = crawler != "rqcrawl"
+        pool = LocalWorkers(
+            redis_server.url,
+            workers,
+            threads,
+            worker_class=STOCK_WORKER_CLASS if stock else WORKER_CLASS,
+            rq_config="rqcrawl.preload" if crawler == PRELOADED else None,
+        )
         try:
             wait_for_workers(conn, pool, workers * threads)
             cpu0 = sum(proc_cpu_s(p.pid) for p in pool.procs)
@@ -130,7 +149,7 @@ def run_rqcrawl(
             redis_server.stop()
             server.stop()
     return Result(
-        "rqcrawl",
+        crawler,
         workers,
         threads,
         latency,
@@ -391,6 +410,14 @@ def notes(results: list[Result]) -> list[str]:
                 f"latency {lat * 1000:.0f} ms: best rqcrawl ({workers_label(a)}) / best Scrapy "
                 f"({b.procs} concurrent) pages/s = {rate(a) / rate(b):.2f}x"
             )
+        for r in results:
+            for kind in (STOCK, PRELOADED):
+                stock = by.get((kind, r.procs, 1, lat))
+                if r.crawler == "rqcrawl" and r.threads == 1 and stock:
+                    out.append(
+                        f"latency {lat * 1000:.0f} ms, {r.procs} worker(s): recommended worker "
+                        f"({WORKER_CLASS}) / {kind} pages/s = {rate(r) / rate(stock):.1f}x"
+                    )
         one, two = by.get(("rqcrawl", 1, 1, lat)), by.get(("rqcrawl", 2, 1, lat))
         if one and two:
             out.append(
@@ -406,7 +433,7 @@ def notes(results: list[Result]) -> list[str]:
                 f"{name} {rd['calls'][name] / pages:.1f} ({rd['usec'][name] / pages:.0f} us)"
                 for name in top
             )
-            label = f"rqcrawl {workers_label(r)}, {r.latency * 1000:.0f} ms"
+            label = f"{r.crawler} {workers_label(r)}, {r.latency * 1000:.0f} ms"
             out.append(f"{label}: Redis calls (and time) per page, Lua's included: {calls}")
     mem = next((r.redis for r in results if r.redis), None)
     if mem:
@@ -458,17 +485,24 @@ def parse_list(kind):
               help="Also crawl with Scrapy, when installed (rqcrawl[bench]).")  # fmt: skip
 @click.option("--concurrency", default="16", show_default=True, callback=parse_list(int),
               help="Scrapy CONCURRENT_REQUESTS values, comma-separated.")  # fmt: skip
+@click.option("--stock/--no-stock", default=False,
+              help="Also crawl with stock forking `rq worker crawl` workers (same counts), "
+                   "without and with RQ_CONFIG=rqcrawl.preload.")  # fmt: skip
 @click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True,
               help="Runs of each configuration; the table shows medians.")  # fmt: skip
 @click.option("--site-procs", type=click.IntRange(min=1), default=2, show_default=True,
               help="Processes serving the site.")  # fmt: skip
-def bench(pages, workers, threads, latency, with_scrapy, concurrency, repeat, site_procs) -> None:
+def bench(
+    pages, workers, threads, latency, with_scrapy, concurrency, stock, repeat, site_procs
+) -> None:
     """Benchmark rqcrawl against Scrapy on a generated local site and print one table."""
     if with_scrapy and not scrapy_available():
         click.echo("Scrapy is not installed: rqcrawl only (pip install 'rqcrawl[bench]')", err=True)
         with_scrapy = False
     spec = SiteSpec(pages=pages)
     runs = [("rqcrawl", n, t, lat) for lat in latency for t in threads for n in workers]
+    if stock:
+        runs += [(k, n, 1, lat) for k in (STOCK, PRELOADED) for lat in latency for n in workers]
     if with_scrapy:
         runs += [("scrapy", c, 1, lat) for lat in latency for c in concurrency]
     results = []
@@ -479,14 +513,17 @@ def bench(pages, workers, threads, latency, with_scrapy, concurrency, repeat, si
                 f"{crawler} {procs}x{per_proc} @ {lat * 1000:.0f} ms, run {i + 1}/{repeat}...",
                 err=True,
             )
-            run = run_rqcrawl if crawler == "rqcrawl" else run_scrapy
-            reps.append(run(spec, lat, procs, per_proc, site_procs))
+            if crawler == "scrapy":
+                reps.append(run_scrapy(spec, lat, procs, per_proc, site_procs))
+            else:
+                reps.append(run_rqcrawl(spec, lat, procs, per_proc, site_procs, crawler))
         results.append(median_result(reps))
     command = (
         f"rqcrawl bench --pages {pages} --workers {','.join(map(str, workers))} "
         f"--threads {','.join(map(str, threads))} "
         f"--latency {','.join(map(str, latency))} --{'' if with_scrapy else 'no-'}scrapy "
-        f"--concurrency {','.join(map(str, concurrency))} --repeat {repeat} "
+        f"--concurrency {','.join(map(str, concurrency))} --{'' if stock else 'no-'}stock "
+        f"--repeat {repeat} "
         f"--site-procs {site_procs}"
     )
     click.echo(

@@ -25,10 +25,12 @@ from .embedded import EmbeddedRedis
 from .frontier import Frontier
 from .hooks import HookError
 from .redisurl import masked
-from .runner import LocalWorkers, watch
+from .runner import WORKER_CLASS, LocalWorkers, watch
 from .urls import InvalidURL, canonicalize, host_of
 
 DEFAULT_REDIS_URL = "redis://localhost:6379/0"
+# The recommended worker, through the variable RQ reads, so the card's command stays the same.
+WORKER_HINT = f"RQ_WORKER_CLASS={WORKER_CLASS} rq worker {keys.QUEUE_NAME} --with-scheduler"
 
 
 def configured_redis_url(option: str | None) -> str | None:
@@ -115,6 +117,7 @@ def seed(urls, name, config_file, url, **flags) -> None:
     conn = connect(redis_url(url))
     cfg, new = start_crawl(conn, name, cfg, seeds)
     click.echo(f"crawl {name}: {new} of {len(seeds)} seed(s) queued (max depth {cfg.max_depth})")
+    click.echo(f"run workers with: {WORKER_HINT}")
     click.echo(name)
 
 
@@ -234,6 +237,23 @@ def watch_status(conn: redis.Redis, name: str, cfg: CrawlConfig, interval: float
         raise click.ClickException(f"lost Redis: {exc}") from None
 
 
+@main.command()
+@click.option("--port", type=click.IntRange(1, 65535), default=9310, show_default=True)
+@click.option("--bind", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@redis_option
+def metrics(port, bind, url) -> None:
+    """Serve Prometheus metrics of every crawl of this Redis on http://BIND:PORT/metrics."""
+    from . import metrics as exporter  # prometheus_client only for this command
+
+    conn = connect(redis_url(url))
+    try:
+        server = exporter.serve(conn, port, bind)
+    except OSError as exc:
+        raise click.ClickException(f"cannot serve on {bind}:{port}: {exc.strerror}") from None
+    click.echo(f"serving http://{bind}:{port}/metrics (Ctrl-C to stop)", err=True)
+    exporter.serve_until_interrupted(server)
+
+
 @main.command(name="list")
 @click.option("--json", "as_json", is_flag=True, help="A JSON array of the crawls' status.")
 @redis_option
@@ -251,6 +271,28 @@ def list_crawls(as_json, url) -> None:
         click.echo(json.dumps(rows, sort_keys=True))
     else:
         click.echo(stats.table(rows) if rows else "no crawls in this Redis")
+
+
+@main.command()
+@click.argument("name")
+@click.option("--reason", "wanted", multiple=True, help="Only this reason (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+@redis_option
+def failures(name, wanted, as_json, url) -> None:
+    """The failed URLs of crawl NAME: reason, HTTP status, URL (and the error with --json)."""
+    conn = connect(redis_url(url))
+    existing(conn, name)
+    for record in sinks.iter_records(conn, name):
+        if record["outcome"] not in sinks.FAILED_OUTCOMES:
+            continue
+        reason = record["reason"] or "other"
+        if wanted and reason not in wanted:
+            continue
+        if as_json:
+            row = {k: record[k] for k in ("url", "reason", "status", "error", "attempts")}
+            click.echo(json.dumps(row | {"reason": reason}))
+        else:
+            click.echo(f"{reason}  {record['status'] or '-'}  {record['url']}")
 
 
 def controlled(name: str, url: str | None) -> tuple[redis.Redis, CrawlConfig, str]:

@@ -73,6 +73,7 @@ class CrawlConfig:
     window: int = 1000
     job_timeout: int = 60
     failure_ttl: int = 7 * 24 * 3600
+    failed_job_ttl: int = 24 * 3600  # seconds a failed page's finished RQ job stays listed
     retries: int = 2
     retry_base: float = 2.0
     delay: float = 1.0
@@ -298,6 +299,7 @@ _BOUNDS: dict[str, Bounds] = {
     "window": Bounds(1),
     "job_timeout": Bounds(1, DAY),
     "failure_ttl": Bounds(1),
+    "failed_job_ttl": Bounds(1),
     "retries": Bounds(0),
     "retry_base": Bounds(0, DAY),
     "delay": Bounds(0, DAY),

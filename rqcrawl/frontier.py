@@ -91,7 +91,8 @@ elseif done ~= '' then
   redis.call('ZREM', KEYS[7], done)
   redis.call('ZREM', KEYS[#KEYS], done)
   for field, n in string.gmatch(ARGV[3], '(%S+) (%S+)') do
-    redis.call('HINCRBY', counters, field, n)
+    -- "kind|host": per-host counts, kept beside the host's admitted count (see stats.py)
+    redis.call('HINCRBY', string.find(field, '|', 1, true) and host_pages or counters, field, n)
   end
   if ARGV[4] ~= '' then redis.call('XADD', items, '*', 'r', ARGV[4]) end
   redis.call('HSET', counters, 'last_at', now)
@@ -578,7 +579,10 @@ class Frontier:
         if current == raw.encode() and (lease is None or lease < now):
             message = f"job lost by its worker {entry.attempt + 1} times"
             record = failure_record(url, entry.depth, "lost", message, entry.attempt + 1)
-            self._run(url, "failed 1", record, [], entry.depth + 1)
+            record["reason"] = "lost"
+            self._run(
+                url, f"failed 1 failed:lost 1 failed|{host_of(url)} 1", record, [], entry.depth + 1
+            )
 
 
 def _whole_second_after(delay: float) -> datetime:

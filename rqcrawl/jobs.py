@@ -11,6 +11,7 @@ once, so a worker never sleeps on a busy host.
 
 from __future__ import annotations
 
+import os
 import time
 from collections import Counter
 from collections.abc import Container
@@ -21,7 +22,7 @@ from rq import get_current_job
 from rq.job import Job
 from rq.timeouts import JobTimeoutException
 
-from . import config, control, hooks, warc
+from . import config, control, hooks, keys, stats, warc
 from .config import CrawlConfig
 from .cookies import Cookies
 from .extract import decode, extract_fields, parse
@@ -126,6 +127,15 @@ def crawl_url(crawl: str, url: str, depth: int) -> str:
         return "crawl not found (purged?)"
     if entry is None:
         return "already ended"
+    outcome = _run_claimed(job, c, crawl, url, depth, entry, paused)
+    _describe(job, crawl, c.cfg, outcome)
+    return outcome if isinstance(outcome, str) else outcome["outcome"]
+
+
+def _run_claimed(
+    job: Job, c: Crawl, crawl: str, url: str, depth: int, entry: InFlight, paused: bool
+) -> str | dict:
+    """crawl_url's work once the job holds its URL: a message, or the record that ended it."""
     if paused and control.put_back(job.connection, crawl, url, entry):
         return "crawl halted: URL given back unfetched"
     try:  # the URL's lease, and the host's slot once the job takes one
@@ -138,7 +148,7 @@ def crawl_url(crawl: str, url: str, depth: int) -> str:
         return _settle(c, url, depth, entry, failed_visit(url, depth, error))
 
 
-def _crawl_claimed(job: Job, c: Crawl, url: str, depth: int, entry: InFlight) -> str:
+def _crawl_claimed(job: Job, c: Crawl, url: str, depth: int, entry: InFlight) -> str | dict:
     """Visit `url`, claimed by `job` as `entry`: fetch and end it, or park it until its
     host is ready."""
     site, host, ua = site_of(url), host_of(url), c.cfg.user_agent
@@ -150,8 +160,9 @@ def _crawl_claimed(job: Job, c: Crawl, url: str, depth: int, entry: InFlight) ->
                 return _defer(c, url, entry, robots.retry_at)
             refusal = _robots_refusal(robots, url, depth, entry, ua)
             if refusal:
+                refusal.counts.update(stats.page_counts(host, refusal.counts, refusal.record, None))
                 c.frontier.finish(url, refusal.counts, refusal.record, [], depth + 1)
-                return refusal.record["outcome"]
+                return refusal.record
         delay = c.politeness.delay_for(robots.crawl_delay(ua) if robots else None)
         slot = c.politeness.acquire(host, job.id, delay, booked=entry.turn > 0)
         if slot is not None:
@@ -169,6 +180,8 @@ def _crawl_claimed(job: Job, c: Crawl, url: str, depth: int, entry: InFlight) ->
         result = visit(url, depth, c.cfg, archive, c.frontier.known, c.cookies)
     finally:
         c.politeness.release(host, job.id, delay, started)
+    fetch_s = time.time() - started
+    result.counts.update(stats.page_counts(host, result.counts, result.record, fetch_s))
     return _settle(c, url, depth, entry, result)
 
 
@@ -182,6 +195,30 @@ def abandon(job: Job) -> None:
     c = crawl_of(job.connection, crawl)
     if c is not None:
         c.politeness.release(host_of(url), job.id, c.cfg.delay, time.time())
+
+
+META_FIELDS = ("outcome", "reason", "status", "error", "attempts")
+
+
+def _describe(job: Job, crawl: str, cfg: CrawlConfig, outcome: str | dict) -> None:
+    """Put the URL's outcome, status and error in the job's `meta`, where rq-dashboard shows
+    it. The recommended worker saves it with the job's result in its success pipeline
+    (worker.CrawlJob); a stock worker's job saves it itself, in one round trip that also
+    notes for `status` that a forking worker ran it. A failed page's job is kept for
+    `failed_job_ttl` rather than RESULT_TTL, so the dashboard's links to it stay alive."""
+    if isinstance(outcome, dict):
+        job.meta.update({k: outcome.get(k) for k in META_FIELDS if outcome.get(k) is not None})
+        if outcome["outcome"] == "failed":
+            job.result_ttl = cfg.failed_job_ttl
+    else:
+        job.meta["outcome"] = outcome
+    if getattr(job, "saves_meta", False):
+        return
+    with job.connection.pipeline(transaction=False) as pipe:
+        pipe.hset(job.key, "meta", job.serializer.dumps(job.meta))
+        if os.environ.get("RQ_JOB_ID") == job.id:  # set by RQ in a forked work-horse only
+            pipe.set(keys.key(crawl, "forked"), 1, ex=stats.FORKED_TTL)
+        pipe.execute()
 
 
 def _defer(c: Crawl, url: str, entry: InFlight, until: float) -> str:
@@ -199,6 +236,7 @@ def _robots_refusal(
     if robots.kind == "failed":
         message = f"robots.txt unavailable after {robots.attempts} attempts: {robots.error}"
         record = failure_record(url, depth, "failed", message, entry.attempt + 1)
+        record["reason"] = "robots"
         return Visit(record, {"failed": 1})
     if not robots.allows(url, ua):
         record = failure_record(
@@ -208,7 +246,7 @@ def _robots_refusal(
     return None
 
 
-def _settle(c: Crawl, url: str, depth: int, entry: InFlight, result: Visit) -> str:
+def _settle(c: Crawl, url: str, depth: int, entry: InFlight, result: Visit) -> str | dict:
     """Retry a transient failure later, or end the URL for good."""
     attempts = entry.attempt + 1
     if result.error is not None and attempts <= c.cfg.retries:
@@ -218,7 +256,7 @@ def _settle(c: Crawl, url: str, depth: int, entry: InFlight, result: Visit) -> s
         return f"retry in {delay:.1f}s: {result.error}"
     result.record["attempts"] = attempts
     c.frontier.finish(url, result.counts, result.record, result.children, depth + 1)
-    return result.record["outcome"]
+    return result.record
 
 
 def wake(crawl: str) -> str:
@@ -234,6 +272,10 @@ def failed_visit(url: str, depth: int, exc: FetchError) -> Visit:
     """The visit of a URL whose fetch failed with `exc` (retried later when transient)."""
     outcome = exc.reason if exc.reason in SKIP_REASONS else "failed"
     record = page_record(url=url, outcome=outcome, status=exc.status, depth=depth, error=str(exc))
+    if outcome == "failed":
+        # the full message of the cause: FetchError's own is cut short
+        detail = f"{exc} {exc.__context__ or ''}"
+        record["reason"] = stats.failure_reason(exc.reason, detail, exc.status)
     counter = f"skipped:{exc.reason}" if outcome != "failed" else "failed"
     return Visit(record, {counter: 1}, error=exc if exc.transient else None)
 

@@ -1,4 +1,5 @@
-"""`rqcrawl status NAME --watch`: the status of a crawl, refreshed until it is over."""
+"""Live views of a crawl: `rqcrawl status NAME --watch`, refreshed until it is over, and the
+progress bar of `rqcrawl crawl` on a terminal."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import time
 from typing import TextIO
 
 from redis import Redis
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from . import stats
 from .config import CrawlConfig
@@ -43,3 +46,40 @@ def redraw(out: TextIO, lines: list[str], drawn: int) -> int:
         out.write(f"\x1b[{drawn}F")  # to the start of the first line drawn
     out.write("".join(line + "\x1b[K\n" for line in lines) + "\x1b[J")
     return len(lines)
+
+
+class ProgressBar:
+    """`rqcrawl crawl`'s bar on a terminal (rich): URLs ended of those admitted so far, depth,
+    average and recent pages/s, failures, skips and the ETA."""
+
+    def __init__(self, out: TextIO):
+        self.progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[detail]}"),
+            TimeElapsedColumn(),
+            console=Console(file=out),
+        )
+        self.task = self.progress.add_task("depth 0", total=None, detail="")
+
+    def __enter__(self) -> ProgressBar:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.progress.stop()
+
+    def show(self, s: dict) -> None:
+        detail = (
+            f"{s['pages_per_s']:.1f} pages/s ({s['recent_pages_per_s']:.1f} recent)  "
+            f"{s['failed']} failed  {s['skipped_total']} skipped  "
+            f"eta {stats.duration(s['eta_s'])}"
+        )
+        self.progress.update(
+            self.task,
+            description=f"depth {s['level']}/{s['max_depth']}",
+            completed=s["fetched"] + s["failed"] + s["skipped_total"],
+            total=max(s["admitted"], 1),
+            detail=detail,
+        )

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import BinaryIO, TextIO
 
@@ -15,6 +16,7 @@ from redis import Redis
 
 from . import config, keys, stats
 from .frontier import Frontier
+from .monitor import ProgressBar
 from .worker import REDIS_DOWN
 
 WORKER_CLASS = "rqcrawl.worker.CrawlWorker"  # see worker.py
@@ -35,7 +37,15 @@ class LocalWorkers:
     `log_dir`, each one's output is appended to `log_dir`/<n>.log, so that a stalled or
     failing worker can be seen; else it is discarded."""
 
-    def __init__(self, redis_url: str, count: int, threads: int = 1, log_dir: Path | None = None):
+    def __init__(
+        self,
+        redis_url: str,
+        count: int,
+        threads: int = 1,
+        log_dir: Path | None = None,
+        worker_class: str = WORKER_CLASS,
+        rq_config: str | None = None,
+    ):
         self.log_dir = log_dir
         outs = [self._log(n) for n in range(1, count + 1)]
         self.procs = [
@@ -46,11 +56,12 @@ class LocalWorkers:
                     *worker_command(threads),
                     keys.QUEUE_NAME,
                     "--worker-class",
-                    WORKER_CLASS,
+                    worker_class,
                     "--with-scheduler",
                     "--maintenance-interval",
                     "30",
                     "--quiet",
+                    *(["--config", rq_config] if rq_config else []),
                 ],
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -99,31 +110,28 @@ def progress_line(s: dict, width: int = 30) -> str:
 def watch(conn: Redis, crawl: str, workers: LocalWorkers, out: TextIO = sys.stderr) -> dict:
     """Show progress until the crawl is finished (or cancelled); returns the final status.
 
-    On a terminal the line is redrawn in place; otherwise a plain line every 5 seconds.
+    On a terminal a progress bar (monitor.ProgressBar); otherwise a plain line every 5 seconds.
     """
-    tty = out.isatty()
     frontier = Frontier(conn, crawl, config.load(conn, crawl))
     last_line = 0.0
-    while True:
-        try:
-            frontier.maybe_reap()
-            s = stats.status(conn, crawl)
-        except REDIS_DOWN as exc:  # Redis restarting: the workers wait for it too
-            out.write(f"\nRedis unreachable ({exc}), waiting for it\n")
-            time.sleep(1)
-            continue
-        now = time.monotonic()
-        if tty:
-            out.write("\r" + progress_line(s) + "\x1b[K")
-            out.flush()
-        elif now - last_line >= 5 or s["state"] in stats.OVER:
-            out.write(progress_line(s) + "\n")
-            last_line = now
-        if s["state"] in stats.OVER:
-            if tty:
-                out.write("\n")
-            return s
-        if workers.alive() == 0:
-            where = workers.log_dir or "`rq worker` output"
-            raise RuntimeError(f"every worker process exited; see {where}")
-        time.sleep(0.5)
+    with ProgressBar(out) if out.isatty() else nullcontext() as bar:
+        while True:
+            try:
+                frontier.maybe_reap()
+                s = stats.status(conn, crawl)
+            except REDIS_DOWN as exc:  # Redis restarting: the workers wait for it too
+                out.write(f"\nRedis unreachable ({exc}), waiting for it\n")
+                time.sleep(1)
+                continue
+            now = time.monotonic()
+            if bar is not None:
+                bar.show(s)
+            elif now - last_line >= 5 or s["state"] in stats.OVER:
+                out.write(progress_line(s) + "\n")
+                last_line = now
+            if s["state"] in stats.OVER:
+                return s
+            if workers.alive() == 0:
+                where = workers.log_dir or "`rq worker` output"
+                raise RuntimeError(f"every worker process exited; see {where}")
+            time.sleep(0.5)

@@ -35,8 +35,12 @@ FIELDS = [
     "attempts",
     "fetched_at",
     "error",
+    "reason",
     "hook_error",
 ]
+
+
+FAILED_OUTCOMES = ("failed", "lost")  # a record's outcome when its URL failed for good
 
 
 def page_record(**fields) -> dict:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 
 from redis import Redis
 from rq import Queue
@@ -11,9 +12,65 @@ from rq.scheduler import RQScheduler
 
 from . import config, keys
 from .bloom import BloomFilter
+from .urls import host_of
 
 OVERDUE = 10  # seconds a scheduled job may be late before `status` warns
 IDLE_WARN = 60  # seconds URLs may wait in RQ with no job of the crawl started before a warning
+# Upper bounds (seconds) of the fetch-latency histogram, Prometheus style (+Inf implied).
+LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+RATE_BUCKET = 10  # seconds per `rate:N` counter of fetched pages (the recent rate)
+RECENT = 60  # seconds over which `status` reports the recent rate
+HOSTS_SHOWN = 10  # hosts in `status`, those with the most time left first
+FORKED_TTL = 60  # seconds a job run by a forking worker keeps the `status` warning up
+
+# Words in a connection error's message that tell what went wrong (requests and urllib3
+# name the same failures differently across versions and platforms).
+_CONNECTION_KINDS = (
+    ("dns", ("name or service not known", "nodename nor servname", "name resolution",
+             "failed to resolve", "getaddrinfo", "no address associated")),
+    ("connection_refused", ("connection refused", "econnrefused", "errno 111")),
+    ("tls", ("ssl", "certificate", "tls")),
+    ("connection_reset", ("connection reset", "connection aborted", "remote end closed")),
+)  # fmt: skip
+
+
+def failure_reason(reason: str, message: str, status: int | None) -> str:
+    """One short, stable word per kind of failure (`http_404`, `http_5xx`, `timeout`, `dns`,
+    `connection_refused`, `tls`...), for the counters, `status` and `rqcrawl failures`: a
+    FetchError's own reason is too fine for 5xx and too coarse for connection errors."""
+    if status is not None and status >= 500:
+        return "http_5xx"
+    if status is not None and status >= 400:
+        return f"http_{status}"
+    if reason in ("timeout", "download_timeout"):
+        return "timeout"
+    if reason in ("connection", "read_error"):
+        text = message.lower()
+        for kind, words in _CONNECTION_KINDS:
+            if any(w in text for w in words):
+                return kind
+    return reason
+
+
+def page_counts(
+    host: str, counts: dict[str, int], record: dict, fetch_s: float | None
+) -> dict[str, int]:
+    """The counters an ended URL adds beside its outcome's, in the same atomic finish step
+    (no round trip of their own): its host's fetched/failed/skipped (`kind|host`, kept in the
+    per-host hash), the failure's reason, the recent-rate bucket and bytes of a fetched page,
+    and the latency histogram (`latency_le:B`, `latency_ms`) when a request was made."""
+    kind = "fetched" if counts.get("fetched") else "failed" if counts.get("failed") else "skipped"
+    out = {f"{kind}|{host}": 1}
+    if kind == "failed":
+        out[f"failed:{record.get('reason') or 'other'}"] = 1
+    if kind == "fetched":
+        out[f"rate:{int(time.time()) // RATE_BUCKET}"] = 1
+        out["bytes"] = record.get("bytes") or 0
+    if fetch_s is not None:
+        bound = next((b for b in LATENCY_BUCKETS if fetch_s <= b), "inf")
+        out[f"latency_le:{bound}"] = 1
+        out["latency_ms"] = round(fetch_s * 1000)
+    return out
 
 
 def status(redis: Redis, crawl: str) -> dict | None:
@@ -25,28 +82,39 @@ def status(redis: Redis, crawl: str) -> dict | None:
     cfg = config.load(redis, crawl)
     if cfg is None:
         return None
+    now = time.time()
     with redis.pipeline(transaction=False) as pipe:
         pipe.hgetall(keys.key(crawl, "counters"))
-        pipe.hlen(keys.key(crawl, "inflight"))
+        pipe.hkeys(keys.key(crawl, "inflight"))  # at most `window` URLs
         pipe.llen(keys.key(crawl, "held"))
         pipe.zcard(keys.key(crawl, "later"))
-        raw, in_flight, held, deferred = pipe.execute()
+        pipe.hgetall(keys.key(crawl, "host_pages"))
+        pipe.hgetall(keys.key(crawl, "hosts"))
+        pipe.exists(keys.key(crawl, "forked"))
+        raw, flying, held, deferred, host_pages, politeness, forked = pipe.execute()
+    in_flight = len(flying)
     counters = {k.decode(): float(v) if b"." in v else int(v) for k, v in raw.items()}
+    drop_old_rates(redis, crawl, counters, now)
     bloom = BloomFilter(
         redis, keys.key(crawl, "bloom"), cfg.bloom_capacity, cfg.bloom_error_rate
     ).stats()
-    skipped = {k.split(":", 1)[1]: v for k, v in counters.items() if k.startswith("skipped:")}
-    links = {k.split(":", 1)[1]: v for k, v in counters.items() if k.startswith("links:")}
+    skipped = prefixed(counters, "skipped:")
+    links = prefixed(counters, "links:")
     done = in_flight == 0 and held == 0
-    started = counters.get("started_at", time.time())
-    end = counters.get("last_at", started) if done else time.time()
+    started = counters.get("started_at", now)
+    end = counters.get("last_at", started) if done else now
     fetched = counters.get("fetched", 0)
+    recent = recent_rate(counters, started, now) if not done else 0.0
+    flying_per_host = Counter(host_of(url.decode()) for url in flying)
+    hosts = host_rows(redis, crawl, cfg, host_pages, flying_per_host, politeness, now)
+    remaining = sum(h["remaining"] for h in hosts)
     return {
         "crawl": crawl,
         "state": state(counters, done),
         "admitted": counters.get("admitted", 0),
         "fetched": fetched,
         "failed": counters.get("failed", 0),
+        "failed_by_reason": prefixed(counters, "failed:"),
         "skipped": skipped,
         "skipped_total": sum(skipped.values()),
         "retries": counters.get("retries", 0),
@@ -61,12 +129,118 @@ def status(redis: Redis, crawl: str) -> dict | None:
         "links_dropped": links,
         "elapsed_s": round(end - started, 3),
         "pages_per_s": round(fetched / (end - started), 2) if end > started else 0.0,
+        "recent_pages_per_s": round(recent, 2),
+        "eta_s": eta(hosts, remaining, recent) if not done else 0.0,
+        "hosts": hosts[:HOSTS_SHOWN],
+        "host_count": len(hosts),
+        "bytes": counters.get("bytes", 0),
+        "fetch_latency": latency(counters),
         "bloom_fill_ratio": bloom["fill_ratio"],
         "bloom_false_positive_rate": bloom["estimated_false_positive_rate"],
         "bloom": bloom,
         "warnings": bloom_warnings(bloom)
+        + (forked_warnings() if forked else [])
         + (warnings(redis) + idle_warnings(counters, in_flight - deferred) if not done else []),
     }
+
+
+def prefixed(counters: dict, prefix: str) -> dict[str, int]:
+    """The counters named `prefix` + something, by that something."""
+    return {k.removeprefix(prefix): v for k, v in counters.items() if k.startswith(prefix)}
+
+
+def recent_rate(counters: dict, started: float, now: float) -> float:
+    """Pages per second fetched over the last RECENT seconds (or since the start, if later),
+    from the `rate:N` buckets; the current one counts for the part of it that has passed."""
+    first = int(now) // RATE_BUCKET - RECENT // RATE_BUCKET
+    pages = sum(n for b, n in prefixed(counters, "rate:").items() if int(b) >= first)
+    since = max(first * RATE_BUCKET, started)
+    return pages / (now - since) if now > since else 0.0
+
+
+def drop_old_rates(redis: Redis, crawl: str, counters: dict, now: float) -> None:
+    """Delete the rate buckets older than RECENT, so the counters hash stays small however
+    long the crawl runs (readers prune: the finish step stays one write per bucket)."""
+    first = int(now) // RATE_BUCKET - RECENT // RATE_BUCKET
+    old = [k for k in prefixed(counters, "rate:") if int(k) < first]
+    if old:
+        redis.hdel(keys.key(crawl, "counters"), *(f"rate:{k}" for k in old))
+
+
+def host_rows(
+    redis: Redis,
+    crawl: str,
+    cfg: config.CrawlConfig,
+    host_pages: dict,
+    flying: Counter[str],
+    politeness: dict,
+    now: float,
+) -> list[dict]:
+    """Per host: URLs admitted, fetched, failed, skipped, remaining, of which in flight and
+    held, requests running now, when its next request may start, and the time its remaining
+    URLs need at the politeness pace (remaining x spacing / host_concurrency); the hosts that
+    dominate the time left first."""
+    per: dict[str, dict[str, int]] = {}
+    for field, n in host_pages.items():
+        kind, _, host = field.decode().rpartition("|")
+        per.setdefault(host, {})[kind or "admitted"] = int(n)
+    rows = []
+    for host, n in per.items():
+        ended = n.get("fetched", 0) + n.get("failed", 0) + n.get("skipped", 0)
+        # "ready booked step" (politeness.py): booked is the last slot promised, not the next
+        ready, _, step = (float(x) for x in politeness.get(host.encode(), b"0 0 0").split())
+        spacing = max(step, cfg.delay)
+        remaining = max(0, n.get("admitted", 0) - ended)
+        rows.append(
+            {
+                "host": host,
+                "admitted": n.get("admitted", 0),
+                "fetched": n.get("fetched", 0),
+                "failed": n.get("failed", 0),
+                "skipped": n.get("skipped", 0),
+                "remaining": remaining,
+                "in_flight": flying[host],
+                "held": max(0, remaining - flying[host]),
+                "next_in_s": round(max(0.0, ready - now), 3),
+                "eta_s": round(remaining * spacing / cfg.host_concurrency, 1),
+            }
+        )
+    rows.sort(key=lambda r: (-r["eta_s"], -r["remaining"], r["host"]))
+    with redis.pipeline(transaction=False) as pipe:
+        for r in rows[:HOSTS_SHOWN]:
+            pipe.zcount(keys.key(crawl, "leases", r["host"]), now, "+inf")
+        for r, running in zip(rows, pipe.execute(), strict=False):
+            r["running"] = running
+    return rows
+
+
+def eta(hosts: list[dict], remaining: int, recent: float) -> float | None:
+    """Seconds until the URLs admitted so far have ended: the slowest host at its politeness
+    pace, or all of them at the recent rate, whichever is longer; None when nothing moves."""
+    by_pace = max((h["eta_s"] for h in hosts), default=0.0)
+    if remaining and not recent:
+        return by_pace or None
+    return round(max(by_pace, remaining / recent if recent else 0.0), 1)
+
+
+def latency(counters: dict) -> dict:
+    """The fetch-latency histogram: counts per upper bound (not cumulative), sum, count."""
+    buckets = {str(b): 0 for b in LATENCY_BUCKETS} | {"inf": 0}
+    buckets.update(prefixed(counters, "latency_le:"))
+    return {
+        "buckets": buckets,
+        "sum_s": counters.get("latency_ms", 0) / 1000,
+        "count": sum(buckets.values()),
+    }
+
+
+def forked_warnings() -> list[str]:
+    return [
+        "jobs of this crawl ran on forking RQ workers in the last minute (a stock `rq worker`):"
+        " each job then pays a fork, the crawler's imports and new connections, about 20x "
+        "slower; run `RQ_WORKER_CLASS=rqcrawl.worker.CrawlWorker rq worker crawl "
+        "--with-scheduler` instead"
+    ]
 
 
 OVER = ("finished", "cancelled")  # states in which no worker will touch the crawl again
@@ -138,8 +312,8 @@ def render(s: dict) -> str:
             f"crawl      {s['crawl']}: {s['state']}"
             + (f" ({s['dropped']} URLs dropped)" if s["state"] == "cancelled" else ""),
             f"admitted   {s['admitted']}",
-            f"fetched    {s['fetched']}",
-            f"failed     {s['failed']}",
+            f"fetched    {s['fetched']} ({s['bytes']:,} bytes)",
+            f"failed     {s['failed']}" + (f" ({reasons(s)})" if s["failed"] else ""),
             f"skipped    {s['skipped_total']} ({skipped})",
             f"retries    {s['retries']} (+{s['recovered']} jobs recovered from dead workers)",
             f"in flight  {s['in_flight']} (queued, scheduled, running or deferred; "
@@ -148,31 +322,78 @@ def render(s: dict) -> str:
             f"level      {s['level']} of max depth {s['max_depth']}",
             f"links      dropped: {dropped}",
             f"hook       {s['hook_errors']} error(s)",
-            f"speed      {s['pages_per_s']} pages/s over {s['elapsed_s']} s",
+            f"speed      {s['pages_per_s']} pages/s over {s['elapsed_s']} s, "
+            f"{s['recent_pages_per_s']} pages/s in the last {RECENT} s",
+            f"eta        {duration(s['eta_s'])} for the URLs admitted so far",
             f"bloom      fill {s['bloom_fill_ratio']:.6f}, "
             f"est. false-positive rate {s['bloom_false_positive_rate']:.3g}",
+            *host_table(s),
             *(f"WARNING    {w}" for w in s["warnings"]),
         ]
     )
+
+
+def reasons(s: dict) -> str:
+    """`http_404 3, timeout 1`: the failures by reason, most frequent first."""
+    found = sorted(s["failed_by_reason"].items(), key=lambda kv: (-kv[1], kv[0]))
+    return ", ".join(f"{k} {v}" for k, v in found)
+
+
+def duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "unknown (nothing fetched lately)"
+    minutes, sec = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m{sec:02d}s" if hours else f"{minutes}m{sec:02d}s"
+
+
+def host_table(s: dict) -> list[str]:
+    """The hosts with the most time left (status's `hosts`), one aligned row each."""
+    if not s["hosts"]:
+        return []
+    header = (
+        "HOST", "ADMITTED", "FETCHED", "FAILED", "IN FLIGHT", "HELD", "RUNNING", "NEXT IN", "ETA"
+    )  # fmt: skip
+    rows = [header] + [
+        (
+            h["host"], str(h["admitted"]), str(h["fetched"]), str(h["failed"]),
+            str(h["in_flight"]), str(h["held"]), str(h["running"]), f"{h['next_in_s']:.1f}s",
+            duration(h["eta_s"]),
+        )
+        for h in s["hosts"]
+    ]  # fmt: skip
+    more = s["host_count"] - len(s["hosts"])
+    title = f"hosts      {s['host_count']}" + (f" ({more} not shown)" if more > 0 else "")
+    return [title, *("           " + line for line in aligned(rows))]
+
+
+def aligned(rows: list[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
+    ]
 
 
 def summary(s: dict) -> str:
     """One line per refresh of `rqcrawl status --watch` when the output is not a terminal."""
     return (
         f"{s['crawl']}  {s['state']}  {s['fetched']}/{s['admitted']} fetched/admitted  "
-        f"{s['pages_per_s']} pages/s  {s['failed']} failed  {s['in_flight']} in flight  "
-        f"{s['held']} held"
+        f"{s['pages_per_s']} pages/s ({s['recent_pages_per_s']} recent)  {s['failed']} failed  "
+        f"{s['in_flight']} in flight  {s['held']} held  eta {duration(s['eta_s'])}"
     )
 
 
 def table(rows: list[dict]) -> str:
     """`rqcrawl list`: one aligned row per crawl."""
-    header = ("CRAWL", "STATE", "FETCHED/ADMITTED", "PAGES/S")
+    header = ("CRAWL", "STATE", "FETCHED/ADMITTED", "PAGES/S", "FAILED")
     cells = [header] + [
-        (s["crawl"], s["state"], f"{s['fetched']}/{s['admitted']}", str(s["pages_per_s"]))
+        (
+            s["crawl"],
+            s["state"],
+            f"{s['fetched']}/{s['admitted']}",
+            str(s["pages_per_s"]),
+            f"{s['failed']} ({reasons(s)})" if s["failed"] else "0",
+        )
         for s in rows
     ]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
-    return "\n".join(
-        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells
-    )
+    return "\n".join(aligned(cells))

@@ -25,7 +25,7 @@ from rq import Queue
 from rq.timeouts import TimerDeathPenalty
 from rq.utils import import_attribute
 
-from .worker import StopBetweenDequeues
+from .worker import StopBetweenDequeues, worker_name
 
 
 class ThreadedMixin(StopBetweenDequeues):
@@ -56,7 +56,7 @@ def run(
     for i in range(threads):
         conn = Redis.from_url(redis_url)
         qs = [Queue(q, connection=conn) for q in queues]
-        name = f"{os.getpid()}-{os.urandom(3).hex()}-t{i}"
+        name = worker_name(f":t{i}")
         workers.append(
             cls(qs, connection=conn, name=name, maintenance_interval=maintenance_interval)
         )

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -37,6 +39,7 @@ from rq.worker import SimpleWorker, WorkerStatus
 
 from . import keys
 from .jobs import abandon, check_identity, crawl_of
+from .metrics import serve_from_env as serve_metrics
 
 MAX_SLEEP = 0.1  # seconds between two looks at the running crawls when nothing is due sooner
 REFRESH_CRAWLS = 5.0  # seconds between two reads of the set of crawls (and recovery passes)
@@ -80,6 +83,25 @@ class StopBetweenDequeues:
         raise StopRequested()
 
 
+def worker_name(suffix: str = "") -> str:
+    """`host:pid` (and a thread's suffix): rq-dashboard and `rq info` then say where a worker
+    runs, instead of RQ's random hex."""
+    return f"{socket.gethostname()}:{os.getpid()}{suffix}"
+
+
+class CrawlJob(Job):
+    """An RQ job whose success also saves its `meta` (the page's outcome, see
+    jobs._describe) in the worker's success pipeline: RQ's own leaves `meta` out, and
+    `job.save_meta()` would cost a round trip per page."""
+
+    saves_meta = True
+
+    def _handle_success(self, result_ttl: int, pipeline: Pipeline, **kwargs) -> None:
+        super()._handle_success(result_ttl, pipeline, **kwargs)
+        if self.meta:
+            pipeline.hset(self.key, "meta", self._serialize_meta())
+
+
 class CrawlWorker(StopBetweenDequeues, SimpleWorker):
     """SimpleWorker plus the release-and-recovery thread (see the module docstring), riding
     out Redis crashes, restarts and failovers."""
@@ -92,6 +114,12 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
     _tending = threading.Lock()
     _full_beat_at: float | None = None  # when the last heartbeat with the worker's full TTL went
     _suspension_checked_at = 0.0
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs["name"] = kwargs.get("name") or worker_name()
+        super().__init__(*args, **kwargs)
+        if self.job_class is Job:  # RQ's default: a custom --job-class is left alone
+            self.job_class = CrawlJob
 
     def _set_connection(self, connection: Redis) -> Redis:
         """RQ raises the socket timeout above its blocking dequeue's, but only for the
@@ -224,6 +252,7 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
             self._tending.release()
 
     def _work_tended(self, *args, **kwargs) -> bool:
+        serve_metrics(Redis(connection_pool=self.connection.connection_pool))
         stop = threading.Event()
         tender = Tender(Redis(connection_pool=self.connection.connection_pool))
         thread = threading.Thread(target=tender.run, args=(stop,), name="rqcrawl-tender")

@@ -67,7 +67,8 @@ def test_pause_gives_work_back_and_resume_finishes_exactly(redis_url, conn, tmp_
             time.sleep(1.5)
             assert sum(http.hits.values()) == requested  # nothing released while paused
             listed = rqcrawl(redis_url, "list").stdout.splitlines()
-            assert re.match(r"pz\s+paused\s+\d+/\d+\s+[\d.]+$", listed[1]), listed
+            # the last column: failures, and their reasons if any
+            assert re.match(r"pz\s+paused\s+\d+/\d+\s+[\d.]+\s+\d+( \(.+\))?$", listed[1]), listed
 
             rqcrawl(redis_url, "resume", "pz")
             final = wait_finished(redis_url, "pz")

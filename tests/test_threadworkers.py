@@ -3,6 +3,7 @@ once, overlap their requests, and stop on SIGTERM after their current job."""
 
 from __future__ import annotations
 
+import socket
 import threading
 from urllib.parse import urlsplit
 
@@ -47,7 +48,9 @@ def test_one_process_of_four_threads_crawls_exactly_the_site(redis_url, conn):
         pool = LocalWorkers(redis_url, 1, threads=4)
         try:
             final = wait_finished(redis_url, "t", timeout=120)
-            assert Worker.count(connection=conn) == 4
+            names = sorted(w.name for w in Worker.all(connection=conn))
+            host, pid = socket.gethostname(), pool.procs[0].pid
+            assert names == [f"{host}:{pid}:t{i}" for i in range(4)]  # where each one runs
         finally:
             pool.stop(grace=20)
         assert pool.procs[0].returncode == 0  # a warm stop, not a kill

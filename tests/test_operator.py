@@ -1,0 +1,190 @@
+"""The operator's view: failures by reason (status, `rqcrawl failures`, the dashboard's job
+metadata), per-host progress and the recent rate, worker names, the worker command hint."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import time
+from http.server import BaseHTTPRequestHandler
+
+from helpers import BIN, Workers, rqcrawl, seed_local, status, wait_finished
+from rq import Worker
+from rq.job import Job
+from servers import HTTPSite, env_with, free_port, reply
+from test_dashboard import dashboard, get_json  # noqa: F401 (a fixture)
+from test_politeness import CRAWL_WORKER
+
+from rqcrawl import stats
+
+
+def failing_site(slow: float):
+    def handle(req: BaseHTTPRequestHandler) -> None:
+        if req.path == "/":
+            links = "".join(f'<a href="/{p}">{p}</a>' for p in ("ok", "gone", "down", "slow"))
+            reply(req, 200, f"<title>home</title>{links}".encode())
+        elif req.path == "/ok":
+            reply(req, 200, b"<title>ok</title>")
+        elif req.path == "/down":
+            reply(req, 503, b"down")
+        elif req.path == "/slow":
+            time.sleep(slow)
+            reply(req, 200, b"<title>late</title>")
+        else:
+            reply(req, 404, b"gone")
+
+    return handle
+
+
+def test_failures_by_reason_in_status_failures_and_the_dashboard(
+    redis_url,
+    conn,
+    tmp_path,
+    dashboard,  # noqa: F811
+):
+    closed = free_port()
+    conf = tmp_path / "c.toml"
+    with HTTPSite(failing_site(slow=3), max_requests=50, max_seconds=120) as http:
+        refused = f"http://127.0.0.1:{closed}/x"
+        conf.write_text(
+            "[crawl]\nretries = 0\nread_timeout = 0.5\nobey_robots = false\n"
+            f'scope_hosts = ["127.0.0.1:{http.port}", "127.0.0.1:{closed}"]\n'
+        )
+        seed_local(redis_url, http.base + "/", "fail", 1, "--config", str(conf))
+        seed_local(redis_url, refused, "fail", 1)
+        with Workers(redis_url, 2, *CRAWL_WORKER):
+            s = wait_finished(redis_url, "fail", timeout=90)
+
+    assert s["fetched"] == 2 and s["failed"] == 4
+    assert s["failed_by_reason"] == {
+        "http_404": 1,
+        "http_5xx": 1,
+        "timeout": 1,
+        "connection_refused": 1,
+    }
+    shown = rqcrawl(redis_url, "status", "fail").stdout
+    assert "connection_refused 1" in shown and "http_404 1" in shown
+
+    listing = rqcrawl(redis_url, "failures", "fail").stdout.splitlines()
+    assert len(listing) == 4
+    gone = next(line for line in listing if line.endswith("/gone"))
+    assert gone.split()[:2] == ["http_404", "404"]
+    only = rqcrawl(redis_url, "failures", "fail", "--reason", "timeout", "--json").stdout
+    rows = [json.loads(line) for line in only.splitlines()]
+    assert [(r["url"], r["reason"]) for r in rows] == [(http.base + "/slow", "timeout")]
+
+    # The dashboard lists the finished jobs; a failed page's job says why in its metadata.
+    jobs = get_json(f"{dashboard}/jobs/crawl/finished/50/asc/1.json")["jobs"]
+    by_url = {j["description"].split(" ", 2)[2]: j["id"] for j in jobs}
+    info = get_json(f"{dashboard}/job/{by_url[http.base + '/gone']}.json")
+    meta = json.loads(info["metadata"])
+    assert meta == {
+        "outcome": "failed",
+        "reason": "http_404",
+        "status": 404,
+        "error": "HTTP 404",
+        "attempts": 1,
+    }
+    ok = json.loads(get_json(f"{dashboard}/job/{by_url[http.base + '/ok']}.json")["metadata"])
+    assert ok["outcome"] == "fetched" and ok["status"] == 200
+    # The failed page's job outlives a fetched page's (30 s): the dashboard's link stays alive.
+    assert conn.ttl(f"rq:job:{by_url[http.base + '/gone']}") > 3600
+    assert conn.ttl(f"rq:job:{by_url[http.base + '/ok']}") <= 30
+
+
+def test_a_stock_forking_worker_saves_the_meta_and_is_warned_about(redis_url, conn):
+    with HTTPSite(failing_site(slow=0), max_requests=50, max_seconds=120) as http:
+        seed_local(redis_url, http.base + "/gone", "stock", 0, "--retries", "0")
+        with Workers(redis_url, 1, "--with-scheduler"):
+            s = wait_finished(redis_url, "stock", timeout=60)
+    assert s["failed_by_reason"] == {"http_404": 1}
+    assert any("forking" in w and "RQ_WORKER_CLASS" in w for w in s["warnings"]), s
+    job_ids = [k.decode().split(":", 2)[2] for k in conn.scan_iter("rq:job:rqcrawl-stock-*")]
+    meta = Job.fetch(job_ids[0], connection=conn).get_meta()
+    assert meta["reason"] == "http_404" and meta["status"] == 404
+
+
+def test_status_shows_hosts_recent_rate_and_eta(redis_url):
+    def handle(req: BaseHTTPRequestHandler) -> None:
+        i = int(req.path.strip("/") or 0)
+        links = "".join(f'<a href="/{k}">{k}</a>' for k in range(1, 9)) if i == 0 else ""
+        reply(req, 200, f"<title>{i}</title>{links}".encode())
+
+    with HTTPSite(handle, max_requests=50, max_seconds=120) as http:
+        seed_local(redis_url, http.base + "/", "eta", 1, "--delay", "0.4", "--no-robots")
+        with Workers(redis_url, 1, *CRAWL_WORKER):
+            deadline = time.monotonic() + 60
+            while True:
+                s = status(redis_url, "eta")
+                if s["fetched"] >= 2 and s["hosts"] and s["hosts"][0]["remaining"] >= 2:
+                    break
+                assert s["state"] != "finished" and time.monotonic() < deadline, s
+            host = s["hosts"][0]
+            assert host["host"] == f"127.0.0.1:{http.port}" and host["admitted"] == 9
+            assert host["in_flight"] + host["held"] == host["remaining"] and host["in_flight"] >= 1
+            # 0.4 s between two requests: the remaining URLs need at least that much each.
+            assert host["eta_s"] >= 0.4 * (host["remaining"] - 1)
+            assert s["eta_s"] >= host["eta_s"] and s["recent_pages_per_s"] > 0
+            final = wait_finished(redis_url, "eta", timeout=60)
+    assert final["hosts"][0]["fetched"] == 9 and final["hosts"][0]["remaining"] == 0
+    assert final["eta_s"] == 0
+    assert "127.0.0.1:" in rqcrawl(redis_url, "status", "eta").stdout
+
+
+def test_seed_prints_the_worker_command_to_run(redis_url):
+    out = seed_local(redis_url, "http://127.0.0.1:9/", "hint", 0).stdout
+    assert "RQ_WORKER_CLASS=rqcrawl.worker.CrawlWorker rq worker crawl --with-scheduler" in out
+    assert out.splitlines()[-1] == "hint"  # the name stays the last line, for scripts
+
+
+def test_crawl_workers_are_named_host_and_pid(redis_url, conn):
+    proc = subprocess.Popen(
+        [str(BIN / "rq"), "worker", "crawl"],
+        env=env_with(redis_url) | {"RQ_WORKER_CLASS": "rqcrawl.worker.CrawlWorker"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not Worker.all(connection=conn):
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.1)
+        names = [w.name for w in Worker.all(connection=conn)]
+    finally:
+        proc.terminate()
+        proc.wait(15)
+    assert names == [f"{socket.gethostname()}:{proc.pid}"]
+
+
+def test_failure_reasons_are_short_stable_words():
+    assert stats.failure_reason("http_404", "HTTP 404", 404) == "http_404"
+    assert stats.failure_reason("http_503", "HTTP 503", 503) == "http_5xx"
+    assert stats.failure_reason("download_timeout", "download took over 45s", 200) == "timeout"
+    refused = "connection: ... [Errno 111] Connection refused"
+    assert stats.failure_reason("connection", refused, None) == "connection_refused"
+    dns = "connection: ... NameResolutionError: Failed to resolve 'x.invalid'"
+    assert stats.failure_reason("connection", dns, None) == "dns"
+    tls = "connection: SSLError(SSLCertVerificationError(1, 'certificate verify failed'))"
+    assert stats.failure_reason("connection", tls, None) == "tls"
+    assert stats.failure_reason("redirect_loop", "redirect loop back to x", None) == (
+        "redirect_loop"
+    )
+
+
+def test_status_drops_rate_buckets_older_than_a_minute(redis_url, conn):
+    seed_local(redis_url, "http://127.0.0.1:9/", "old", 0)
+    now = int(time.time()) // stats.RATE_BUCKET
+    counters = "rqcrawl:{old}:counters"
+    conn.hset(counters, mapping={f"rate:{now - 100}": 5, f"rate:{now}": 3})
+    s = status(redis_url, "old")
+    assert s["recent_pages_per_s"] > 0
+    assert conn.hget(counters, f"rate:{now - 100}") is None
+    assert conn.hget(counters, f"rate:{now}") == b"3"
+
+
+def test_the_recent_rate_of_a_crawl_younger_than_a_minute_counts_from_its_start():
+    now = 1_000_005.0  # 5 s into a 10-second bucket
+    counters = {f"rate:{int(now) // stats.RATE_BUCKET}": 5, f"rate:{int(now) // 10 - 1}": 5}
+    assert stats.recent_rate(counters, now - 10, now) == 1.0  # 10 pages in its 10 s
+    assert stats.recent_rate(counters, now - 600, now) == 10 / 65  # the last 6.5 buckets

@@ -1,0 +1,53 @@
+"""`rqcrawl crawl`'s progress: a rich bar on a terminal, plain lines otherwise."""
+
+from __future__ import annotations
+
+import os
+import pty
+import subprocess
+
+from helpers import BIN, rqcrawl
+from servers import HTTPSite, env_with
+from test_watch import read_until
+from testsite import Site
+
+
+def crawl_args(http: HTTPSite, out: str) -> list[str]:
+    return [
+        "crawl", http.base + "/p0.html", "-o", out, "--workers", "1", "--max-depth", "1",
+        "--allow-private", "--delay", "0",
+    ]  # fmt: skip
+
+
+def test_crawl_shows_a_rich_progress_bar_on_a_terminal(redis_url, tmp_path):
+    site = Site(pages=12)
+    master, slave = pty.openpty()
+    with HTTPSite(site.handle, max_requests=100, max_seconds=120) as http:
+        proc = subprocess.Popen(
+            [str(BIN / "rqcrawl"), *crawl_args(http, str(tmp_path / "o.jsonl"))],
+            env=env_with(redis_url) | {"COLUMNS": "160"},
+            stdout=subprocess.PIPE,
+            stderr=slave,
+        )
+        os.close(slave)
+        try:
+            shown = read_until(master, lambda text: "finished" in text, timeout=90)
+            proc.wait(30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            os.close(master)
+    assert proc.returncode == 0
+    assert "━" in shown  # rich's bar
+    assert "depth 1/1" in shown and "pages/s" in shown and "recent" in shown
+    assert "[####" not in shown  # not the plain line
+
+
+def test_crawl_writes_plain_progress_lines_when_not_on_a_terminal(redis_url, tmp_path):
+    site = Site(pages=12)
+    with HTTPSite(site.handle, max_requests=100, max_seconds=120) as http:
+        proc = rqcrawl(redis_url, *crawl_args(http, str(tmp_path / "o.jsonl")))
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("[")]
+    assert lines and lines[-1].startswith("[" + "#" * 30 + "]")
+    assert "\x1b" not in proc.stderr
