@@ -117,6 +117,7 @@ class Visit:
     counts: dict[str, int]
     children: list[tuple[str | None, str]] = field(default_factory=list)
     error: FetchError | None = None  # set when the failure is transient
+    fetch_s: float | None = None  # how long the fetch took (parsing and the hook left out)
 
 
 def crawl_url(crawl: str, url: str, depth: int) -> str:
@@ -180,8 +181,7 @@ def _crawl_claimed(job: Job, c: Crawl, url: str, depth: int, entry: InFlight) ->
         result = visit(url, depth, c.cfg, archive, c.frontier.known, c.cookies)
     finally:
         c.politeness.release(host, job.id, delay, started)
-    fetch_s = time.time() - started
-    result.counts.update(stats.page_counts(host, result.counts, result.record, fetch_s))
+    result.counts.update(stats.page_counts(host, result.counts, result.record, result.fetch_s))
     return _settle(c, url, depth, entry, result)
 
 
@@ -296,10 +296,14 @@ def visit(
     def check_hop(hop: str) -> str | None:
         return None if in_scope(hop, cfg.scope_hosts) else "out_of_scope"
 
+    started = time.monotonic()
     try:
         resp = fetch(url, cfg, check_hop, archive=archive, cookies=cookies)
     except FetchError as exc:
-        return failed_visit(url, depth, exc)
+        failed = failed_visit(url, depth, exc)
+        failed.fetch_s = time.monotonic() - started
+        return failed
+    fetch_s = time.monotonic() - started
     record = page_record(
         url=url,
         final_url=resp.final_url,
@@ -309,7 +313,7 @@ def visit(
     )
     if resp.body is None:
         record["outcome"] = "not_html"
-        return Visit(record, {"skipped:not_html": 1})
+        return Visit(record, {"skipped:not_html": 1}, fetch_s=fetch_s)
     text = decode(resp.body, resp.content_type)
     page = parse(text, resp.final_url)
     record.update(outcome="fetched", title=page.title, bytes=len(resp.body))
@@ -340,7 +344,7 @@ def visit(
                 counts["links:" + verdict.removeprefix("drop:")] += 1
             else:
                 children.append((verdict, link))
-    return Visit(record, counts, children)
+    return Visit(record, counts, children, fetch_s=fetch_s)
 
 
 def _capped(links: list[str], cap: int, record: dict, counts: Counter) -> list[str]:
