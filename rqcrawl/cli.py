@@ -26,6 +26,7 @@ from .frontier import Frontier
 from .hooks import HookError
 from .redisurl import masked
 from .runner import WORKER_CLASS, LocalWorkers, watch
+from .state import crawl_names, is_known
 from .urls import InvalidURL, canonicalize, host_of
 
 DEFAULT_REDIS_URL = "redis://localhost:6379/0"
@@ -260,7 +261,7 @@ def metrics(port, bind, url) -> None:
 def list_crawls(as_json, url) -> None:
     """Every crawl of this Redis: state, fetched/admitted, pages/s."""
     conn = connect(redis_url(url))
-    names = sorted(n.decode(errors="backslashreplace") for n in conn.smembers(keys.CRAWLS))
+    names = crawl_names(conn)
     rows = []
     for name in names:
         try:
@@ -348,7 +349,7 @@ def purge(name, force, url) -> None:
     try:
         _, _, state = controlled(name, url)
     except click.ClickException:  # a half-registered or damaged crawl can still be purged
-        if not (conn.sismember(keys.CRAWLS, name) or conn.exists(keys.key(name, "config"))):
+        if not is_known(conn, name):
             raise
         state = control.BROKEN
     with crawl_errors(name):
