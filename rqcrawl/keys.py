@@ -92,6 +92,9 @@ def failed_by(reason: str) -> str:
     return FAILED_BY + reason
 
 
+HOST_SKIPPED = "skipped"  # with FETCHED and FAILED, the kinds counted per host
+
+
 def per_host(kind: str, host: str) -> str:
-    """A field of `host_pages`: the host's fetched, failed or skipped count."""
+    """A field of `host_pages`: the host's FETCHED, FAILED or HOST_SKIPPED count."""
     return f"{kind}|{host}"

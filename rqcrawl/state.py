@@ -452,7 +452,7 @@ def outcome_counts(
     if counts.get(keys.FETCHED):
         kind = keys.FETCHED
     else:
-        kind = keys.FAILED if counts.get(keys.FAILED) else "skipped"
+        kind = keys.FAILED if counts.get(keys.FAILED) else keys.HOST_SKIPPED
     out = {keys.per_host(kind, host): 1}
     if kind == keys.FAILED:
         out[keys.failed_by(record.get("reason") or "other")] = 1

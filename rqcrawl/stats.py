@@ -126,7 +126,7 @@ def host_rows(
     flying = Counter(host_of(url) for url in snap.in_flight)
     rows = []
     for host, n in snap.hosts.items():
-        ended = n.get(keys.FETCHED, 0) + n.get(keys.FAILED, 0) + n.get("skipped", 0)
+        ended = n.get(keys.FETCHED, 0) + n.get(keys.FAILED, 0) + n.get(keys.HOST_SKIPPED, 0)
         # booked is the last slot promised, not the next (politeness.py)
         ready, _, step = snap.pace.get(host, (0.0, 0.0, 0.0))
         spacing = max(step, cfg.delay)
@@ -137,7 +137,7 @@ def host_rows(
                 "admitted": n.get(keys.ADMITTED, 0),
                 "fetched": n.get(keys.FETCHED, 0),
                 "failed": n.get(keys.FAILED, 0),
-                "skipped": n.get("skipped", 0),
+                "skipped": n.get(keys.HOST_SKIPPED, 0),
                 "remaining": remaining,
                 "in_flight": flying[host],
                 "held": max(0, remaining - flying[host]),
