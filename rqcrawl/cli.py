@@ -19,7 +19,7 @@ import click
 import redis
 
 from . import config, control, keys, monitor, sinks, stats
-from .bench import bench
+from .bench.command import bench
 from .config import ConfigError, CrawlConfig
 from .embedded import EmbeddedRedis
 from .frontier import Frontier

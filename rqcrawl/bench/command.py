@@ -24,13 +24,13 @@ import click
 from redis import Redis
 from rq import Worker
 
-from . import config, keys, stats
-from .benchsite import SiteServer, SiteSpec, page_path
-from .config import CrawlConfig
-from .embedded import EmbeddedRedis
-from .frontier import Frontier
-from .runner import WORKER_CLASS, LocalWorkers
-from .urls import canonicalize
+from .. import config, keys, stats
+from ..config import CrawlConfig
+from ..embedded import EmbeddedRedis
+from ..frontier import Frontier
+from ..runner import WORKER_CLASS, LocalWorkers
+from ..urls import canonicalize
+from .site import SiteServer, SiteSpec, page_path
 
 CRAWL = "bench"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -269,7 +269,7 @@ def run_scrapy(
             site0 = sum(proc_cpu_s(pid) for pid in server.pids)
             proc = subprocess.run(
                 [
-                    sys.executable, "-m", "rqcrawl.benchspider", server.origin + "/p0.html",
+                    sys.executable, "-m", "rqcrawl.bench.spider", server.origin + "/p0.html",
                     str(result_path), "--concurrency", str(concurrency),
                 ],
                 capture_output=True,

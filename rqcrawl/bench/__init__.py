@@ -1,0 +1,1 @@
+"""`rqcrawl bench`: rqcrawl against Scrapy on one generated local site."""
