@@ -19,11 +19,11 @@ import click
 import redis
 
 from . import config, control, keys, monitor, sinks, stats
-from .bench import bench
 from .config import ConfigError, CrawlConfig
 from .embedded import EmbeddedRedis
 from .frontier import Frontier
 from .hooks import HookError
+from .lazygroup import LazyGroup
 from .redisurl import masked
 from .runner import WORKER_CLASS, LocalWorkers, watch
 from .state import crawl_names, is_known
@@ -99,7 +99,17 @@ def setting_flags(command):
     return command
 
 
-@click.group()
+# Commands whose modules load only when they run: the benchmark imports its site and Scrapy
+# support, which no other command needs.
+LAZY_SUBCOMMANDS = {
+    "bench": (
+        "rqcrawl.bench.command:bench",
+        "Benchmark rqcrawl against Scrapy on a generated local site and print one table.",
+    ),
+}
+
+
+@click.group(cls=LazyGroup, lazy_subcommands=LAZY_SUBCOMMANDS)
 @click.version_option(package_name="rqcrawl")
 def main() -> None:
     """rqcrawl: a distributed web crawler in which every URL is an RQ job."""
@@ -500,6 +510,3 @@ def run_local(
         f"{final['skipped_total']} skipped in {final['elapsed_s']:.1f} s",
         err=True,
     )
-
-
-main.add_command(bench)
