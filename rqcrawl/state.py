@@ -396,6 +396,14 @@ class CrawlState:
 
     # -- reading --------------------------------------------------------------------------
 
+    def unfinished(self) -> int:
+        """URLs in flight or held: 0 exactly when the crawl has nothing left (cheaper than a
+        snapshot, for polling)."""
+        with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hlen(self.keys.inflight)
+            pipe.llen(self.keys.held)
+            return sum(pipe.execute())
+
     def snapshot(self) -> Snapshot:
         """The crawl's counters and queues in one round trip (rate buckets older than RECENT
         are pruned here, so the counters hash stays small however long the crawl runs)."""

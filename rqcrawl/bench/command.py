@@ -23,11 +23,13 @@ import click
 from redis import Redis
 from rq import Worker
 
-from .. import config, keys, stats
+from .. import config, stats
 from ..config import CrawlConfig
 from ..embedded import EmbeddedRedis
 from ..frontier import Frontier
+from ..keys import CrawlKeys
 from ..runner import WORKER_CLASS, LocalWorkers
+from ..state import CrawlState
 from ..urls import canonicalize
 from .report import PRELOADED, STOCK, Result, median_result, notes, table
 from .site import SiteServer, SiteSpec, page_path
@@ -157,14 +159,11 @@ def wait_for_workers(conn: Redis, pool: LocalWorkers, count: int, timeout: float
 
 
 def wait_finished(conn: Redis, pool: LocalWorkers) -> None:
-    """Poll the two keys that say `finished` (cheaper than a full status, which counts bits)."""
-    inflight, held = keys.key(CRAWL, "inflight"), keys.key(CRAWL, "held")
+    """Poll what says `finished` (cheaper than a full status, which counts bits)."""
+    state = CrawlState(conn, CRAWL, CrawlConfig())
     while True:
-        with conn.pipeline(transaction=False) as pipe:
-            pipe.hlen(inflight)
-            pipe.llen(held)
-            if pipe.execute() == [0, 0]:
-                return
+        if state.unfinished() == 0:
+            return
         if pool.alive() == 0:
             raise click.ClickException("every rq worker exited")
         time.sleep(0.1)
@@ -203,14 +202,14 @@ def redis_memory(conn: Redis, cfg: CrawlConfig, final: dict, urls: list[str]) ->
     site's URLs: one whose URLs all become RQ jobs, one whose URLs all wait in the held list
     (window 0), and one with the default window (a frontier as a crawl of this size has it:
     `window` RQ jobs, the rest held)."""
-    bloom = Frontier(conn, CRAWL, cfg).bloom
-    sized_bloom = Frontier(conn, "pending-all", pending_config(len(urls), 0)).bloom
+    bloom = CrawlState(conn, CRAWL, cfg).bloom
+    sized_bloom = CrawlState(conn, "pending-all", pending_config(len(urls), 0)).bloom
     return {
         "seen": final["admitted"],
         "bloom_bytes": key_bytes(conn, bloom.keys),
         "bloom_optimum_bytes": bloom.bits / 8,
         "bloom_capacity": cfg.bloom_capacity,
-        "items_bytes": key_bytes(conn, [keys.key(CRAWL, "items")]),
+        "items_bytes": key_bytes(conn, [CrawlKeys(CRAWL).items]),
         "job_bytes": pending_bytes(conn, "pending-jobs", urls[:2000], window=2000),
         "held_bytes": pending_bytes(conn, "pending-held", urls[:2000], window=0),
         "frontier_urls": len(urls),
@@ -229,7 +228,7 @@ def pending_bytes(conn: Redis, crawl: str, urls: list[str], window: int) -> floa
     before = conn.info("memory")["used_memory"]
     frontier.seed(urls)
     grown = conn.info("memory")["used_memory"] - before
-    return (grown - key_bytes(conn, frontier.bloom.keys)) / len(urls)
+    return (grown - key_bytes(conn, frontier.state.bloom.keys)) / len(urls)
 
 
 def pending_config(urls: int, window: int) -> CrawlConfig:
