@@ -19,13 +19,14 @@ import click
 import redis
 
 from . import config, control, keys, monitor, sinks, stats
-from .bench import bench
 from .config import ConfigError, CrawlConfig
 from .embedded import EmbeddedRedis
 from .frontier import Frontier
 from .hooks import HookError
+from .lazygroup import LazyGroup
 from .redisurl import masked
 from .runner import WORKER_CLASS, LocalWorkers, watch
+from .state import crawl_names, is_known
 from .urls import InvalidURL, canonicalize, host_of
 
 DEFAULT_REDIS_URL = "redis://localhost:6379/0"
@@ -98,7 +99,17 @@ def setting_flags(command):
     return command
 
 
-@click.group()
+# Commands whose modules load only when they run: the benchmark imports its site and Scrapy
+# support, which no other command needs.
+LAZY_SUBCOMMANDS = {
+    "bench": (
+        "rqcrawl.bench.command:bench",
+        "Benchmark rqcrawl against Scrapy on a generated local site and print one table.",
+    ),
+}
+
+
+@click.group(cls=LazyGroup, lazy_subcommands=LAZY_SUBCOMMANDS)
 @click.version_option(package_name="rqcrawl")
 def main() -> None:
     """rqcrawl: a distributed web crawler in which every URL is an RQ job."""
@@ -260,7 +271,7 @@ def metrics(port, bind, url) -> None:
 def list_crawls(as_json, url) -> None:
     """Every crawl of this Redis: state, fetched/admitted, pages/s."""
     conn = connect(redis_url(url))
-    names = sorted(n.decode(errors="backslashreplace") for n in conn.smembers(keys.CRAWLS))
+    names = crawl_names(conn)
     rows = []
     for name in names:
         try:
@@ -348,7 +359,7 @@ def purge(name, force, url) -> None:
     try:
         _, _, state = controlled(name, url)
     except click.ClickException:  # a half-registered or damaged crawl can still be purged
-        if not (conn.sismember(keys.CRAWLS, name) or conn.exists(keys.key(name, "config"))):
+        if not is_known(conn, name):
             raise
         state = control.BROKEN
     with crawl_errors(name):
@@ -499,6 +510,3 @@ def run_local(
         f"{final['skipped_total']} skipped in {final['elapsed_s']:.1f} s",
         err=True,
     )
-
-
-main.add_command(bench)
