@@ -17,8 +17,9 @@ from urllib.parse import urlsplit
 
 import click
 import redis
+from sqlalchemy.exc import SQLAlchemyError
 
-from . import config, control, keys, monitor, sinks, stats
+from . import config, control, keys, monitor, sinks, stats, tasks
 from .config import ConfigError, CrawlConfig
 from .embedded import EmbeddedRedis
 from .frontier import Frontier
@@ -88,6 +89,10 @@ _SETTING_FLAGS = [
                  help="URLs to admit per host (0: no limit)."),
     click.option("--warc", "warc_dir", help="Archive responses as WARC files in this "
                  "directory (on each worker's machine)."),
+    click.option("--revisit", help="Visit every URL again after DURATION (30s, 10m, 12h, "
+                 "7d; adapts to change): a continuous crawl."),
+    click.option("--db", help="SQLAlchemy URL of the task table of --revisit (default: "
+                 "SQLite in the data directory; postgresql://... for a fleet)."),
     click.option("--config", "config_file", type=click.Path(), help="TOML settings file."),
 ]  # fmt: skip
 
@@ -123,11 +128,13 @@ def main() -> None:
 def seed(urls, name, config_file, url, **flags) -> None:
     """Store a crawl's settings in Redis and queue its seed URLs at depth 0."""
     seeds = canonical_seeds(urls)
-    cfg = scoped(settings(config_file, **flags), seeds)
+    cfg = with_task_table(scoped(settings(config_file, **flags), seeds), Path(".rqcrawl"))
     name = checked_name(name) or derived_name(seeds[0])
     conn = connect(redis_url(url))
     cfg, new = start_crawl(conn, name, cfg, seeds)
     click.echo(f"crawl {name}: {new} of {len(seeds)} seed(s) queued (max depth {cfg.max_depth})")
+    if cfg.revisit:
+        click.echo(f"revisits every {stats.duration(cfg.revisit)}, task table {masked_db(cfg)}")
     click.echo(f"run workers with: {WORKER_HINT}")
     click.echo(name)
 
@@ -144,6 +151,17 @@ def start_crawl(
     if resumed:
         click.echo(f"crawl {name} exists: resuming it with its own settings", err=True)
     return cfg, new
+
+
+def with_task_table(cfg: CrawlConfig, data_dir: Path) -> CrawlConfig:
+    """A crawl with revisits and no --db keeps its task table in SQLite in `data_dir`."""
+    if not cfg.revisit or cfg.db:
+        return cfg
+    return CrawlConfig.from_dict({"db": tasks.default_url(data_dir)}, cfg)
+
+
+def masked_db(cfg: CrawlConfig) -> str:
+    return masked(cfg.db, cfg.db)
 
 
 def checked_name(name: str | None) -> str | None:
@@ -212,7 +230,8 @@ def status(name, as_json, show_config, watching, interval, url) -> None:
     conn = connect(redis_url(url))
     cfg = existing(conn, name)
     if show_config:
-        click.echo(json.dumps(asdict(cfg), indent=2) if as_json else cfg.to_toml())
+        shown = json.dumps(asdict(cfg), indent=2) if as_json else cfg.to_toml()
+        click.echo(masked(shown, cfg.db))
     elif watching:
         watch_status(conn, name, cfg, interval)
     else:
@@ -364,7 +383,40 @@ def purge(name, force, url) -> None:
         state = control.BROKEN
     with crawl_errors(name):
         done = control.purge(conn, name, state, force)
-    click.echo(f"crawl {name} purged: {done.keys} key(s) and {done.jobs} RQ job(s) deleted")
+    rows = f", {done.tasks} task row(s)" if done.tasks else ""
+    click.echo(f"crawl {name} purged: {done.keys} key(s){rows} and {done.jobs} RQ job(s) deleted")
+
+
+@main.command()
+@click.argument("name")
+@click.option("--every", default="10s", show_default=True, help="Time between two pumps.")
+@click.option("--once", is_flag=True, help="Pump once and exit.")
+@redis_option
+def pump(name, every, once, url) -> None:
+    """Move the due revisits of crawl NAME from its task table into Redis, every few
+    seconds until interrupted: for fleets of stock `rq worker` (the recommended worker
+    and `rqcrawl crawl` pump by themselves)."""
+    try:
+        period = config.parse_duration("--every", every)
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    conn = connect(redis_url(url))
+    cfg = existing(conn, name)
+    if not cfg.revisit:
+        raise click.ClickException(f"crawl {name} has no revisits (seed it with --revisit)")
+    frontier = Frontier(conn, name, cfg)
+    click.echo(f"pumping crawl {name} every {stats.duration(period)} from {masked_db(cfg)}")
+    try:
+        while True:
+            with crawl_errors(name):
+                readmitted = frontier.maybe_pump(period)
+            if readmitted:
+                click.echo(f"{readmitted} URL(s) due for a revisit readmitted")
+            if once:
+                return
+            time.sleep(period)
+    except KeyboardInterrupt:
+        click.echo("stopped", err=True)
 
 
 @contextmanager
@@ -377,6 +429,8 @@ def crawl_errors(name: str) -> Iterator[None]:
         raise click.ClickException(str(exc)) from None
     except (ValueError, redis.ResponseError) as exc:  # ConfigError is a ValueError
         raise click.ClickException(f"crawl {name}: {exc}") from None
+    except SQLAlchemyError as exc:  # its message shows no password
+        raise click.ClickException(f"crawl {name}: task table: {exc}".splitlines()[0]) from None
 
 
 @main.command()
@@ -439,7 +493,7 @@ def crawl(urls, output, fmt, workers, threads, name, config_file, data_dir, url,
     progress. Uses an embedded Redis unless a Redis URL is configured. Running the same
     command again after an interruption resumes the crawl."""
     seeds = canonical_seeds(urls)
-    cfg = scoped(settings(config_file, **flags), seeds)
+    cfg = with_task_table(scoped(settings(config_file, **flags), seeds), Path(data_dir))
     writable_output(output)
     if cfg.warc_dir:
         try:
@@ -457,7 +511,8 @@ def crawl(urls, output, fmt, workers, threads, name, config_file, data_dir, url,
             target = embedded(server)
         conn = connect(target)
         start_crawl(conn, name, cfg, seeds)
-        run_local(conn, target, name, workers, threads, Path(data_dir) / "workers")
+        log_dir = Path(data_dir) / "workers"
+        run_local(conn, target, name, workers, threads, log_dir, bool(cfg.revisit))
         write_export(conn, name, output, fmt)
     finally:
         if server:
@@ -489,8 +544,16 @@ def writable_output(output: str) -> None:
 
 
 def run_local(
-    conn: redis.Redis, target: str, name: str, workers: int, threads: int, log_dir: Path
+    conn: redis.Redis,
+    target: str,
+    name: str,
+    workers: int,
+    threads: int,
+    log_dir: Path,
+    continuous: bool,
 ) -> None:
+    """Run the crawl with local workers until it is over; a `continuous` one (revisits)
+    never is: Ctrl-C or SIGTERM ends it, and its export is written all the same."""
     pool = LocalWorkers(target, workers, threads, log_dir)
     click.echo(f"{workers} local worker(s), logs in {log_dir}", err=True)
     try:
@@ -498,9 +561,11 @@ def run_local(
     except KeyboardInterrupt:
         click.echo("\ninterrupted: letting the workers finish their current page...", err=True)
         pool.stop()
-        raise click.ClickException(
-            f"crawl {name} stopped; run the same command again to resume it"
-        ) from None
+        if not continuous:
+            raise click.ClickException(
+                f"crawl {name} stopped; run the same command again to resume it"
+            ) from None
+        final = crawl_status(conn, name)
     except RuntimeError as exc:
         raise click.ClickException(str(exc)) from None
     finally:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import time
 from datetime import UTC, datetime
+from functools import cached_property
 
 from redis import Redis
 from rq import Queue
@@ -32,6 +33,7 @@ from . import keys
 from .config import CrawlConfig
 from .sinks import record
 from .state import Children, CrawlState, InFlight, Released, StaleCrawl, outcome_counts
+from .tasks import TaskTable
 from .urls import host_of
 
 LOST_AFTER = 30  # seconds a released URL may go without a live RQ job before it is requeued
@@ -41,6 +43,8 @@ LOST_AFTER = 30  # seconds a released URL may go without a live RQ job before it
 # an expiry rides in the worker's own success pipeline.
 RESULT_TTL = 30
 _LIVE = {"queued", "started", "scheduled", "deferred"}
+PUMP_EVERY = 2.0  # seconds between two pumps of a crawl's due revisits (by any process)
+PUMP_BATCH = 500  # due URLs taken from the task table per transaction
 JOB_FUNC = "rqcrawl.jobs.crawl_url"
 WAKE_FUNC = "rqcrawl.jobs.wake"
 
@@ -153,6 +157,31 @@ class Frontier:
     def next_due(self) -> float | None:
         """When the earliest deferred URL may run, if any is waiting."""
         return self.state.next_due()
+
+    @cached_property
+    def table(self) -> TaskTable:
+        """The crawl's task table (crawls with revisits)."""
+        return TaskTable(self.cfg.db)
+
+    def maybe_pump(self, every: float = PUMP_EVERY) -> int:
+        """Pump the due revisits of a crawl with revisits that is not cancelled, unless a pump
+        ran for it in the last `every` seconds; returns how many URLs were readmitted."""
+        if not self.cfg.revisit or self.state.cancelled() or not self.state.pump_due(every):
+            return 0
+        return self.pump()
+
+    def pump(self) -> int:
+        """Move due URLs from the task table into Redis (CrawlState.readmit) in batches and
+        queue what that releases, until none is due or a window's worth is waiting: the
+        database holds what is known, Redis only what is due now."""
+        readmitted = 0
+        while due := self.table.take_due(self.crawl, PUMP_BATCH):
+            added, released = self.state.readmit(due)
+            self._enqueue(released)
+            readmitted += added
+            if len(due) < PUMP_BATCH or self.state.unfinished() >= self.cfg.window:
+                break
+        return readmitted
 
     def _enqueue(self, entries: Released) -> None:
         """Create the RQ jobs of released URLs in one pipeline."""

@@ -235,6 +235,9 @@ class CrawlState:
         )  # fmt: skip
         return added, self._end("", "", None, [], 0)[1] if added else []
 
+    def cancelled(self) -> bool:
+        return bool(self.redis.hexists(self.keys.counters, keys.CANCELLED_AT))
+
     def pump_due(self, every: float) -> bool:
         """Take the pump's turn unless one ran in the last `every` seconds (any process)."""
         return bool(self.redis.set(self.keys.pump_lock, 1, nx=True, px=int(every * 1000)))
