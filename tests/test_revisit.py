@@ -15,6 +15,8 @@ from helpers import BIN, Workers, read_jsonl, rqcrawl, seed_local
 from servers import HTTPSite, env_with, reply
 
 from rqcrawl import stats
+from rqcrawl.config import CrawlConfig
+from rqcrawl.tasks import TaskTable
 
 CRAWL_WORKER = ("-w", "rqcrawl.worker.CrawlWorker", "--with-scheduler")
 GONE_AFTER = 2
@@ -139,3 +141,29 @@ def test_crawl_with_revisits_runs_until_interrupted_then_exports(redis_url, tmp_
     rows = read_jsonl(out)
     assert [r["visit"] for r in rows][:2] == [1, 2] and rows[1]["change"] == "unchanged"
     assert (tmp_path / "data" / "tasks.db").exists()
+
+
+def test_seed_keeps_the_task_table_with_the_crawl_masks_its_password_and_purge_empties_it(
+    redis_url, tmp_path
+):
+    secret = "postgresql://crawler:s3cret@127.0.0.1:1/tasks"
+    shown = rqcrawl(redis_url, "seed", "http://a.test/", "--revisit", "1h", "--db", secret,
+                    "--crawl", "pg")  # fmt: skip
+    assert "task table postgresql://crawler:***@127.0.0.1:1/tasks" in shown.stdout
+    settings = rqcrawl(redis_url, "status", "pg", "--config").stdout
+    assert "s3cret" not in settings and "revisit = 3600.0" in settings
+
+    seeded = subprocess.run(
+        [str(BIN / "rqcrawl"), "seed", "http://a.test/", "--revisit", "10m", "--crawl", "lite"],
+        env=env_with(redis_url), cwd=tmp_path, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    db = f"sqlite:///{tmp_path.resolve()}/.rqcrawl/tasks.db"
+    assert f"task table {db}" in seeded.stdout
+    cfg = CrawlConfig.from_dict({"revisit": "10m"})
+    TaskTable(db).visited("lite", "http://a.test/", 0, "fetched", 200, "d", cfg)
+    status = rqcrawl(redis_url, "status", "lite").stdout
+    assert "revisits   every 10m00s (adaptive); 1 URLs known" in status
+    assert "due        0 now, 1 within an hour, 1 within a day" in status
+    rqcrawl(redis_url, "cancel", "lite")
+    purged = rqcrawl(redis_url, "purge", "lite").stdout
+    assert "1 task row(s)" in purged and TaskTable(db).known("lite") == 0
