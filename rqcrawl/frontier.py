@@ -106,8 +106,18 @@ class Frontier:
         record: dict,
         children: Children,
         child_depth: int,
+        digest: str | None = None,
     ) -> None:
-        """End `url` for good (CrawlState.finish) and queue what that released."""
+        """End `url` for good (CrawlState.finish) and queue what that released. With
+        revisits, the visit is first written to the task table, which schedules the next
+        one, and the record gets its visit number and change: a worker dying between the
+        two leaves the URL in flight, fetched again, rather than ended with no next visit.
+        `digest`: the SHA-1 of the page's body, if one was fetched."""
+        if self.cfg.revisit:
+            record["visit"], record["change"] = self.table.visited(
+                self.crawl, url, child_depth - 1, record["outcome"], record["status"], digest,
+                self.cfg,
+            )  # fmt: skip
         released, reap_due = self.state.finish(url, counts, record, children, child_depth)
         self._enqueue(released)
         if reap_due:
@@ -252,8 +262,7 @@ class Frontier:
         attempts = entry.attempt + 1
         lost = record(url, "lost", entry.depth, error=message, attempts=attempts, reason="lost")
         counts = {keys.FAILED: 1} | outcome_counts(host_of(url), {keys.FAILED: 1}, lost, None)
-        released, _ = self.state.finish(url, counts, lost, [], entry.depth + 1)
-        self._enqueue(released)
+        self.finish(url, counts, lost, [], entry.depth + 1)
 
 
 def _whole_second_after(delay: float) -> datetime:

@@ -258,20 +258,8 @@ def _settle(c: Crawl, url: str, depth: int, entry: InFlight, result: Visit) -> s
             return "already ended"
         return f"retry in {delay:.1f}s: {result.error}"
     result.record["attempts"] = attempts
-    if c.cfg.revisit:
-        _record_visit(c, url, depth, result)
-    c.frontier.finish(url, result.counts, result.record, result.children, depth + 1)
+    c.frontier.finish(url, result.counts, result.record, result.children, depth + 1, result.digest)
     return result.record
-
-
-def _record_visit(c: Crawl, url: str, depth: int, result: Visit) -> None:
-    """Write the visit to the task table, which schedules the next one, and give the record
-    its visit number and change. Before the Redis finish step: a worker dying between the
-    two leaves the URL in flight, refetched, rather than ended with no next visit."""
-    rec = result.record
-    rec["visit"], rec["change"] = c.frontier.table.visited(
-        c.frontier.crawl, url, depth, rec["outcome"], rec["status"], result.digest, c.cfg
-    )
 
 
 def wake(crawl: str) -> str:

@@ -3,8 +3,8 @@
 Redis holds what is hot (the URLs due now, in flight, the Bloom filter); the table, in a
 relational database through SQLAlchemy Core, holds every URL a crawl has visited: SQLite in
 the data directory by default, PostgreSQL or MySQL/MariaDB for a fleet. A URL gets its row
-when its first visit ends (jobs._settle writes it before the Redis finish step: a worker dying
-between the two refetches the URL rather than losing its next visit).
+when its first visit ends (Frontier.finish writes it before the Redis finish step: a worker
+dying between the two refetches the URL rather than losing its next visit).
 
 A row is `scheduled` (due at `next_visit`), `queued` (taken by the pump into Redis at
 `queued_at`), `gone` (answered 404/410 `revisit_gone_after` visits in a row) or `skipped`
@@ -17,11 +17,11 @@ between the database and Redis (Redis skips a URL that is already waiting for it
 The schedule (`schedule`, written here, a few lines): a URL is due again `interval` seconds
 after a visit. The interval starts at `revisit` and adapts within [revisit_min, revisit_max]:
 x GROW after an unchanged visit, / SHRINK after a changed one. A failed visit (after its
-retries) waits interval x 2, x 4, then x 8 for the 1st, 2nd, 3rd and later failures in a
-row, the interval itself unchanged; a 404/410 counts as a failure until the last of
-`revisit_gone_after` in a row, which makes the URL `gone`. Change is judged by the body's
-digest: `new` (first content seen), `changed`, `unchanged`, `gone` (a 404/410), or None (a
-failure that tells nothing of the content, or a skip).
+retries, or lost with its worker too often) waits interval x 2, x 4, then x 8 for the 1st,
+2nd, 3rd and later failures in a row, the interval itself unchanged; a 404/410 counts as a
+failure until the last of `revisit_gone_after` in a row, which makes the URL `gone`. Change
+is judged by the body's digest: `new` (first content seen), `changed`, `unchanged`, `gone` (a
+404/410), or None (a failure that tells nothing of the content, or a skip).
 """
 
 from __future__ import annotations
@@ -58,6 +58,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from .config import CrawlConfig
+from .sinks import FAILED_OUTCOMES
 
 SCHEDULED, QUEUED, GONE, SKIPPED = "scheduled", "queued", "gone", "skipped"
 NEW, CHANGED, UNCHANGED = "new", "changed", "unchanged"  # and GONE, the change of a 404/410
@@ -132,7 +133,7 @@ def schedule(
         else:
             change, interval = CHANGED, max(low, interval / SHRINK)
         return Next(SCHEDULED, now + interval, interval, 0, 0, change)
-    if outcome != "failed":
+    if outcome not in FAILED_OUTCOMES:
         return Next(SKIPPED, None, interval, 0, 0, None)
     failures = known.failures + 1
     missing = known.missing + 1 if status in GONE_STATUSES else 0

@@ -71,6 +71,8 @@ def test_a_500_between_404s_restarts_the_gone_count_and_a_page_back_is_changed()
 
 def test_skips_are_not_revisited_and_bounds_default_to_a_quarter_and_eight_times():
     assert after(Known(), "not_html", 200, None).state == "skipped"
+    lost = after(Known(1, 100, digest="d1"), "lost", None, None)  # lost with its worker
+    assert (lost.state, lost.next_visit, lost.change) == ("scheduled", NOW + 200, None)
     assert CrawlConfig.from_dict({"revisit": "1h"}).revisit_bounds() == (900, 28800)
 
 
