@@ -32,6 +32,7 @@ from . import config, control, keys, sinks, stats
 from .config import ConfigError, CrawlConfig
 from .frontier import Frontier
 from .hooks import HookError
+from .state import crawl_names, is_known
 from .urls import InvalidURL, canonicalize
 
 FORMATS = ("jsonl", "csv")
@@ -171,7 +172,7 @@ def add_seeds(redis: Redis, name: str, urls: Iterable[str]) -> int:
 
 def crawls(redis: Redis) -> list[str]:
     """The names of every crawl of this Redis, sorted."""
-    return sorted(n.decode(errors="backslashreplace") for n in redis.smembers(keys.CRAWLS))
+    return crawl_names(redis)
 
 
 def crawl_config(redis: Redis, name: str) -> CrawlConfig:
@@ -271,7 +272,7 @@ def purge(redis: Redis, name: str, force: bool = False) -> control.Purged:
     try:
         _, state = _controlled(redis, name)
     except CrawlError:  # a half-registered or damaged crawl can still be purged
-        if not (redis.sismember(keys.CRAWLS, name) or redis.exists(keys.key(name, "config"))):
+        if not is_known(redis, name):
             raise
         state = control.BROKEN
     with _damage(name):

@@ -13,9 +13,9 @@ import click
 import redis
 
 from . import api, config, keys, monitor, stats
-from .bench import bench
 from .config import ConfigError, CrawlConfig
 from .embedded import EmbeddedRedis
+from .lazygroup import LazyGroup
 from .redisurl import masked
 from .runner import WORKER_CLASS, LocalWorkers, watch
 
@@ -79,7 +79,7 @@ def setting_flags(command):
     return command
 
 
-class Commands(click.Group):
+class Commands(LazyGroup):
     """The one place where a refusal of the API (api.CrawlError, already one line naming the
     crawl) becomes click's one-line error."""
 
@@ -90,7 +90,17 @@ class Commands(click.Group):
             raise click.ClickException(str(exc)) from None
 
 
-@click.group(cls=Commands)
+# Commands whose modules load only when they run: the benchmark imports its site and Scrapy
+# support, which no other command needs.
+LAZY_SUBCOMMANDS = {
+    "bench": (
+        "rqcrawl.bench.command:bench",
+        "Benchmark rqcrawl against Scrapy on a generated local site and print one table.",
+    ),
+}
+
+
+@click.group(cls=Commands, lazy_subcommands=LAZY_SUBCOMMANDS)
 @click.version_option(package_name="rqcrawl")
 def main() -> None:
     """rqcrawl: a distributed web crawler in which every URL is an RQ job."""
@@ -372,6 +382,3 @@ def run_local(
         f"{final['skipped_total']} skipped in {final['elapsed_s']:.1f} s",
         err=True,
     )
-
-
-main.add_command(bench)

@@ -337,7 +337,7 @@ def check_writable_dir(path: str) -> None:
 def save(redis: Redis, crawl: str, config: CrawlConfig) -> bool:
     """Store the config of a new crawl; False if the crawl already has one (it is kept).
     Listing the crawl in `keys.CRAWLS` is the seeding's last step (control.start)."""
-    return bool(redis.set(keys.key(crawl, "config"), config.to_json(), nx=True))
+    return bool(redis.set(keys.CrawlKeys(crawl).config, config.to_json(), nx=True))
 
 
 CONFIGS_KEPT = 256  # crawls whose config a process keeps (the most recently used)
@@ -350,7 +350,7 @@ def load(redis: Redis, crawl: str) -> CrawlConfig | None:
     checks is a ConfigError naming the crawl."""
     cfg = _cache.get(crawl)
     if cfg is None:
-        raw = redis.get(keys.key(crawl, "config"))
+        raw = redis.get(keys.CrawlKeys(crawl).config)
         if raw is None:
             return None
         try:

@@ -135,8 +135,8 @@ def test_an_unknown_crawl_is_no_such_crawl(conn, call):
 
 def test_a_damaged_crawl_is_reported_and_can_be_purged_with_force(conn):
     api.start(conn, [SEED], "broken", max_depth=0)
-    conn.delete(keys.key("broken", "inflight"))
-    conn.set(keys.key("broken", "inflight"), "not a hash")
+    conn.delete(keys.CrawlKeys("broken").inflight)
+    conn.set(keys.CrawlKeys("broken").inflight, "not a hash")
     with pytest.raises(api.DamagedCrawl, match="crawl broken: .*WRONGTYPE"):
         api.status(conn, "broken", recover=False)
     with pytest.raises(api.StateError, match="--force"):
