@@ -24,6 +24,7 @@ from . import hooks, keys
 from .bloom import optimal_size
 from .extract import field_problem
 from .lru import LRU
+from .urls import host_of
 
 # Links to files a crawler of HTML pages has no use for: Scrapy's IGNORED_EXTENSIONS.
 DENIED_EXTENSIONS = [
@@ -145,6 +146,20 @@ class CrawlConfig:
             raise ConfigError(f"{path}: [crawl] must be a table of settings")
         return cls.from_dict(table, base)
 
+    def scoped_to(self, seeds: list[str]) -> CrawlConfig:
+        """Without explicit scope_hosts, a crawl stays on its seeds' hosts. Hosts are compared
+        with canonical URLs (`seeds` are canonical), so they are lowercased here."""
+        hosts = [h.lower() for h in self.scope_hosts] or sorted({host_of(s) for s in seeds})
+        return CrawlConfig.from_dict({"scope_hosts": hosts}, self)
+
+    def with_task_table_in(self, directory: str | Path) -> CrawlConfig:
+        """A crawl with revisits and no `db` keeps its task table in SQLite in `directory`, by
+        absolute path (workers started elsewhere on this machine find the same file)."""
+        if not self.revisit or self.db:
+            return self
+        url = f"sqlite:///{Path(directory).resolve() / 'tasks.db'}"
+        return CrawlConfig.from_dict({"db": url}, self)
+
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
 
@@ -167,10 +182,12 @@ def _toml_key(key: str) -> str:
     return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else json.dumps(key)
 
 
-def layered(config_file: str | Path | None, flags: dict[str, Any]) -> CrawlConfig:
-    """Defaults < file < flags (a flag left at None does not override). The hook, if any, is
-    imported here so that a bad one is reported before the crawl starts."""
-    cfg = CrawlConfig.from_toml(config_file) if config_file else CrawlConfig()
+def layered(
+    config_file: str | Path | None, flags: dict[str, Any], base: CrawlConfig | None = None
+) -> CrawlConfig:
+    """`base` (or the defaults) < file < flags (a flag left at None does not override). The
+    hook, if any, is imported here so that a bad one is reported before the crawl starts."""
+    cfg = CrawlConfig.from_toml(config_file, base) if config_file else base or CrawlConfig()
     cfg = CrawlConfig.from_dict({k: v for k, v in flags.items() if v is not None}, cfg)
     hooks.check(cfg.hook)
     return cfg

@@ -148,12 +148,6 @@ def url_key(url: str) -> str:
     return hashlib.sha1(url.encode("utf-8")).hexdigest()
 
 
-def default_url(directory: str | Path) -> str:
-    """The SQLite task table of a data directory, by absolute path (workers started
-    elsewhere on this machine find the same file)."""
-    return f"sqlite:///{Path(directory).resolve() / 'tasks.db'}"
-
-
 class TaskTable:
     """The task table at a database URL (its engine is made once per process)."""
 

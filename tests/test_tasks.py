@@ -168,8 +168,9 @@ def test_purge_deletes_only_the_crawls_rows(db_url):
 
 
 def test_a_sqlite_table_is_created_with_its_directory_in_wal_mode(tmp_path):
-    url = tasks.default_url(tmp_path / "data")
+    url = CrawlConfig.from_dict({"revisit": 60}).with_task_table_in(tmp_path / "data").db
     assert url == f"sqlite:///{tmp_path.resolve()}/data/tasks.db"
+    assert CrawlConfig().with_task_table_in(tmp_path).db == ""  # no revisits, no table
     visit(TaskTable(url), "http://a/")
     with tasks.engine(url).connect() as conn:
         assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
