@@ -103,9 +103,14 @@ def test_revisits_label_every_visit_and_stop_at_a_gone_page(redis_url, conn, tmp
 
 
 @pytest.mark.timeout(90)
-def test_stock_workers_revisit_through_rqcrawl_pump(redis_url, conn, tmp_path):
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_stock_workers_revisit_through_rqcrawl_pump(backend, redis_url, conn, tmp_path, request):
     site = ChangingSite()
-    db = f"sqlite:///{tmp_path / 'tasks.db'}"
+    if backend == "sqlite":
+        db = f"sqlite:///{tmp_path / 'tasks.db'}"
+    else:
+        db = request.getfixturevalue("postgres_url")
+        TaskTable(db).delete("stock")  # the session's server outlives each test
     with HTTPSite(site.handle, max_requests=500, max_seconds=80) as http:
         seed_local(redis_url, http.base + "/same", "stock", 0, "--revisit", "1s", "--db", db)
         with Workers(redis_url, 1, "--with-scheduler", log_dir=tmp_path):
@@ -161,6 +166,13 @@ def test_seed_keeps_the_task_table_with_the_crawl_masks_its_password_and_purge_e
     assert f"task table {db}" in seeded.stdout
     cfg = CrawlConfig.from_dict({"revisit": "10m"})
     TaskTable(db).visited("lite", "http://a.test/", 0, "fetched", 200, "d", cfg)
+    unreachable = rqcrawl(redis_url, "status", "pg", check=False)
+    assert unreachable.returncode == 1 and "Traceback" not in unreachable.stderr
+    assert "crawl pg: task table: " in unreachable.stderr and "s3cret" not in unreachable.stderr
+    no_revisits = rqcrawl(redis_url, "seed", "http://b.test/", "--crawl", "once")
+    assert "task table" not in no_revisits.stdout
+    refused = rqcrawl(redis_url, "pump", "once", check=False)
+    assert "crawl once has no revisits" in refused.stderr
     status = rqcrawl(redis_url, "status", "lite").stdout
     assert "revisits   every 10m00s (adaptive); 1 URLs known" in status
     assert "due        0 now, 1 within an hour, 1 within a day" in status
