@@ -23,6 +23,7 @@ import math
 import time
 from datetime import UTC, datetime
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from redis import Redis
 from rq import Queue
@@ -33,8 +34,10 @@ from . import keys
 from .config import CrawlConfig
 from .sinks import record
 from .state import Children, CrawlState, InFlight, Released, StaleCrawl, outcome_counts
-from .tasks import TaskTable
 from .urls import host_of
+
+if TYPE_CHECKING:
+    from .tasks import TaskTable
 
 LOST_AFTER = 30  # seconds a released URL may go without a live RQ job before it is requeued
 # A dead worker's URL is queued again LEASE to LEASE + REAP_EVERY seconds after its death.
@@ -170,7 +173,10 @@ class Frontier:
 
     @cached_property
     def table(self) -> TaskTable:
-        """The crawl's task table (crawls with revisits)."""
+        """The crawl's task table (crawls with revisits). Imported here: SQLAlchemy takes a
+        fifth of a second to import, which a stock worker would pay for every job."""
+        from .tasks import TaskTable
+
         return TaskTable(self.cfg.db)
 
     def maybe_pump(self, every: float = PUMP_EVERY) -> int:

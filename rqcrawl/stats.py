@@ -12,7 +12,6 @@ from rq.scheduler import RQScheduler
 
 from . import config, keys
 from .state import LATENCY_BUCKETS, RATE_BUCKET, RECENT, CrawlState, Snapshot
-from .tasks import TaskTable
 from .urls import host_of
 
 OVERDUE = 10  # seconds a scheduled job may be late before `status` warns
@@ -115,6 +114,8 @@ def revisit_status(crawl: str, cfg: config.CrawlConfig, snap: Snapshot) -> dict:
     due now / within the next hour / day, and the time of the next visit."""
     if not cfg.revisit:
         return {"revisit_s": 0.0}
+    from .tasks import TaskTable  # SQLAlchemy only for crawls with revisits (see frontier)
+
     table = TaskTable(cfg.db)
     return {
         "revisit_s": cfg.revisit,
