@@ -24,7 +24,7 @@ GONE_AFTER = 2
 
 class ChangingSite:
     """/ links to /same (never changes), /edit (changes once, on its second visit) and /gone
-    (answers 404 from its second visit on)."""
+    (answers 404 from its second visit on), and from its second visit on also to /new."""
 
     def __init__(self) -> None:
         self.visits: dict[str, int] = defaultdict(int)
@@ -35,7 +35,8 @@ class ChangingSite:
         n = self.visits[path]
         if path == "/":
             body = '<a href="/same">s</a><a href="/edit">e</a><a href="/gone">g</a>'
-        elif path == "/same":
+            body += '<a href="/new">n</a>' if n > 1 else ""
+        elif path in ("/same", "/new"):
             body = "<title>same</title>always the same"
         elif path == "/edit":
             body = f"<title>edit</title>version {1 if n == 1 else 2}"
@@ -99,7 +100,9 @@ def test_revisits_label_every_visit_and_stop_at_a_gone_page(redis_url, conn, tmp
     assert changes["/gone"] == ["new"] + ["gone"] * GONE_AFTER
     assert [r["status"] for r in by_path["/gone"]] == [200] + [404] * GONE_AFTER
     assert len(visits["/"]) >= 4  # its links are known: no second record for them
-    assert set(by_path) == {"/", "/same", "/edit", "/gone"}
+    assert set(by_path) == {"/", "/same", "/edit", "/gone", "/new"}
+    assert changes["/new"][:2] == ["new", "unchanged"]  # a link that a revisit found
+    assert {r["depth"] for r in by_path["/new"]} == {1}
 
 
 @pytest.mark.timeout(90)
