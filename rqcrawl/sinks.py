@@ -39,6 +39,8 @@ FIELDS = [
     "hook_error",
     "visit",  # crawls with revisits: the visit's number (1, 2...)
     "change",  # and its change: new, changed, unchanged, gone (rqcrawl.tasks)
+    "not_modified",  # true when the server answered 304 to a conditional GET
+    "duplicate_of",  # an earlier URL of the crawl with the same body (crawls with revisits)
 ]
 
 

@@ -15,6 +15,7 @@ from helpers import BIN, Workers, read_jsonl, rqcrawl, seed_local
 from servers import HTTPSite, env_with, reply
 
 from rqcrawl import stats
+from rqcrawl.changes import Content
 from rqcrawl.config import CrawlConfig
 from rqcrawl.tasks import TaskTable
 
@@ -168,7 +169,7 @@ def test_seed_keeps_the_task_table_with_the_crawl_masks_its_password_and_purge_e
     db = f"sqlite:///{tmp_path.resolve()}/.rqcrawl/tasks.db"
     assert f"task table {db}" in seeded.stdout
     cfg = CrawlConfig.from_dict({"revisit": "10m"})
-    TaskTable(db).visited("lite", "http://a.test/", 0, "fetched", 200, "d", cfg)
+    TaskTable(db).visited("lite", "http://a.test/", 0, "fetched", 200, Content("d"), cfg)
     unreachable = rqcrawl(redis_url, "status", "pg", check=False)
     assert unreachable.returncode == 1 and "Traceback" not in unreachable.stderr
     assert "crawl pg: task table: " in unreachable.stderr and "s3cret" not in unreachable.stderr
