@@ -27,6 +27,7 @@ import mmh3
 from parsel import Selector
 
 NEW, CHANGED, UNCHANGED = "new", "changed", "unchanged"
+KINDS = (NEW, CHANGED, UNCHANGED, "gone")  # a record's `change` (gone: a 404/410)
 SHINGLE = 3  # words per shingle
 NEAR_BITS = 3  # simhashes at most this many bits apart (of 64): the same text
 _BITS = 64

@@ -24,8 +24,9 @@ GONE_AFTER = 2
 
 
 class ChangingSite:
-    """/ links to /same (never changes), /edit (changes once, on its second visit) and /gone
-    (answers 404 from its second visit on), and from its second visit on also to /new."""
+    """/ links to /same (never changes), /edit (its words change once, on its second visit)
+    and /gone (answers 404 from its second visit on), and from its second visit on also to
+    /new."""
 
     def __init__(self) -> None:
         self.visits: dict[str, int] = defaultdict(int)
@@ -40,7 +41,7 @@ class ChangingSite:
         elif path in ("/same", "/new"):
             body = "<title>same</title>always the same"
         elif path == "/edit":
-            body = f"<title>edit</title>version {1 if n == 1 else 2}"
+            body = f"<title>edit</title>{'first' if n == 1 else 'second'} version"
         elif path == "/gone" and n == 1:
             body = "<title>gone</title>here for now"
         else:
