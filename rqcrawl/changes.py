@@ -9,8 +9,9 @@ The simhash (Charikar's, as in Manku et al., "Detecting near-duplicates for web 
 WWW 2007) is computed here with mmh3 over shingles of SHINGLE words of the lower-cased
 visible text (script and style left out), every run of digits read as one and the same
 word: dates, times, counters and view counts are boilerplate's favourite change (a change of
-numbers alone, a price, is then `unchanged`; the digest still differs). Each shingle's 64-bit
-hash votes +1/-1 on every bit, and a bit of the simhash is set where the votes are positive.
+numbers alone, a price, is then `unchanged`; the digest still differs). Each shingle's
+64-bit hash (the first half of MurmurHash3 x64-128) votes +1/-1 on every bit, and a bit of
+the simhash is set where the votes are positive.
 Two texts are near duplicates when their simhashes differ in at most NEAR_BITS of 64 bits,
 the distance Manku et al. found best for 64-bit fingerprints of web pages.
 
@@ -32,6 +33,8 @@ SHINGLE = 3  # words per shingle
 NEAR_BITS = 3  # simhashes at most this many bits apart (of 64): the same text
 _BITS = 64
 _MASK = (1 << _BITS) - 1
+# For each bit j of a byte, the table that maps a byte to 1 if that bit is set, else to 0.
+_BIT = [bytes(b >> j & 1 for b in range(256)) for j in range(8)]
 _WORD = re.compile(r"\w+")
 _DIGITS = re.compile(r"\d+")
 _VISIBLE = "//text()[not(ancestor::script or ancestor::style or ancestor::noscript)]"
@@ -77,15 +80,21 @@ def simhash(text: str) -> int:
     """The 64-bit simhash of `text` (see the module docstring), as a signed 64-bit integer
     (what a database's BIGINT holds)."""
     words = _WORD.findall(_DIGITS.sub("0", text.lower()))
-    shingles = Counter(
-        " ".join(words[i : i + SHINGLE]) for i in range(max(1, len(words) - SHINGLE + 1))
-    )
-    votes = [0] * _BITS
-    for shingle, weight in shingles.items():
-        h = mmh3.hash64(shingle, signed=False)[0]
-        for bit in range(_BITS):
-            votes[bit] += weight if h >> bit & 1 else -weight
-    value = sum(1 << bit for bit in range(_BITS) if votes[bit] > 0)
+    runs = [words]  # a text of SHINGLE words or fewer is one shingle
+    if len(words) > SHINGLE:
+        runs = zip(*(words[i:] for i in range(SHINGLE)), strict=False)
+    shingles = Counter(map(" ".join, runs))
+    # The votes are counted at C speed: every shingle's 8-byte hash, once per occurrence, in
+    # one buffer; byte k of every hash is the slice buf[k::8], and its bit j is set in as
+    # many of them as translate(_BIT[j]) leaves ones (a 2,000-word page in a few ms).
+    buf = b"".join(mmh3.hash_bytes(s)[:8] * weight for s, weight in shingles.items())
+    count = len(buf) // 8
+    value = 0
+    for k in range(8):
+        column = buf[k::8]
+        for j in range(8):
+            if column.translate(_BIT[j]).count(1) * 2 > count:
+                value |= 1 << (8 * k + j)
     return value - (1 << _BITS) if value >> (_BITS - 1) else value
 
 
