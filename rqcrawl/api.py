@@ -226,12 +226,14 @@ def records(
 def since_time(since: str | datetime | None, now: float | None = None) -> float | None:
     """`since` as epoch seconds: a datetime, an ISO-8601 time (UTC unless it says), or a
     duration before `now` (`90s`, `30m`, `1h`, `2d`)."""
-    if since is None or isinstance(since, datetime):
-        return _epoch(since) if since else None
+    if since is None:
+        return None
+    if isinstance(since, datetime):
+        return _epoch(since)
     try:
         return (time.time() if now is None else now) - config.parse_duration("since", since)
     except ConfigError:
-        pass
+        pass  # not a duration: a time
     try:
         return _epoch(datetime.fromisoformat(since.strip()))
     except ValueError:
@@ -242,6 +244,7 @@ def since_time(since: str | datetime | None, now: float | None = None) -> float 
 
 
 def _epoch(moment: datetime) -> float:
+    """A datetime's epoch seconds, a naive one taken as UTC (not the machine's zone)."""
     return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
 
 
