@@ -22,6 +22,8 @@ from typing import TypeVar
 import mmh3
 from redis import Redis
 
+from . import scripts
+
 MAX_SHARD_BITS = 2**32  # a Redis string holds at most 512 MB
 KEY_BYTES = 80  # Redis's own cost of one key (dict entry, object, name), for choosing a layout
 # Bit operations (or their equivalent in other work) in one Lua call: about 1-5 us each on a
@@ -37,55 +39,6 @@ def batches(items: Sequence[T], cost: int) -> Iterator[Sequence[T]]:
     size = max(1, MAX_POSITIONS // cost)
     for start in range(0, len(items), size):
         yield items[start : start + size]
-
-
-# Lua helpers shared with the frontier script. Shards are KEYS[shard_key0 + shard], each
-# shard_bits long but the last, which ends at bit `bits`.
-# bloom_alloc creates missing shards at their full length, each in one allocation.
-# bloom_test: `pos` holds k global bit positions per URL from index `first`. Returns 1 when
-# some bit was still clear (the URL is new); with `add`, also sets every bit.
-LUA_BLOOM = """
-local function bloom_alloc(shard_key0, shard_bits, bits)
-  local shards = math.ceil(bits / shard_bits)
-  -- all shards are created in one call, the last one last: it stands for them all
-  if redis.call('EXISTS', KEYS[shard_key0 + shards - 1]) == 1 then return end
-  for shard = 0, shards - 1 do
-    local key = KEYS[shard_key0 + shard]
-    if redis.call('EXISTS', key) == 0 then
-      redis.call('SETBIT', key, math.min(shard_bits, bits - shard * shard_bits) - 1, 0)
-    end
-  end
-end
-
-local function bloom_test(shard_key0, shard_bits, k, pos, first, add)
-  local new = 0
-  for i = first, first + k - 1 do
-    local p = tonumber(pos[i])
-    local key = KEYS[shard_key0 + math.floor(p / shard_bits)]
-    local off = p % shard_bits
-    if add then
-      if redis.call('SETBIT', key, off, 1) == 0 then new = 1 end
-    elseif redis.call('GETBIT', key, off) == 0 then
-      return 1
-    end
-  end
-  return new
-end
-"""
-
-# KEYS: shards. ARGV: shard_bits, bits, k, add (1/0), then k positions per URL.
-_LUA_BATCH = (
-    LUA_BLOOM
-    + """
-local shard_bits, k, add = tonumber(ARGV[1]), tonumber(ARGV[3]), ARGV[4] == '1'
-if add then bloom_alloc(1, shard_bits, tonumber(ARGV[2])) end
-local out = {}
-for first = 5, #ARGV, k do
-  out[#out + 1] = bloom_test(1, shard_bits, k, ARGV, first, add)
-end
-return out
-"""
-)
 
 
 def optimal_size(capacity: int, error_rate: float) -> tuple[int, int]:
@@ -169,7 +122,6 @@ class BloomFilter:
         self.shard_bits, shards = shard_layout(self.bits, shard_limit)
         prefix = name if "{" in name else f"{{{name}}}"
         self.keys = [f"{prefix}:{i}" for i in range(shards)]
-        self._script = redis.register_script(_LUA_BATCH)
 
     def positions(self, url: str) -> list[int]:
         """The k bit positions of `url`: h1 + i*h2 mod m, from one 128-bit hash."""
@@ -192,8 +144,11 @@ class BloomFilter:
     def _run(self, urls: Sequence[str], add: bool) -> list[bool]:
         out: list[bool] = []
         for batch in batches(urls, self.hashes):
-            args = [self.shard_bits, self.bits, self.hashes, int(add), *self.flat_positions(batch)]
-            out += [bool(x) for x in self._script(keys=self.keys, args=args)]
+            found = scripts.BLOOM_BATCH(
+                self.redis, tail_keys=self.keys, tail_args=self.flat_positions(batch),
+                shard_bits=self.shard_bits, bits=self.bits, k=self.hashes, add=int(add),
+            )  # fmt: skip
+            out += [bool(x) for x in found]
         return out
 
     def stats(self) -> dict:

@@ -2,31 +2,22 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import re
 import signal
 import sys
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import click
 import redis
 
-from . import config, control, keys, monitor, sinks, stats
-from .bench import bench
+from . import api, config, keys, monitor, stats
 from .config import ConfigError, CrawlConfig
 from .embedded import EmbeddedRedis
-from .frontier import Frontier
-from .hooks import HookError
+from .lazygroup import LazyGroup
 from .redisurl import masked
 from .runner import WORKER_CLASS, LocalWorkers, watch
-from .urls import InvalidURL, canonicalize, host_of
 
 DEFAULT_REDIS_URL = "redis://localhost:6379/0"
 # The recommended worker, through the variable RQ reads, so the card's command stays the same.
@@ -52,16 +43,6 @@ def connect(url: str) -> redis.Redis:
     except redis.RedisError as exc:
         raise click.ClickException(masked(f"cannot reach Redis at {url}: {exc}", url)) from None
     return conn
-
-
-def existing(conn: redis.Redis, crawl: str) -> CrawlConfig:
-    try:
-        cfg = config.load(conn, crawl)
-    except ConfigError as exc:
-        raise click.ClickException(str(exc)) from None
-    if cfg is None:
-        raise click.ClickException(f"no crawl named {crawl!r} in this Redis")
-    return cfg
 
 
 redis_option = click.option(
@@ -98,7 +79,28 @@ def setting_flags(command):
     return command
 
 
-@click.group()
+class Commands(LazyGroup):
+    """The one place where a refusal of the API (api.CrawlError, already one line naming the
+    crawl) becomes click's one-line error."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except api.CrawlError as exc:
+            raise click.ClickException(str(exc)) from None
+
+
+# Commands whose modules load only when they run: the benchmark imports its site and Scrapy
+# support, which no other command needs.
+LAZY_SUBCOMMANDS = {
+    "bench": (
+        "rqcrawl.bench.command:bench",
+        "Benchmark rqcrawl against Scrapy on a generated local site and print one table.",
+    ),
+}
+
+
+@click.group(cls=Commands, lazy_subcommands=LAZY_SUBCOMMANDS)
 @click.version_option(package_name="rqcrawl")
 def main() -> None:
     """rqcrawl: a distributed web crawler in which every URL is an RQ job."""
@@ -111,74 +113,22 @@ def main() -> None:
 @redis_option
 def seed(urls, name, config_file, url, **flags) -> None:
     """Store a crawl's settings in Redis and queue its seed URLs at depth 0."""
-    seeds = canonical_seeds(urls)
-    cfg = scoped(settings(config_file, **flags), seeds)
-    name = checked_name(name) or derived_name(seeds[0])
-    conn = connect(redis_url(url))
-    cfg, new = start_crawl(conn, name, cfg, seeds)
-    click.echo(f"crawl {name}: {new} of {len(seeds)} seed(s) queued (max depth {cfg.max_depth})")
+    planned = api.plan(urls, name, config_file=config_file, **flags)
+    started = started_crawl(connect(redis_url(url)), planned)
+    click.echo(
+        f"crawl {started.name}: {started.admitted} of {len(planned.seeds)} seed(s) queued "
+        f"(max depth {started.cfg.max_depth})"
+    )
     click.echo(f"run workers with: {WORKER_HINT}")
-    click.echo(name)
+    click.echo(started.name)
 
 
-def start_crawl(
-    conn: redis.Redis, name: str, cfg: CrawlConfig, seeds: list[str]
-) -> tuple[CrawlConfig, int]:
-    """Store the config of a new crawl (an existing one keeps its own) and admit the seeds,
-    all or nothing (control.start)."""
-    try:
-        cfg, new, resumed = control.start(conn, name, cfg, seeds)
-    except (ConfigError, redis.RedisError) as exc:
-        raise click.ClickException(f"crawl {name} not started: {exc}") from None
-    if resumed:
-        click.echo(f"crawl {name} exists: resuming it with its own settings", err=True)
-    return cfg, new
-
-
-def checked_name(name: str | None) -> str | None:
-    if name is not None and not keys.valid_crawl_name(name):
-        raise click.ClickException(
-            f"invalid crawl name {name!r}: use letters, digits, _ and - (at most 64)"
-        )
-    return name
-
-
-def scoped(cfg: CrawlConfig, seeds: list[str]) -> CrawlConfig:
-    """Without explicit scope_hosts, a crawl stays on its seeds' hosts. Hosts are compared
-    with canonical URLs, so they are lowercased here."""
-    hosts = [h.lower() for h in cfg.scope_hosts] or sorted({host_of(s) for s in seeds})
-    return CrawlConfig.from_dict({"scope_hosts": hosts}, cfg)
-
-
-def canonical_seeds(urls: tuple[str, ...]) -> list[str]:
-    seeds = []
-    for raw in urls:
-        try:
-            raw.encode("utf-8")  # bytes that are not UTF-8 arrive as lone surrogates
-            seeds.append(canonicalize(raw))
-        except UnicodeEncodeError:
-            raise click.ClickException(f"invalid URL {raw!r}: not UTF-8") from None
-        except InvalidURL as exc:
-            raise click.ClickException(str(exc)) from None
-    return seeds
-
-
-def settings(config_file: str | None, **flags) -> CrawlConfig:
-    """The settings of a new crawl (config.layered), or a one-line error."""
-    try:
-        return config.layered(config_file, flags)
-    except (ConfigError, HookError) as exc:
-        raise click.ClickException(str(exc)) from None
-
-
-def derived_name(seed_url: str, stable_key: str | None = None) -> str:
-    """The seed's host and a timestamp, or a hash of `stable_key` so that the same command
-    names the same crawl (how `rqcrawl crawl` resumes)."""
-    host = re.sub(r"[^A-Za-z0-9]+", "-", urlsplit(seed_url).hostname or "").strip("-")
-    host = host[:40].rstrip("-") or "crawl"  # a name starting with - would read as a flag
-    if stable_key is not None:
-        return f"{host}-{hashlib.sha1(stable_key.encode()).hexdigest()[:10]}"
-    return f"{host}-{time.strftime('%Y%m%d-%H%M%S')}"
+def started_crawl(conn: redis.Redis, planned: api.Plan) -> api.Started:
+    """Start the planned crawl, saying so if it existed (it then keeps its own settings)."""
+    started = planned.start(conn)
+    if started.resumed:
+        click.echo(f"crawl {started.name} exists: resuming it with its own settings", err=True)
+    return started
 
 
 @main.command()
@@ -199,30 +149,14 @@ def status(name, as_json, show_config, watching, interval, url) -> None:
     if watching and (as_json or show_config):
         raise click.UsageError("--watch cannot be combined with --json or --config")
     conn = connect(redis_url(url))
-    cfg = existing(conn, name)
     if show_config:
+        cfg = api.crawl_config(conn, name)
         click.echo(json.dumps(asdict(cfg), indent=2) if as_json else cfg.to_toml())
     elif watching:
-        watch_status(conn, name, cfg, interval)
+        watch_status(conn, name, api.crawl_config(conn, name), interval)
     else:
-        with crawl_errors(name):
-            Frontier(conn, name, cfg).maybe_reap()
-        s = crawl_status(conn, name)
+        s = api.status(conn, name)
         click.echo(json.dumps(s, sort_keys=True) if as_json else stats.render(s))
-
-
-def crawl_status(conn: redis.Redis, name: str) -> dict:
-    """stats.status, with a crawl whose keys are damaged or whose settings are missing or
-    unreadable as a one-line error naming it."""
-    if not keys.valid_crawl_name(name):
-        raise click.ClickException(f"crawl {name!r}: invalid name (purge it with redis-cli)")
-    with crawl_errors(name):
-        s = stats.status(conn, name)
-    if s is None:
-        raise click.ClickException(
-            f"crawl {name} has no settings (half-registered?): `rqcrawl purge {name} --force`"
-        )
-    return s
 
 
 def watch_status(conn: redis.Redis, name: str, cfg: CrawlConfig, interval: float) -> None:
@@ -260,17 +194,19 @@ def metrics(port, bind, url) -> None:
 def list_crawls(as_json, url) -> None:
     """Every crawl of this Redis: state, fetched/admitted, pages/s."""
     conn = connect(redis_url(url))
-    names = sorted(n.decode(errors="backslashreplace") for n in conn.smembers(keys.CRAWLS))
     rows = []
-    for name in names:
+    for name in api.crawls(conn):
         try:
-            rows.append(crawl_status(conn, name))
-        except click.ClickException as exc:  # one broken crawl must not hide the others
-            click.echo(f"warning: {exc.message}", err=True)
+            rows.append(api.status(conn, name, recover=False))
+        except api.CrawlError as exc:  # one broken crawl must not hide the others
+            click.echo(f"warning: {exc}", err=True)
     if as_json:
         click.echo(json.dumps(rows, sort_keys=True))
     else:
         click.echo(stats.table(rows) if rows else "no crawls in this Redis")
+
+
+FAILURE_COLUMNS = ("url", "reason", "status", "error", "attempts")  # of `failures --json`
 
 
 @main.command()
@@ -280,26 +216,11 @@ def list_crawls(as_json, url) -> None:
 @redis_option
 def failures(name, wanted, as_json, url) -> None:
     """The failed URLs of crawl NAME: reason, HTTP status, URL (and the error with --json)."""
-    conn = connect(redis_url(url))
-    existing(conn, name)
-    for record in sinks.iter_records(conn, name):
-        if record["outcome"] not in sinks.FAILED_OUTCOMES:
-            continue
-        reason = record["reason"] or "other"
-        if wanted and reason not in wanted:
-            continue
+    for record in api.failures(connect(redis_url(url)), name, wanted):
         if as_json:
-            row = {k: record[k] for k in ("url", "reason", "status", "error", "attempts")}
-            click.echo(json.dumps(row | {"reason": reason}))
+            click.echo(json.dumps({k: record[k] for k in FAILURE_COLUMNS}))
         else:
-            click.echo(f"{reason}  {record['status'] or '-'}  {record['url']}")
-
-
-def controlled(name: str, url: str | None) -> tuple[redis.Redis, CrawlConfig, str]:
-    """Connection, config and current state of an existing crawl, for pause ... purge."""
-    conn = connect(redis_url(url))
-    cfg = existing(conn, name)
-    return conn, cfg, crawl_status(conn, name)["state"]
+            click.echo(f"{record['reason']}  {record['status'] or '-'}  {record['url']}")
 
 
 @main.command()
@@ -307,9 +228,7 @@ def controlled(name: str, url: str | None) -> tuple[redis.Redis, CrawlConfig, st
 @redis_option
 def pause(name, url) -> None:
     """Stop releasing URLs of crawl NAME; running pages finish, queued ones wait."""
-    conn, _, state = controlled(name, url)
-    with crawl_errors(name):
-        paused = control.pause(conn, name, state)
+    paused = api.pause(connect(redis_url(url)), name)
     click.echo(f"crawl {name} paused" if paused else f"crawl {name} was already paused")
 
 
@@ -318,9 +237,7 @@ def pause(name, url) -> None:
 @redis_option
 def resume(name, url) -> None:
     """Release the held URLs of paused crawl NAME again."""
-    conn, cfg, state = controlled(name, url)
-    with crawl_errors(name):
-        control.resume(conn, name, cfg, state)
+    api.resume(connect(redis_url(url)), name)
     click.echo(f"crawl {name} resumed")
 
 
@@ -329,9 +246,7 @@ def resume(name, url) -> None:
 @redis_option
 def cancel(name, url) -> None:
     """Stop crawl NAME for good, dropping its pending URLs and queued jobs."""
-    conn, _, state = controlled(name, url)
-    with crawl_errors(name):
-        done = control.cancel(conn, name, state)
+    done = api.cancel(connect(redis_url(url)), name)
     click.echo(
         f"crawl {name} cancelled: {done.dropped} URL(s) dropped ({done.held} held, "
         f"{done.in_flight} in flight; {done.jobs_removed} queued RQ job(s) removed)"
@@ -344,28 +259,8 @@ def cancel(name, url) -> None:
 @redis_option
 def purge(name, force, url) -> None:
     """Delete every key and RQ job of crawl NAME (and nothing of any other crawl)."""
-    conn = connect(redis_url(url))
-    try:
-        _, _, state = controlled(name, url)
-    except click.ClickException:  # a half-registered or damaged crawl can still be purged
-        if not (conn.sismember(keys.CRAWLS, name) or conn.exists(keys.key(name, "config"))):
-            raise
-        state = control.BROKEN
-    with crawl_errors(name):
-        done = control.purge(conn, name, state, force)
+    done = api.purge(connect(redis_url(url)), name, force)
     click.echo(f"crawl {name} purged: {done.keys} key(s) and {done.jobs} RQ job(s) deleted")
-
-
-@contextmanager
-def crawl_errors(name: str) -> Iterator[None]:
-    """A refused operation, or a crawl whose keys are damaged (wrong type, not a number) or
-    whose settings are unreadable: one line naming the crawl."""
-    try:
-        yield
-    except control.ControlError as exc:
-        raise click.ClickException(str(exc)) from None
-    except (ValueError, redis.ResponseError) as exc:  # ConfigError is a ValueError
-        raise click.ClickException(f"crawl {name}: {exc}") from None
 
 
 @main.command()
@@ -383,21 +278,11 @@ def crawl_errors(name: str) -> Iterator[None]:
 @redis_option
 def export(name, output, fmt, url) -> None:
     """Write every recorded URL of crawl NAME to a file, one row per URL."""
-    conn = connect(redis_url(url))
-    existing(conn, name)
-    write_export(conn, name, output, fmt)
+    write_export(connect(redis_url(url)), name, output, fmt)
 
 
 def write_export(conn: redis.Redis, name: str, output: str, fmt: str | None) -> None:
-    fmt = fmt or ("csv" if output.endswith(".csv") else "jsonl")
-    if output == "-":
-        rows = sinks.export(conn, name, sys.stdout, fmt)
-    else:
-        try:
-            with open(output, "w", encoding="utf-8", newline="") as out:
-                rows = sinks.export(conn, name, out, fmt)
-        except OSError as exc:
-            raise click.ClickException(f"cannot write {output}: {exc.strerror}") from None
+    rows = api.export(conn, name, sys.stdout if output == "-" else output, fmt)
     click.echo(f"{rows} row(s) written to {output}", err=True)
 
 
@@ -427,15 +312,13 @@ def crawl(urls, output, fmt, workers, threads, name, config_file, data_dir, url,
     """Crawl on this machine until done and write OUTPUT: seed, run local workers, show
     progress. Uses an embedded Redis unless a Redis URL is configured. Running the same
     command again after an interruption resumes the crawl."""
-    seeds = canonical_seeds(urls)
-    cfg = scoped(settings(config_file, **flags), seeds)
+    planned = api.plan(urls, name, config_file=config_file, stable_name=True, **flags)
     writable_output(output)
-    if cfg.warc_dir:
+    if planned.cfg.warc_dir:
         try:
-            config.check_writable_dir(cfg.warc_dir)
+            config.check_writable_dir(planned.cfg.warc_dir)
         except ConfigError as exc:
             raise click.ClickException(str(exc)) from None
-    name = checked_name(name) or derived_name(seeds[0], json.dumps([seeds, cfg.to_json()]))
     # SIGTERM (kill, a service manager) stops the crawl as Ctrl-C does: workers and the
     # embedded Redis are in sessions of their own and would otherwise outlive us.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
@@ -445,9 +328,9 @@ def crawl(urls, output, fmt, workers, threads, name, config_file, data_dir, url,
         if server:
             target = embedded(server)
         conn = connect(target)
-        start_crawl(conn, name, cfg, seeds)
-        run_local(conn, target, name, workers, threads, Path(data_dir) / "workers")
-        write_export(conn, name, output, fmt)
+        started_crawl(conn, planned)
+        run_local(conn, target, planned.name, workers, threads, Path(data_dir) / "workers")
+        write_export(conn, planned.name, output, fmt)
     finally:
         if server:
             server.stop()
@@ -499,6 +382,3 @@ def run_local(
         f"{final['skipped_total']} skipped in {final['elapsed_s']:.1f} s",
         err=True,
     )
-
-
-main.add_command(bench)

@@ -24,6 +24,7 @@ from . import hooks, keys
 from .bloom import optimal_size
 from .extract import field_problem
 from .lru import LRU
+from .urls import host_of
 
 # Links to files a crawler of HTML pages has no use for: Scrapy's IGNORED_EXTENSIONS.
 DENIED_EXTENSIONS = [
@@ -131,6 +132,12 @@ class CrawlConfig:
             raise ConfigError(f"{path}: [crawl] must be a table of settings")
         return cls.from_dict(table, base)
 
+    def scoped_to(self, seeds: list[str]) -> CrawlConfig:
+        """Without explicit scope_hosts, a crawl stays on its seeds' hosts. Hosts are compared
+        with canonical URLs (`seeds` are canonical), so they are lowercased here."""
+        hosts = [h.lower() for h in self.scope_hosts] or sorted({host_of(s) for s in seeds})
+        return CrawlConfig.from_dict({"scope_hosts": hosts}, self)
+
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
 
@@ -153,10 +160,12 @@ def _toml_key(key: str) -> str:
     return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else json.dumps(key)
 
 
-def layered(config_file: str | Path | None, flags: dict[str, Any]) -> CrawlConfig:
-    """Defaults < file < flags (a flag left at None does not override). The hook, if any, is
-    imported here so that a bad one is reported before the crawl starts."""
-    cfg = CrawlConfig.from_toml(config_file) if config_file else CrawlConfig()
+def layered(
+    config_file: str | Path | None, flags: dict[str, Any], base: CrawlConfig | None = None
+) -> CrawlConfig:
+    """`base` (or the defaults) < file < flags (a flag left at None does not override). The
+    hook, if any, is imported here so that a bad one is reported before the crawl starts."""
+    cfg = CrawlConfig.from_toml(config_file, base) if config_file else base or CrawlConfig()
     cfg = CrawlConfig.from_dict({k: v for k, v in flags.items() if v is not None}, cfg)
     hooks.check(cfg.hook)
     return cfg
@@ -328,7 +337,7 @@ def check_writable_dir(path: str) -> None:
 def save(redis: Redis, crawl: str, config: CrawlConfig) -> bool:
     """Store the config of a new crawl; False if the crawl already has one (it is kept).
     Listing the crawl in `keys.CRAWLS` is the seeding's last step (control.start)."""
-    return bool(redis.set(keys.key(crawl, "config"), config.to_json(), nx=True))
+    return bool(redis.set(keys.CrawlKeys(crawl).config, config.to_json(), nx=True))
 
 
 CONFIGS_KEPT = 256  # crawls whose config a process keeps (the most recently used)
@@ -341,7 +350,7 @@ def load(redis: Redis, crawl: str) -> CrawlConfig | None:
     checks is a ConfigError naming the crawl."""
     cfg = _cache.get(crawl)
     if cfg is None:
-        raw = redis.get(keys.key(crawl, "config"))
+        raw = redis.get(keys.CrawlKeys(crawl).config)
         if raw is None:
             return None
         try:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import re
-import time
 from dataclasses import dataclass
 
 from redis import Redis, RedisError
@@ -24,42 +23,8 @@ from rq.queue import Queue
 
 from . import config, keys, stats
 from .config import CrawlConfig
-from .frontier import Frontier, InFlight
-
-# KEYS: counters, inflight, held. ARGV: url, its in-flight entry as the job saw it, depth.
-# (A running job's URL is never in `later`: deferral gives it a new job.)
-# If the crawl is halted and the job is still the live attempt for the URL, puts the URL back
-# on the head of the held list (it belongs to the current level), or drops it if the crawl
-# was cancelled (a retry scheduled by a job that was running during the cancel).
-_LUA_PUT_BACK = """
-if redis.call('HEXISTS', KEYS[1], 'paused_at') == 0 then return 0 end
-if redis.call('HGET', KEYS[2], ARGV[1]) ~= ARGV[2] then return 0 end
-redis.call('HDEL', KEYS[2], ARGV[1])
-if redis.call('HEXISTS', KEYS[1], 'cancelled_at') == 1 then
-  redis.call('HINCRBY', KEYS[1], 'dropped', 1)
-else
-  redis.call('LPUSH', KEYS[3], ARGV[3] .. ' ' .. ARGV[1])
-  redis.call('HINCRBY', KEYS[1], 'put_back', 1)
-end
-return 1
-"""
-
-# KEYS: counters, inflight, held, later. ARGV: now.
-# Halts the crawl for good and drops its pending work (held, in flight, deferred) in one step,
-# so that no release can slip in between. Returns false if it was already cancelled, else
-# {held count, url, entry, url, entry...} of the dropped in-flight URLs.
-_LUA_CANCEL = """
-if redis.call('HEXISTS', KEYS[1], 'cancelled_at') == 1 then return false end
-redis.call('HSETNX', KEYS[1], 'paused_at', ARGV[1])
-redis.call('HSET', KEYS[1], 'cancelled_at', ARGV[1])
-local held = redis.call('LLEN', KEYS[3])
-local inflight = redis.call('HGETALL', KEYS[2])
-redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
-redis.call('HINCRBY', KEYS[1], 'dropped', held + #inflight / 2)
-local out = {held}
-for _, v in ipairs(inflight) do out[#out + 1] = v end
-return out
-"""
+from .frontier import Frontier
+from .state import CrawlState, glob_escape
 
 # RQ states of a job that no worker has started
 _PENDING = {JobStatus.QUEUED, JobStatus.SCHEDULED, JobStatus.DEFERRED}
@@ -93,26 +58,18 @@ class Purged:
     jobs: int
 
 
-def put_back(redis: Redis, crawl: str, url: str, entry: InFlight) -> bool:
-    """The job hook, called when the job's claim saw the crawl paused: True if `crawl` is
-    halted, `url` then being given back to the frontier unfetched (or dropped if cancelled)."""
-    script = redis.register_script(_LUA_PUT_BACK)
-    return bool(script(keys=_frontier_keys(crawl), args=[url, entry.encode(), entry.depth]))
-
-
 def pause(redis: Redis, crawl: str, state: str) -> bool:
     """Stop releasing URLs of a running crawl; False if it was already paused."""
     if state in stats.OVER:
         raise ControlError(f"crawl {crawl} is {state}: nothing to pause")
-    return bool(redis.hsetnx(keys.key(crawl, "counters"), "paused_at", repr(time.time())))
+    return _state(redis, crawl).pause()
 
 
 def resume(redis: Redis, crawl: str, cfg: CrawlConfig, state: str) -> None:
     """Clear the halt and release the held URLs of the current level."""
     if state != "paused":
         raise ControlError(f"crawl {crawl} is {state}, not paused")
-    redis.hdel(keys.key(crawl, "counters"), "paused_at")
-    Frontier(redis, crawl, cfg).seed([])
+    Frontier(redis, crawl, cfg).resume()
 
 
 def cancel(redis: Redis, crawl: str, state: str) -> Cancelled:
@@ -120,15 +77,11 @@ def cancel(redis: Redis, crawl: str, state: str) -> Cancelled:
     that no worker has started (a running job ends without recording anything)."""
     if state == "finished":
         raise ControlError(f"crawl {crawl} is finished: nothing to cancel")
-    script = redis.register_script(_LUA_CANCEL)
-    out = script(keys=_frontier_keys(crawl), args=[repr(time.time())])
+    out = _state(redis, crawl).cancel()
     if out is None:
         raise ControlError(f"crawl {crawl} is already cancelled")
-    held, flat = out[0], out[1:]
-    ids = [
-        InFlight.parse(raw).job_id(crawl, url.decode())
-        for url, raw in zip(flat[::2], flat[1::2], strict=True)
-    ]
+    held, dropped = out
+    ids = [entry.job_id(crawl, url) for url, entry in dropped]
     with redis.pipeline(transaction=False) as pipe:
         for job_id in ids:
             pipe.hget(Job.key_for(job_id), "status")
@@ -154,7 +107,7 @@ def start(
     else:
         cfg = stored or config.load(redis, crawl)  # or another client just created it
         admitted = Frontier(redis, crawl, cfg).seed(seeds)
-    redis.sadd(keys.CRAWLS, crawl)  # last: a listed crawl is a whole one
+    CrawlState(redis, crawl, cfg).register()  # last: a listed crawl is a whole one
     return cfg, admitted, stored is not None
 
 
@@ -173,23 +126,13 @@ def purge(redis: Redis, crawl: str, state: str, force: bool = False) -> Purged:
 def discard(redis: Redis, crawl: str) -> Purged:
     """Delete every key of the crawl and its RQ jobs, whatever its state."""
     jobs = _delete_jobs(redis, _crawl_jobs(redis, crawl))
-    # A crawl has a handful of keys (the Bloom filter is split into at most 512 MB shards).
-    names = list(redis.scan_iter(match=glob_escape(keys.key(crawl, "")) + "*", count=1000))
-    deleted = redis.unlink(*names) if names else 0
-    redis.srem(keys.CRAWLS, crawl)
-    return Purged(deleted, jobs)
+    return Purged(_state(redis, crawl).delete(), jobs)
 
 
 def job_crawl(job_id: str) -> str | None:
     """The crawl a job id of rqcrawl belongs to, or None for any other id."""
     match = _JOB_ID.fullmatch(job_id)
     return match["crawl"] if match else None
-
-
-def glob_escape(text: str) -> str:
-    """`text` as a literal in a Redis MATCH pattern: glob's * ? [ ] and \\ escaped, and the
-    braces of the hash tag too (harmless in Redis, literal in every glob dialect)."""
-    return re.sub(r"([*?\[\]\\{}])", r"\\\1", text)
 
 
 def _crawl_jobs(redis: Redis, crawl: str) -> list[str]:
@@ -223,5 +166,6 @@ def _delete_jobs(redis: Redis, job_ids: list[str]) -> int:
     return len(job_ids)
 
 
-def _frontier_keys(crawl: str) -> list[str]:
-    return [keys.key(crawl, part) for part in ("counters", "inflight", "held", "later")]
+def _state(redis: Redis, crawl: str) -> CrawlState:
+    """The crawl's state, for changes that need none of its settings."""
+    return CrawlState(redis, crawl, CrawlConfig())

@@ -22,18 +22,19 @@ from rq import get_current_job
 from rq.job import Job
 from rq.timeouts import JobTimeoutException
 
-from . import config, control, hooks, keys, stats, warc
+from . import config, hooks, keys, stats, warc
 from .config import CrawlConfig
 from .cookies import Cookies
 from .extract import decode, extract_fields, parse
 from .fetch import Archive, FetchError, fetch, no_archive
-from .frontier import JOB_FUNC, Frontier, InFlight, StaleCrawl
+from .frontier import JOB_FUNC, Frontier
 from .leases import renewer
 from .lru import LRU
 from .politeness import Politeness
 from .robots import Robots, RobotsCache, site_of
 from .rules import link_verdict
-from .sinks import failure_record, page_record
+from .sinks import record
+from .state import InFlight, StaleCrawl, outcome_counts
 from .urls import host_of, in_scope
 
 # Permanent fetch outcomes that mean "not for us" rather than "broken": counted as skips.
@@ -64,13 +65,14 @@ def crawl_of(redis: Redis, name: str) -> Crawl | None:
         cfg = config.load(redis, name)
         if cfg is None:
             return None
+        frontier = Frontier(redis, name, cfg)
         c = _crawls.put(
             name,
             Crawl(
                 cfg,
-                Frontier(redis, name, cfg),
-                Politeness(redis, name, cfg),
-                RobotsCache(redis, name, cfg),
+                frontier,
+                Politeness(redis, frontier.state.keys, cfg),
+                RobotsCache(redis, frontier.state.keys.robots, cfg),
                 Cookies(cfg),
             ),
         )
@@ -89,7 +91,7 @@ def check_identity(name: str, identity: bytes | None) -> None:
     """Forget crawl `name` if what the process keeps of it belongs to an earlier crawl of the
     same name (see Frontier.same_crawl)."""
     c = _crawls.get(name)
-    if c is not None and not c.frontier.same_crawl(identity):
+    if c is not None and not c.frontier.state.same_crawl(identity):
         forget(name)
 
 
@@ -129,7 +131,7 @@ def crawl_url(crawl: str, url: str, depth: int) -> str:
     if entry is None:
         return "already ended"
     outcome = _run_claimed(job, c, crawl, url, depth, entry, paused)
-    _describe(job, crawl, c.cfg, outcome)
+    _describe(job, c, outcome)
     return outcome if isinstance(outcome, str) else outcome["outcome"]
 
 
@@ -137,10 +139,10 @@ def _run_claimed(
     job: Job, c: Crawl, crawl: str, url: str, depth: int, entry: InFlight, paused: bool
 ) -> str | dict:
     """crawl_url's work once the job holds its URL: a message, or the record that ended it."""
-    if paused and control.put_back(job.connection, crawl, url, entry):
+    if paused and c.frontier.state.put_back(url, entry):
         return "crawl halted: URL given back unfetched"
     try:  # the URL's lease, and the host's slot once the job takes one
-        leases = (c.frontier.leased, url), (c.politeness.lease_key(host_of(url)), job.id)
+        leases = (c.frontier.state.keys.leased, url), (c.politeness.lease_key(host_of(url)), job.id)
         with renewer.hold(c.frontier.redis, *leases):
             return _crawl_claimed(job, c, url, depth, entry)
     except JobTimeoutException:  # RQ's job_timeout: a timeout of this URL, not a lost job
@@ -161,7 +163,7 @@ def _crawl_claimed(job: Job, c: Crawl, url: str, depth: int, entry: InFlight) ->
                 return _defer(c, url, entry, robots.retry_at)
             refusal = _robots_refusal(robots, url, depth, entry, ua)
             if refusal:
-                refusal.counts.update(stats.page_counts(host, refusal.counts, refusal.record, None))
+                refusal.counts.update(outcome_counts(host, refusal.counts, refusal.record, None))
                 c.frontier.finish(url, refusal.counts, refusal.record, [], depth + 1)
                 return refusal.record
         delay = c.politeness.delay_for(robots.crawl_delay(ua) if robots else None)
@@ -178,10 +180,10 @@ def _crawl_claimed(job: Job, c: Crawl, url: str, depth: int, entry: InFlight) ->
             c.politeness.release(host, job.id, learnt, started)
     try:
         archive = warc.archive(c.frontier.crawl, c.cfg, job.worker_name)
-        result = visit(url, depth, c.cfg, archive, c.frontier.known, c.cookies)
+        result = visit(url, depth, c.cfg, archive, c.frontier.state.known, c.cookies)
     finally:
         c.politeness.release(host, job.id, delay, started)
-    result.counts.update(stats.page_counts(host, result.counts, result.record, result.fetch_s))
+    result.counts.update(outcome_counts(host, result.counts, result.record, result.fetch_s))
     return _settle(c, url, depth, entry, result)
 
 
@@ -200,7 +202,7 @@ def abandon(job: Job) -> None:
 META_FIELDS = ("outcome", "reason", "status", "error", "attempts")
 
 
-def _describe(job: Job, crawl: str, cfg: CrawlConfig, outcome: str | dict) -> None:
+def _describe(job: Job, c: Crawl, outcome: str | dict) -> None:
     """Put the URL's outcome, status and error in the job's `meta`, where rq-dashboard shows
     it. The recommended worker saves it with the job's result in its success pipeline
     (worker.CrawlJob); a stock worker's job saves it itself, in one round trip that also
@@ -209,7 +211,7 @@ def _describe(job: Job, crawl: str, cfg: CrawlConfig, outcome: str | dict) -> No
     if isinstance(outcome, dict):
         job.meta.update({k: outcome.get(k) for k in META_FIELDS if outcome.get(k) is not None})
         if outcome["outcome"] == "failed":
-            job.result_ttl = cfg.failed_job_ttl
+            job.result_ttl = c.cfg.failed_job_ttl
     else:
         job.meta["outcome"] = outcome
     if getattr(job, "saves_meta", False):
@@ -217,7 +219,7 @@ def _describe(job: Job, crawl: str, cfg: CrawlConfig, outcome: str | dict) -> No
     with job.connection.pipeline(transaction=False) as pipe:
         pipe.hset(job.key, "meta", job.serializer.dumps(job.meta))
         if os.environ.get("RQ_JOB_ID") == job.id:  # set by RQ in a forked work-horse only
-            pipe.set(keys.key(crawl, "forked"), 1, ex=stats.FORKED_TTL)
+            c.frontier.state.note_forked(pipe)
         pipe.execute()
 
 
@@ -235,14 +237,14 @@ def _robots_refusal(
         return None
     if robots.kind == "failed":
         message = f"robots.txt unavailable after {robots.attempts} attempts: {robots.error}"
-        record = failure_record(url, depth, "failed", message, entry.attempt + 1)
-        record["reason"] = "robots"
-        return Visit(record, {"failed": 1})
-    if not robots.allows(url, ua):
-        record = failure_record(
-            url, depth, "robots_disallowed", "disallowed by robots.txt", entry.attempt + 1
+        failed = record(
+            url, "failed", depth, error=message, attempts=entry.attempt + 1, reason="robots"
         )
-        return Visit(record, {"skipped:robots_disallowed": 1})
+        return Visit(failed, {keys.FAILED: 1})
+    if not robots.allows(url, ua):
+        message = "disallowed by robots.txt"
+        refused = record(url, "robots_disallowed", depth, error=message, attempts=entry.attempt + 1)
+        return Visit(refused, {keys.skipped("robots_disallowed"): 1})
     return None
 
 
@@ -271,13 +273,13 @@ def wake(crawl: str) -> str:
 def failed_visit(url: str, depth: int, exc: FetchError) -> Visit:
     """The visit of a URL whose fetch failed with `exc` (retried later when transient)."""
     outcome = exc.reason if exc.reason in SKIP_REASONS else "failed"
-    record = page_record(url=url, outcome=outcome, status=exc.status, depth=depth, error=str(exc))
+    failed = record(url, outcome, depth, status=exc.status, error=str(exc))
     if outcome == "failed":
         # the full message of the cause: FetchError's own is cut short
         detail = f"{exc} {exc.__context__ or ''}"
-        record["reason"] = stats.failure_reason(exc.reason, detail, exc.status)
-    counter = f"skipped:{exc.reason}" if outcome != "failed" else "failed"
-    return Visit(record, {counter: 1}, error=exc if exc.transient else None)
+        failed["reason"] = stats.failure_reason(exc.reason, detail, exc.status)
+    counter = keys.skipped(exc.reason) if outcome != "failed" else keys.FAILED
+    return Visit(failed, {counter: 1}, error=exc if exc.transient else None)
 
 
 def visit(
@@ -304,21 +306,22 @@ def visit(
         failed.fetch_s = time.monotonic() - started
         return failed
     fetch_s = time.monotonic() - started
-    record = page_record(
-        url=url,
+    page_record = record(
+        url,
+        None,
+        depth,
         final_url=resp.final_url,
         status=resp.status,
-        depth=depth,
         content_type=resp.content_type,
     )
     if resp.body is None:
-        record["outcome"] = "not_html"
-        return Visit(record, {"skipped:not_html": 1}, fetch_s=fetch_s)
+        page_record["outcome"] = "not_html"
+        return Visit(page_record, {keys.skipped("not_html"): 1}, fetch_s=fetch_s)
     text = decode(resp.body, resp.content_type)
     page = parse(text, resp.final_url)
-    record.update(outcome="fetched", title=page.title, bytes=len(resp.body))
-    record["fields"] = extract_fields(page.selector, cfg.fields)
-    counts = Counter({"fetched": 1, "links:bad": page.bad_links})
+    page_record.update(outcome="fetched", title=page.title, bytes=len(resp.body))
+    page_record["fields"] = extract_fields(page.selector, cfg.fields)
+    counts = Counter({keys.FETCHED: 1, keys.links_dropped("bad"): page.bad_links})
     links = page.links
     if cfg.hook:
         hooked = hooks.run(
@@ -327,13 +330,13 @@ def visit(
                 url, resp.final_url, resp.status, resp.headers, text, page.selector, depth
             ),
         )
-        record["fields"].update(hooked.fields)
-        record["hook_error"] = hooked.error
-        counts["hook_errors"] += hooked.error is not None
-        counts["links:bad"] += hooked.bad_links
+        page_record["fields"].update(hooked.fields)
+        page_record["hook_error"] = hooked.error
+        counts[keys.HOOK_ERRORS] += hooked.error is not None
+        counts[keys.links_dropped("bad")] += hooked.bad_links
         links = list(dict.fromkeys(links + hooked.links))
-    record["outlinks"] = len(links)
-    links = _capped(links, cfg.max_links_per_page, record, counts)
+    page_record["outlinks"] = len(links)
+    links = _capped(links, cfg.max_links_per_page, page_record, counts)
     children = []
     if depth < cfg.max_depth:
         for link in links:
@@ -341,10 +344,10 @@ def visit(
                 continue
             verdict = link_verdict(link, cfg)
             if verdict is not None and verdict.startswith("drop:"):
-                counts["links:" + verdict.removeprefix("drop:")] += 1
+                counts[keys.links_dropped(verdict.removeprefix("drop:"))] += 1
             else:
                 children.append((verdict, link))
-    return Visit(record, counts, children, fetch_s=fetch_s)
+    return Visit(page_record, counts, children, fetch_s=fetch_s)
 
 
 def _capped(links: list[str], cap: int, record: dict, counts: Counter) -> list[str]:
@@ -354,5 +357,5 @@ def _capped(links: list[str], cap: int, record: dict, counts: Counter) -> list[s
         return links
     cut = len(links) - cap
     record["links_cut"] = cut
-    counts["links:max_links_per_page"] += cut
+    counts[keys.links_dropped("max_links_per_page")] += cut
     return links[:cap]

@@ -1,9 +1,16 @@
-"""Redis key names. Every key of a crawl carries the crawl's hash tag, so that one crawl
-lives in one Redis Cluster slot and `purge` can find exactly its own keys."""
+"""The names of everything a crawl keeps in Redis: its keys and the fields of its counters.
+
+This is the only place that spells them (with the Lua of rqcrawl.scripts, which receives the
+keys by name); rqcrawl.state changes the state they name. Every key of a crawl carries the
+crawl's hash tag, so that one crawl lives in one Redis Cluster slot and `purge` can find
+exactly its own keys.
+"""
+
+from __future__ import annotations
 
 import re
 
-QUEUE_NAME = "crawl"
+QUEUE_NAME = "crawl"  # the RQ queue of every crawl's jobs
 CRAWLS = "rqcrawl:crawls"  # set of crawl names known to this Redis
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
@@ -15,6 +22,79 @@ def valid_crawl_name(name: str) -> bool:
     return bool(_NAME.fullmatch(name))
 
 
-def key(crawl: str, *parts: str) -> str:
-    """`rqcrawl:{crawl}:part:part`."""
-    return ":".join((f"rqcrawl:{{{crawl}}}",) + parts)
+class CrawlKeys:
+    """The Redis keys of one crawl, `rqcrawl:{crawl}:part`."""
+
+    def __init__(self, crawl: str):
+        self.crawl = crawl
+        self.prefix = f"rqcrawl:{{{crawl}}}:"  # every key of the crawl starts with it
+        self.config = self._key("config")  # string: the crawl's settings (JSON)
+        self.counters = self._key("counters")  # hash: the fields below
+        self.host_pages = self._key("host_pages")  # hash: host -> admitted, "kind|host" -> n
+        self.held = self._key("held")  # list of "depth url": admitted, not yet released
+        self.inflight = self._key("inflight")  # hash: url -> state.InFlight
+        self.later = self._key("later")  # zset: in-flight URLs parked until their score
+        self.leased = self._key("leased")  # zset: url -> lease expiry of the job holding it
+        self.items = self._key("items")  # stream: one record per ended URL
+        self.reap_lock = self._key("reap")  # string with a TTL: a recovery pass ran lately
+        self.bloom = self._key("bloom")  # prefix of the Bloom filter's shards (`:0`, `:1`...)
+        self.hosts = self._key("hosts")  # hash: host -> politeness "ready booked step"
+        self.robots = self._key("robots")  # hash: site -> robots.txt verdict (JSON)
+        self.forked = self._key("forked")  # string with a TTL: a forking worker ran a job
+
+    def _key(self, *parts: str) -> str:
+        return self.prefix + ":".join(parts)
+
+    def host_leases(self, host: str) -> str:
+        """zset: the leases of the requests in progress to `host` (politeness)."""
+        return self._key("leases", host)
+
+    def wake(self, second: int) -> str:
+        """string with a TTL: a wake-up job is scheduled at that second."""
+        return self._key("wake", str(second))
+
+
+# Fields of a crawl's counters hash. Time fields hold epoch seconds.
+STARTED_AT = "started_at"  # set once when first seeded: the crawl's identity
+LAST_AT = "last_at"  # when a URL last ended
+LAST_CLAIM_AT = "last_claim_at"  # when a job of the crawl last started
+PAUSED_AT = "paused_at"  # set while halted (also when cancelled)
+CANCELLED_AT = "cancelled_at"
+LEVEL = "level"  # the depth being released
+ADMITTED = "admitted"
+FETCHED = "fetched"
+FAILED = "failed"
+RETRIES = "retries"
+RECOVERED = "recovered"  # URLs requeued after their worker died
+DROPPED = "dropped"  # URLs dropped by a cancel
+PUT_BACK = "put_back"  # URLs given back unfetched while paused
+HOOK_ERRORS = "hook_errors"
+BYTES = "bytes"  # body bytes of fetched pages
+LATENCY_MS = "latency_ms"  # sum of fetch durations
+
+# Families of fields, "prefix:name"
+SKIPPED = "skipped:"  # URLs refused or not for us, by reason
+LINKS = "links:"  # links dropped before admission, by rule
+FAILED_BY = "failed:"  # failed URLs, by reason
+RATE = "rate:"  # fetched pages per RATE_BUCKET seconds, by bucket number
+LATENCY_LE = "latency_le:"  # fetches per latency bucket, by upper bound
+
+
+def skipped(reason: str) -> str:
+    return SKIPPED + reason
+
+
+def links_dropped(rule: str) -> str:
+    return LINKS + rule
+
+
+def failed_by(reason: str) -> str:
+    return FAILED_BY + reason
+
+
+HOST_SKIPPED = "skipped"  # with FETCHED and FAILED, the kinds counted per host
+
+
+def per_host(kind: str, host: str) -> str:
+    """A field of `host_pages`: the host's FETCHED, FAILED or HOST_SKIPPED count."""
+    return f"{kind}|{host}"

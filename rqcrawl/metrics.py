@@ -24,7 +24,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 from redis import Redis
 
-from . import keys, stats
+from . import state, stats
 
 PORT_ENV = "RQCRAWL_METRICS_PORT"  # the recommended worker serves /metrics on this port
 ADDR_ENV = "RQCRAWL_METRICS_ADDR"  # ... on this address (default 127.0.0.1)
@@ -40,7 +40,7 @@ class CrawlCollector(Collector):
         self.redis = redis
 
     def collect(self) -> Iterator[Metric]:
-        names = sorted(m.decode() for m in self.redis.smembers(keys.CRAWLS))
+        names = state.crawl_names(self.redis)
         found = [s for s in (stats.status(self.redis, n) for n in names) if s is not None]
         yield from families(found)
 

@@ -18,7 +18,6 @@ from urllib.parse import urlsplit
 from protego import Protego
 from redis import Redis
 
-from . import keys
 from .config import CrawlConfig
 from .fetch import FetchError, fetch
 from .lru import LRU
@@ -64,10 +63,10 @@ class RobotsCache:
 
     SITES_KEPT = 1000
 
-    def __init__(self, redis: Redis, crawl: str, cfg: CrawlConfig):
+    def __init__(self, redis: Redis, key: str, cfg: CrawlConfig):
         self.redis = redis
         self.cfg = cfg
-        self.key = keys.key(crawl, "robots")
+        self.key = key  # hash: site -> verdict (keys.CrawlKeys.robots)
         self._local: LRU[str, Robots] = LRU(self.SITES_KEPT)
 
     def get(self, site: str) -> Robots | None:

@@ -19,7 +19,7 @@ from typing import IO
 
 from redis import Redis
 
-from . import keys
+from .keys import CrawlKeys
 
 FIELDS = [
     "url",
@@ -43,23 +43,29 @@ FIELDS = [
 FAILED_OUTCOMES = ("failed", "lost")  # a record's outcome when its URL failed for good
 
 
-def page_record(**fields) -> dict:
-    """A record with every field of FIELDS (missing ones None) and the time of recording."""
-    record = dict.fromkeys(FIELDS)
-    record["fields"] = {}
-    record["fetched_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    record.update(fields)
-    return record
+def record(url: str, outcome: str | None, depth: int, **fields) -> dict:
+    """The record of one URL: every field of FIELDS (missing ones None), the user's fields,
+    and the time of recording. Every record comes from here, the finish script's records of
+    refused links too (skip_template)."""
+    built = dict.fromkeys(FIELDS)
+    built["fields"] = {}
+    built["fetched_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    built.update(fields, url=url, outcome=outcome, depth=depth)
+    return built
 
 
-def failure_record(url: str, depth: int, reason: str, message: str, attempts: int) -> dict:
-    return page_record(url=url, outcome=reason, depth=depth, error=message, attempts=attempts)
+def skip_template(depth: int) -> str:
+    """The JSON of the record of a link refused at admission (a budget), for the finish
+    script, which adds its url and outcome: only the fields it has (readers fill the rest)."""
+    template = record("", None, depth, attempts=0)
+    kept = {k: v for k, v in template.items() if v is not None and k not in ("url", "outcome")}
+    return json.dumps(kept, separators=(",", ":"))
 
 
 def iter_records(redis: Redis, crawl: str, batch: int = 1000) -> Iterator[dict]:
     """Every record of the crawl, oldest first, read in batches, with every field of FIELDS
     (records of URLs refused at admission are written by Lua with only the fields they have)."""
-    stream = keys.key(crawl, "items")
+    stream = CrawlKeys(crawl).items
     start = "-"
     while True:
         entries = redis.xrange(stream, min=start, count=batch)

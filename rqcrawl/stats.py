@@ -11,17 +11,12 @@ from rq.registry import ScheduledJobRegistry
 from rq.scheduler import RQScheduler
 
 from . import config, keys
-from .bloom import BloomFilter
+from .state import LATENCY_BUCKETS, RATE_BUCKET, RECENT, CrawlState, Snapshot
 from .urls import host_of
 
 OVERDUE = 10  # seconds a scheduled job may be late before `status` warns
 IDLE_WARN = 60  # seconds URLs may wait in RQ with no job of the crawl started before a warning
-# Upper bounds (seconds) of the fetch-latency histogram, Prometheus style (+Inf implied).
-LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
-RATE_BUCKET = 10  # seconds per `rate:N` counter of fetched pages (the recent rate)
-RECENT = 60  # seconds over which `status` reports the recent rate
 HOSTS_SHOWN = 10  # hosts in `status`, those with the most time left first
-FORKED_TTL = 60  # seconds a job run by a forking worker keeps the `status` warning up
 
 # Words in a connection error's message that tell what went wrong (requests and urllib3
 # name the same failures differently across versions and platforms).
@@ -52,152 +47,97 @@ def failure_reason(reason: str, message: str, status: int | None) -> str:
     return reason
 
 
-def page_counts(
-    host: str, counts: dict[str, int], record: dict, fetch_s: float | None
-) -> dict[str, int]:
-    """The counters an ended URL adds beside its outcome's, in the same atomic finish step
-    (no round trip of their own): its host's fetched/failed/skipped (`kind|host`, kept in the
-    per-host hash), the failure's reason, the recent-rate bucket and bytes of a fetched page,
-    and the latency histogram (`latency_le:B`, `latency_ms`) when a request was made."""
-    kind = "fetched" if counts.get("fetched") else "failed" if counts.get("failed") else "skipped"
-    out = {f"{kind}|{host}": 1}
-    if kind == "failed":
-        out[f"failed:{record.get('reason') or 'other'}"] = 1
-    if kind == "fetched":
-        out[f"rate:{int(time.time()) // RATE_BUCKET}"] = 1
-        out["bytes"] = record.get("bytes") or 0
-    if fetch_s is not None:
-        bound = next((b for b in LATENCY_BUCKETS if fetch_s <= b), "inf")
-        out[f"latency_le:{bound}"] = 1
-        out["latency_ms"] = round(fetch_s * 1000)
-    return out
-
-
 def status(redis: Redis, crawl: str) -> dict | None:
     """The crawl's state and counters, or None when Redis holds no such crawl.
 
     `finished` means nothing of the crawl is held, queued, scheduled or running: the inflight
-    hash and the held list are both empty (see frontier.py for why that is exact).
+    hash and the held list are both empty (see rqcrawl.state for why that is exact).
     """
     cfg = config.load(redis, crawl)
     if cfg is None:
         return None
+    crawl_state = CrawlState(redis, crawl, cfg)
+    snap = crawl_state.snapshot()
     now = time.time()
-    with redis.pipeline(transaction=False) as pipe:
-        pipe.hgetall(keys.key(crawl, "counters"))
-        pipe.hkeys(keys.key(crawl, "inflight"))  # at most `window` URLs
-        pipe.llen(keys.key(crawl, "held"))
-        pipe.zcard(keys.key(crawl, "later"))
-        pipe.hgetall(keys.key(crawl, "host_pages"))
-        pipe.hgetall(keys.key(crawl, "hosts"))
-        pipe.exists(keys.key(crawl, "forked"))
-        raw, flying, held, deferred, host_pages, politeness, forked = pipe.execute()
-    in_flight = len(flying)
-    counters = {k.decode(): float(v) if b"." in v else int(v) for k, v in raw.items()}
-    drop_old_rates(redis, crawl, counters, now)
-    bloom = BloomFilter(
-        redis, keys.key(crawl, "bloom"), cfg.bloom_capacity, cfg.bloom_error_rate
-    ).stats()
-    skipped = prefixed(counters, "skipped:")
-    links = prefixed(counters, "links:")
-    done = in_flight == 0 and held == 0
-    started = counters.get("started_at", now)
-    end = counters.get("last_at", started) if done else now
-    fetched = counters.get("fetched", 0)
-    recent = recent_rate(counters, started, now) if not done else 0.0
-    flying_per_host = Counter(host_of(url.decode()) for url in flying)
-    hosts = host_rows(redis, crawl, cfg, host_pages, flying_per_host, politeness, now)
+    in_flight = len(snap.in_flight)
+    done = in_flight == 0 and snap.held == 0
+    started = snap.counters.get(keys.STARTED_AT, now)
+    end = snap.counters.get(keys.LAST_AT, started) if done else now
+    fetched = snap.count(keys.FETCHED)
+    recent = recent_rate(snap.family(keys.RATE), started, now) if not done else 0.0
+    hosts = host_rows(crawl_state, cfg, snap, now)
     remaining = sum(h["remaining"] for h in hosts)
+    skipped = snap.family(keys.SKIPPED)
+    bloom = snap.bloom
+    waiting = in_flight - snap.deferred
     return {
         "crawl": crawl,
-        "state": state(counters, done),
-        "admitted": counters.get("admitted", 0),
+        "state": state(snap.counters, done),
+        "admitted": snap.count(keys.ADMITTED),
         "fetched": fetched,
-        "failed": counters.get("failed", 0),
-        "failed_by_reason": prefixed(counters, "failed:"),
+        "failed": snap.count(keys.FAILED),
+        "failed_by_reason": snap.family(keys.FAILED_BY),
         "skipped": skipped,
         "skipped_total": sum(skipped.values()),
-        "retries": counters.get("retries", 0),
-        "hook_errors": counters.get("hook_errors", 0),
-        "recovered": counters.get("recovered", 0),
-        "dropped": counters.get("dropped", 0),
+        "retries": snap.count(keys.RETRIES),
+        "hook_errors": snap.count(keys.HOOK_ERRORS),
+        "recovered": snap.count(keys.RECOVERED),
+        "dropped": snap.count(keys.DROPPED),
         "in_flight": in_flight,
-        "deferred": deferred,
-        "held": held,
-        "level": counters.get("level", 0),
+        "deferred": snap.deferred,
+        "held": snap.held,
+        "level": snap.count(keys.LEVEL),
         "max_depth": cfg.max_depth,
-        "links_dropped": links,
+        "links_dropped": snap.family(keys.LINKS),
         "elapsed_s": round(end - started, 3),
         "pages_per_s": round(fetched / (end - started), 2) if end > started else 0.0,
         "recent_pages_per_s": round(recent, 2),
         "eta_s": eta(hosts, remaining, recent) if not done else 0.0,
         "hosts": hosts[:HOSTS_SHOWN],
         "host_count": len(hosts),
-        "bytes": counters.get("bytes", 0),
-        "fetch_latency": latency(counters),
+        "bytes": snap.count(keys.BYTES),
+        "fetch_latency": latency(snap),
         "bloom_fill_ratio": bloom["fill_ratio"],
         "bloom_false_positive_rate": bloom["estimated_false_positive_rate"],
         "bloom": bloom,
         "warnings": bloom_warnings(bloom)
-        + (forked_warnings() if forked else [])
-        + (warnings(redis) + idle_warnings(counters, in_flight - deferred) if not done else []),
+        + (forked_warnings() if snap.forked else [])
+        + (warnings(redis) + idle_warnings(snap.counters, waiting) if not done else []),
     }
 
 
-def prefixed(counters: dict, prefix: str) -> dict[str, int]:
-    """The counters named `prefix` + something, by that something."""
-    return {k.removeprefix(prefix): v for k, v in counters.items() if k.startswith(prefix)}
-
-
-def recent_rate(counters: dict, started: float, now: float) -> float:
+def recent_rate(buckets: dict[str, int], started: float, now: float) -> float:
     """Pages per second fetched over the last RECENT seconds (or since the start, if later),
-    from the `rate:N` buckets; the current one counts for the part of it that has passed."""
+    from the rate buckets (pages by bucket number); the current one counts for the part of it
+    that has passed."""
     first = int(now) // RATE_BUCKET - RECENT // RATE_BUCKET
-    pages = sum(n for b, n in prefixed(counters, "rate:").items() if int(b) >= first)
+    pages = sum(n for b, n in buckets.items() if int(b) >= first)
     since = max(first * RATE_BUCKET, started)
     return pages / (now - since) if now > since else 0.0
 
 
-def drop_old_rates(redis: Redis, crawl: str, counters: dict, now: float) -> None:
-    """Delete the rate buckets older than RECENT, so the counters hash stays small however
-    long the crawl runs (readers prune: the finish step stays one write per bucket)."""
-    first = int(now) // RATE_BUCKET - RECENT // RATE_BUCKET
-    old = [k for k in prefixed(counters, "rate:") if int(k) < first]
-    if old:
-        redis.hdel(keys.key(crawl, "counters"), *(f"rate:{k}" for k in old))
-
-
 def host_rows(
-    redis: Redis,
-    crawl: str,
-    cfg: config.CrawlConfig,
-    host_pages: dict,
-    flying: Counter[str],
-    politeness: dict,
-    now: float,
+    crawl_state: CrawlState, cfg: config.CrawlConfig, snap: Snapshot, now: float
 ) -> list[dict]:
     """Per host: URLs admitted, fetched, failed, skipped, remaining, of which in flight and
     held, requests running now, when its next request may start, and the time its remaining
     URLs need at the politeness pace (remaining x spacing / host_concurrency); the hosts that
     dominate the time left first."""
-    per: dict[str, dict[str, int]] = {}
-    for field, n in host_pages.items():
-        kind, _, host = field.decode().rpartition("|")
-        per.setdefault(host, {})[kind or "admitted"] = int(n)
+    flying = Counter(host_of(url) for url in snap.in_flight)
     rows = []
-    for host, n in per.items():
-        ended = n.get("fetched", 0) + n.get("failed", 0) + n.get("skipped", 0)
-        # "ready booked step" (politeness.py): booked is the last slot promised, not the next
-        ready, _, step = (float(x) for x in politeness.get(host.encode(), b"0 0 0").split())
+    for host, n in snap.hosts.items():
+        ended = n.get(keys.FETCHED, 0) + n.get(keys.FAILED, 0) + n.get(keys.HOST_SKIPPED, 0)
+        # booked is the last slot promised, not the next (politeness.py)
+        ready, _, step = snap.pace.get(host, (0.0, 0.0, 0.0))
         spacing = max(step, cfg.delay)
-        remaining = max(0, n.get("admitted", 0) - ended)
+        remaining = max(0, n.get(keys.ADMITTED, 0) - ended)
         rows.append(
             {
                 "host": host,
-                "admitted": n.get("admitted", 0),
-                "fetched": n.get("fetched", 0),
-                "failed": n.get("failed", 0),
-                "skipped": n.get("skipped", 0),
+                "admitted": n.get(keys.ADMITTED, 0),
+                "fetched": n.get(keys.FETCHED, 0),
+                "failed": n.get(keys.FAILED, 0),
+                "skipped": n.get(keys.HOST_SKIPPED, 0),
                 "remaining": remaining,
                 "in_flight": flying[host],
                 "held": max(0, remaining - flying[host]),
@@ -206,11 +146,10 @@ def host_rows(
             }
         )
     rows.sort(key=lambda r: (-r["eta_s"], -r["remaining"], r["host"]))
-    with redis.pipeline(transaction=False) as pipe:
-        for r in rows[:HOSTS_SHOWN]:
-            pipe.zcount(keys.key(crawl, "leases", r["host"]), now, "+inf")
-        for r, running in zip(rows, pipe.execute(), strict=False):
-            r["running"] = running
+    shown = rows[:HOSTS_SHOWN]
+    running = crawl_state.running_requests([r["host"] for r in shown])
+    for r, n in zip(shown, running, strict=True):
+        r["running"] = n
     return rows
 
 
@@ -223,13 +162,13 @@ def eta(hosts: list[dict], remaining: int, recent: float) -> float | None:
     return round(max(by_pace, remaining / recent if recent else 0.0), 1)
 
 
-def latency(counters: dict) -> dict:
+def latency(snap: Snapshot) -> dict:
     """The fetch-latency histogram: counts per upper bound (not cumulative), sum, count."""
     buckets = {str(b): 0 for b in LATENCY_BUCKETS} | {"inf": 0}
-    buckets.update(prefixed(counters, "latency_le:"))
+    buckets.update(snap.family(keys.LATENCY_LE))
     return {
         "buckets": buckets,
-        "sum_s": counters.get("latency_ms", 0) / 1000,
+        "sum_s": snap.count(keys.LATENCY_MS) / 1000,
         "count": sum(buckets.values()),
     }
 
@@ -249,11 +188,11 @@ OVER = ("finished", "cancelled")  # states in which no worker will touch the cra
 def state(counters: dict, done: bool) -> str:
     """`cancelled` for good; `finished` when nothing is left; `paused` while halted with work
     left (see control.py); else `running`."""
-    if "cancelled_at" in counters:
+    if keys.CANCELLED_AT in counters:
         return "cancelled"
     if done:
         return "finished"
-    return "paused" if "paused_at" in counters else "running"
+    return "paused" if keys.PAUSED_AT in counters else "running"
 
 
 def warnings(redis: Redis) -> list[str]:
@@ -279,9 +218,9 @@ def warnings(redis: Redis) -> list[str]:
 def idle_warnings(counters: dict, waiting: int) -> list[str]:
     """URLs released as RQ jobs (not deferred) while no worker started a job of the crawl
     for IDLE_WARN seconds: the workers are gone, stuck, or serve other queues."""
-    last = counters.get("last_claim_at", counters.get("started_at", time.time()))
+    last = counters.get(keys.LAST_CLAIM_AT, counters.get(keys.STARTED_AT, time.time()))
     idle = time.time() - last
-    if waiting <= 0 or idle < IDLE_WARN or "paused_at" in counters:
+    if waiting <= 0 or idle < IDLE_WARN or keys.PAUSED_AT in counters:
         return []
     return [
         f"{waiting} URL(s) in flight but no worker has started a job of this crawl for "

@@ -37,7 +37,7 @@ from rq.queue import Queue
 from rq.utils import now
 from rq.worker import SimpleWorker, WorkerStatus
 
-from . import keys
+from . import state
 from .jobs import abandon, check_identity, crawl_of
 from .metrics import serve_from_env as serve_metrics
 
@@ -325,12 +325,7 @@ class Tender:
     def running(self) -> list[str]:
         """The crawls with URLs in flight: finished ones cost nothing per tick. What the
         process kept of a crawl purged and created again meanwhile is dropped."""
-        names = sorted(m.decode() for m in self.redis.smembers(keys.CRAWLS))
-        with self.redis.pipeline(transaction=False) as pipe:
-            for name in names:
-                pipe.hlen(keys.key(name, "inflight"))
-                pipe.hget(keys.key(name, "counters"), "started_at")
-            found = pipe.execute()
-        for name, identity in zip(names, found[1::2], strict=True):
+        found = state.busy_crawls(self.redis, state.crawl_names(self.redis))
+        for name, _, identity in found:
             check_identity(name, identity)
-        return [n for n, size in zip(names, found[::2], strict=True) if size]
+        return [name for name, busy, _ in found if busy]

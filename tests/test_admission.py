@@ -26,7 +26,7 @@ ODD = [
 def frontier(conn, crawl: str, **settings) -> Frontier:
     cfg = CrawlConfig.from_dict({"bloom_capacity": 100_000, **settings})
     f = Frontier(conn, crawl, cfg)
-    conn.set(f.reap_lock, 1, ex=300)  # no recovery pass: its calls are not admission's
+    conn.set(f.state.keys.reap_lock, 1, ex=300)  # no recovery pass: its calls are not admission's
     return f
 
 
@@ -35,14 +35,14 @@ def evalsha_calls(conn) -> int:
 
 
 def admitted(conn, crawl: str) -> int:
-    return int(conn.hget(keys.key(crawl, "counters"), "admitted") or 0)
+    return int(conn.hget(keys.CrawlKeys(crawl).counters, keys.ADMITTED) or 0)
 
 
 def test_seeded_urls_round_trip_whatever_they_contain(conn):
     f = frontier(conn, "odd1")
     assert f.seed(ODD) == len(ODD)
-    assert {u.decode() for u in conn.hkeys(f.inflight)} == set(ODD)
-    hosts = {h.decode(): int(n) for h, n in conn.hgetall(f.host_pages).items()}
+    assert {u.decode() for u in conn.hkeys(f.state.keys.inflight)} == set(ODD)
+    hosts = {h.decode(): int(n) for h, n in conn.hgetall(f.state.keys.host_pages).items()}
     assert hosts == {"h.test": 5, "ex ample.com": 1, "h.test:8080": 1}
     assert hosts.keys() == {host_of(u) for u in ODD}
 
@@ -53,7 +53,7 @@ def test_children_round_trip_whether_admitted_or_recorded(conn):
     children = [(None, u) for u in ODD] + [("too_long", u + "/long") for u in ODD]
     f.finish(PAGE, {"fetched": 1}, {"url": PAGE, "outcome": "fetched"}, children, 1)
     # the page ended, so level 1 starts: its URLs went through `held` into `inflight`
-    assert {u.decode() for u in conn.hkeys(f.inflight)} == set(ODD)
+    assert {u.decode() for u in conn.hkeys(f.state.keys.inflight)} == set(ODD)
     skipped = [r["url"] for r in iter_records(conn, "odd2") if r["outcome"] == "too_long"]
     assert skipped == [u + "/long" for u in ODD]
 
@@ -76,8 +76,8 @@ def test_a_large_page_is_admitted_in_several_calls(conn):
     f.finish(PAGE, {"fetched": 1}, {"url": PAGE, "outcome": "fetched"}, children, 1)
     assert evalsha_calls(conn) - before >= 3
     assert admitted(conn, "calls2") == 3001
-    assert conn.llen(f.held) + conn.hlen(f.inflight) == 3000
-    assert not conn.hexists(f.inflight, PAGE)  # ended with the last batch
+    assert conn.llen(f.state.keys.held) + conn.hlen(f.state.keys.inflight) == 3000
+    assert not conn.hexists(f.state.keys.inflight, PAGE)  # ended with the last batch
     assert [r["url"] for r in iter_records(conn, "calls2")] == [PAGE]
 
 
@@ -90,7 +90,7 @@ def test_a_stale_job_admits_none_of_its_links(conn):
     children = [(None, f"http://h.test/p/{i}") for i in range(3000)]
     f.finish(PAGE, {"fetched": 1}, {"url": PAGE, "outcome": "fetched"}, children, 1)
     assert admitted(conn, "stale") == 1
-    assert conn.llen(f.held) + conn.hlen(f.inflight) == 0
+    assert conn.llen(f.state.keys.held) + conn.hlen(f.state.keys.inflight) == 0
     assert len(list(iter_records(conn, "stale"))) == 1
 
 

@@ -16,7 +16,7 @@ from testsite import Site
 
 from rqcrawl import keys
 from rqcrawl.control import job_crawl
-from rqcrawl.frontier import InFlight
+from rqcrawl.state import InFlight
 
 SEED = "http://127.0.0.1:9/"
 
@@ -162,9 +162,9 @@ def test_password_is_masked_in_connection_errors():
 
 def plant_crawl(conn: redis.Redis, name: str, raw_config: bytes | None) -> None:
     conn.sadd(keys.CRAWLS, name)
-    conn.hset(keys.key(name, "counters"), "admitted", 1)
+    conn.hset(keys.CrawlKeys(name).counters, "admitted", 1)
     if raw_config is not None:
-        conn.set(keys.key(name, "config"), raw_config)
+        conn.set(keys.CrawlKeys(name).config, raw_config)
 
 
 def test_list_status_purge_cope_with_broken_crawls(redis_url, conn):
@@ -173,8 +173,8 @@ def test_list_status_purge_cope_with_broken_crawls(redis_url, conn):
     plant_crawl(conn, "invalid", b'{"window": 0}')
     plant_crawl(conn, "noconfig", None)
     rqcrawl(redis_url, "seed", SEED, "--crawl", "wrongtype", "--max-depth", "0")
-    conn.delete(keys.key("wrongtype", "inflight"))
-    conn.set(keys.key("wrongtype", "inflight"), "not a hash")
+    conn.delete(keys.CrawlKeys("wrongtype").inflight)
+    conn.set(keys.CrawlKeys("wrongtype").inflight, "not a hash")
     conn.sadd(keys.CRAWLS, "bad\nname")
 
     listed = rqcrawl(redis_url, "list")
@@ -246,7 +246,7 @@ def test_purge_and_cancel_never_unpickle_job_data(redis_url, conn, tmp_path):
     assert not marker.exists()
     assert "2 RQ job(s)" in said, said
     assert not [k for k in conn.scan_iter(match="rq:job:rqcrawl-p-*") if b"rqcrawl-p-q-" not in k]
-    assert conn.exists(keys.key("p-q", "config"))
+    assert conn.exists(keys.CrawlKeys("p-q").config)
     queued = conn.lrange(queue, 0, -1)
     assert queued and all(j.startswith(b"rqcrawl-p-q-") for j in queued), queued
 

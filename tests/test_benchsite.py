@@ -6,7 +6,7 @@ from __future__ import annotations
 import http.client
 from collections import deque
 
-from rqcrawl.benchsite import SiteServer, SiteSpec, link_targets, lookup, page_path, render
+from rqcrawl.bench.site import SiteServer, SiteSpec, link_targets, lookup, page_path, render
 from rqcrawl.extract import parse
 
 SPEC = SiteSpec(pages=300)

@@ -1,15 +1,20 @@
-"""The commands a user types: clear one-line errors, the guard, redirects, the embedded crawl."""
+"""The commands a user types: clear one-line errors, the guard, redirects, the embedded crawl,
+and the benchmark imported by no command but its own."""
 
 from __future__ import annotations
 
 import signal
 import subprocess
+import sys
 from http.server import BaseHTTPRequestHandler
 
+import click
+import pytest
 from helpers import BIN, env_with, read_jsonl, rqcrawl, seed_local, wait_finished, wait_until
 from servers import HTTPSite, free_port, reply
 from testsite import Site
 
+from rqcrawl.cli import LAZY_SUBCOMMANDS, main
 from rqcrawl.runner import LocalWorkers
 
 
@@ -133,3 +138,49 @@ def test_embedded_crawl_resumes_after_ctrl_c_without_refetching(tmp_path):
     rows = read_jsonl(out)
     assert len(expected) == len(http.hits), (sorted(expected), sorted(http.hits))
     assert len(rows) == len(expected), rows
+
+
+# Runs the CLI with its arguments, then names on stderr the benchmark's modules it imported.
+IMPORT_PROBE = """
+import sys
+from rqcrawl.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit as exc:
+    assert not exc.code, exc.code
+print(*sorted(m for m in sys.modules if m.startswith(("rqcrawl.bench", "scrapy"))), file=sys.stderr)
+"""
+
+
+def imported_bench_modules(*args: str) -> tuple[str, list[str]]:
+    """stdout of the CLI run with `args`, and the benchmark's modules it imported."""
+    proc = subprocess.run(
+        [sys.executable, "-c", IMPORT_PROBE, *args], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout, proc.stderr.split()
+
+
+@pytest.mark.parametrize(
+    "args", [[], *([name] for name in sorted(main.commands))], ids=lambda a: " ".join(a) or "-"
+)
+def test_no_other_command_imports_the_benchmark(args):
+    stdout, modules = imported_bench_modules(*args, "--help")
+    assert modules == []
+    if not args:
+        assert "bench     Benchmark rqcrawl against Scrapy" in stdout
+
+
+def test_bench_loads_for_its_own_help():
+    stdout, modules = imported_bench_modules("bench", "--help")
+    assert "rqcrawl.bench.command" in modules
+    assert "--pages" in stdout
+    proc = subprocess.run([str(BIN / "rqcrawl"), "bench", "--help"], capture_output=True, text=True)
+    assert proc.returncode == 0 and "--no-scrapy" in proc.stdout, proc.stderr
+
+
+def test_the_listing_shows_the_commands_own_help():
+    """The group lists lazy commands by help it holds; it must say what the command says."""
+    for name in LAZY_SUBCOMMANDS:
+        command = main.get_command(click.Context(main), name)
+        assert command.get_short_help_str(limit=1000) == LAZY_SUBCOMMANDS[name][1]

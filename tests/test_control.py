@@ -46,7 +46,7 @@ def all_idle(conn) -> bool:
 
 
 def counter(conn, crawl: str, field: str) -> int:
-    return int(conn.hget(keys.key(crawl, "counters"), field) or 0)
+    return int(conn.hget(keys.CrawlKeys(crawl).counters, field) or 0)
 
 
 def test_pause_gives_work_back_and_resume_finishes_exactly(redis_url, conn, tmp_path):
@@ -146,7 +146,7 @@ def test_cancel_drops_a_parked_retry(redis_url, conn, tmp_path):
     with HTTPSite(down, max_requests=20, max_seconds=60) as http:
         seed_local(redis_url, http.base + "/", "rt", 1, "--no-robots")
         with LocalWorkers(redis_url, 1, worker_class=None, log_dir=tmp_path):
-            later = keys.key("rt", "later")  # a retry waits there for its time, as no job
+            later = keys.CrawlKeys("rt").later  # a retry waits there for its time, as no job
             wait_until(lambda: conn.zcard(later), 30, "a parked retry")
             said = rqcrawl(redis_url, "cancel", "rt").stdout
             assert "1 URL(s) dropped (0 held, 1 in flight; 0 queued RQ job(s) removed)" in said

@@ -7,10 +7,11 @@ import time
 
 from rq.job import Job
 
-from rqcrawl import config
+from rqcrawl import config, keys
 from rqcrawl.config import CrawlConfig
-from rqcrawl.frontier import Frontier, InFlight
+from rqcrawl.frontier import Frontier
 from rqcrawl.leases import LEASE, Renewer
+from rqcrawl.state import InFlight
 
 URL = "http://127.0.0.1:9/a/page.html"
 
@@ -25,15 +26,15 @@ def seeded(conn, crawl: str) -> tuple[Frontier, str]:
 
 
 def lease_of(frontier: Frontier) -> float | None:
-    return frontier.redis.zscore(frontier.leased, URL)
+    return frontier.redis.zscore(frontier.state.keys.leased, URL)
 
 
 def expire(frontier: Frontier) -> None:
-    frontier.redis.zadd(frontier.leased, {URL: time.time() - 1})
+    frontier.redis.zadd(frontier.state.keys.leased, {URL: time.time() - 1})
 
 
 def entry_of(frontier: Frontier) -> InFlight:
-    return InFlight.parse(frontier.redis.hget(frontier.inflight, URL))
+    return InFlight.parse(frontier.redis.hget(frontier.state.keys.inflight, URL))
 
 
 def test_a_queued_job_holds_no_lease_and_is_not_taken_for_lost(conn):
@@ -57,7 +58,7 @@ def test_an_expired_lease_brings_the_url_back_as_its_next_attempt(conn):
     expire(frontier)
     assert frontier.reap() == 1
     assert entry_of(frontier).attempt == 1 and lease_of(frontier) is None
-    assert conn.hget(frontier.counters, "recovered") == b"1"
+    assert conn.hget(frontier.state.keys.counters, keys.RECOVERED) == b"1"
     next_job = Job.fetch(entry_of(frontier).job_id("x", URL), connection=conn)
     assert next_job.get_status() == "queued"
 
@@ -65,7 +66,7 @@ def test_an_expired_lease_brings_the_url_back_as_its_next_attempt(conn):
 def renew(frontier: Frontier) -> None:
     """What the renewing thread of a process holding the URL's lease does."""
     renewer = Renewer()
-    with renewer.hold(frontier.redis, (frontier.leased, URL)):
+    with renewer.hold(frontier.redis, (frontier.state.keys.leased, URL)):
         renewer.renew()
 
 
@@ -82,8 +83,11 @@ def test_finishing_or_parking_a_url_drops_its_lease(conn):
     frontier, job_id = seeded(conn, "f")
     entry, _ = frontier.claim(URL, job_id)
     assert frontier.retry_later(URL, entry, 0.5)
-    assert lease_of(frontier) is None and conn.zscore(frontier.later, URL) is not None
-    assert entry_of(frontier).attempt == 1 and conn.hget(frontier.counters, "retries") == b"1"
+    assert lease_of(frontier) is None and conn.zscore(frontier.state.keys.later, URL) is not None
+    assert (
+        entry_of(frontier).attempt == 1
+        and conn.hget(frontier.state.keys.counters, keys.RETRIES) == b"1"
+    )
     assert not frontier.retry_later(URL, entry, 0.5)  # the stale job parks nothing
     renew(frontier)  # a renewal after the end does not bring a lease back
     assert lease_of(frontier) is None
@@ -91,13 +95,13 @@ def test_finishing_or_parking_a_url_drops_its_lease(conn):
     frontier, job_id = seeded(conn, "g")
     entry, _ = frontier.claim(URL, job_id)
     frontier.finish(URL, {"fetched": 1}, {"url": URL, "outcome": "fetched"}, [], 1)
-    assert lease_of(frontier) is None and conn.hlen(frontier.inflight) == 0
+    assert lease_of(frontier) is None and conn.hlen(frontier.state.keys.inflight) == 0
 
 
 def test_an_expired_lease_of_an_ended_url_is_dropped(conn):
     frontier, job_id = seeded(conn, "e")
     frontier.claim(URL, job_id)
-    conn.hdel(frontier.inflight, URL)  # ended by a path that did not know the lease
+    conn.hdel(frontier.state.keys.inflight, URL)  # ended by a path that did not know the lease
     expire(frontier)
     assert frontier.reap() == 0 and lease_of(frontier) is None
 
@@ -108,7 +112,7 @@ def test_the_renewer_renews_what_its_jobs_hold_and_forgets_what_they_left(conn):
     renewer = Renewer()
     host_slot = ("rqcrawl:{h}:leases:127.0.0.1:9", "job-1")
     conn.zadd(host_slot[0], {host_slot[1]: time.time() - 1})
-    with renewer.hold(conn, (frontier.leased, URL), host_slot):
+    with renewer.hold(conn, (frontier.state.keys.leased, URL), host_slot):
         expire(frontier)
         renewer.renew()  # both in one round trip
         assert lease_of(frontier) > time.time() and conn.zscore(*host_slot) > time.time()

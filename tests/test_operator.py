@@ -14,8 +14,10 @@ from rq.job import Job
 from servers import HTTPSite, free_port, reply
 from test_dashboard import dashboard, get_json  # noqa: F401 (a fixture)
 
-from rqcrawl import stats
+from rqcrawl import keys, stats
+from rqcrawl.keys import CrawlKeys
 from rqcrawl.runner import WORKER_CLASS, LocalWorkers
+from rqcrawl.state import RATE_BUCKET
 
 
 def failing_site(slow: float):
@@ -163,17 +165,19 @@ def test_failure_reasons_are_short_stable_words():
 
 def test_status_drops_rate_buckets_older_than_a_minute(redis_url, conn):
     seed_local(redis_url, "http://127.0.0.1:9/", "old", 0)
-    now = int(time.time()) // stats.RATE_BUCKET
-    counters = "rqcrawl:{old}:counters"
-    conn.hset(counters, mapping={f"rate:{now - 100}": 5, f"rate:{now}": 3})
+    now = int(time.time()) // RATE_BUCKET
+    counters = CrawlKeys("old").counters
+    old, current = f"{keys.RATE}{now - 100}", f"{keys.RATE}{now}"
+    conn.hset(counters, mapping={old: 5, current: 3})
     s = status(redis_url, "old")
     assert s["recent_pages_per_s"] > 0
-    assert conn.hget(counters, f"rate:{now - 100}") is None
-    assert conn.hget(counters, f"rate:{now}") == b"3"
+    assert conn.hget(counters, old) is None
+    assert conn.hget(counters, current) == b"3"
 
 
 def test_the_recent_rate_of_a_crawl_younger_than_a_minute_counts_from_its_start():
     now = 1_000_005.0  # 5 s into a 10-second bucket
-    counters = {f"rate:{int(now) // stats.RATE_BUCKET}": 5, f"rate:{int(now) // 10 - 1}": 5}
-    assert stats.recent_rate(counters, now - 10, now) == 1.0  # 10 pages in its 10 s
-    assert stats.recent_rate(counters, now - 600, now) == 10 / 65  # the last 6.5 buckets
+    bucket = int(now) // RATE_BUCKET
+    buckets = {str(bucket): 5, str(bucket - 1): 5}
+    assert stats.recent_rate(buckets, now - 10, now) == 1.0  # 10 pages in its 10 s
+    assert stats.recent_rate(buckets, now - 600, now) == 10 / 65  # the last 6.5 buckets

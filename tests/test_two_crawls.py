@@ -61,6 +61,8 @@ def test_two_crawls_on_the_same_workers_share_nothing(redis_url, conn, tmp_path)
     # Each crawl's Bloom filter holds its own URLs and none of the other's.
     for name, other in (("alpha", "beta"), ("beta", "alpha")):
         cfg = config.load(conn, name)
-        bloom = BloomFilter(conn, keys.key(name, "bloom"), cfg.bloom_capacity, cfg.bloom_error_rate)
+        bloom = BloomFilter(
+            conn, keys.CrawlKeys(name).bloom, cfg.bloom_capacity, cfg.bloom_error_rate
+        )
         assert all(bloom.contains_many(urls[name]))
         assert not any(bloom.contains_many(urls[other]))

@@ -12,8 +12,9 @@ from servers import HTTPSite, reply
 
 from rqcrawl import control, keys
 from rqcrawl.config import CrawlConfig
-from rqcrawl.frontier import Frontier, InFlight
+from rqcrawl.frontier import Frontier
 from rqcrawl.runner import LocalWorkers
+from rqcrawl.state import InFlight
 from rqcrawl.worker import CrawlWorker, Tender
 
 
@@ -22,7 +23,7 @@ def deferred_crawl(conn, name: str, url: str) -> Frontier:
     cfg = CrawlConfig(scope_hosts=["example.test"])
     control.start(conn, name, cfg, [url])
     frontier = Frontier(conn, name, cfg)
-    entry = InFlight.parse(conn.hget(frontier.inflight, url))
+    entry = InFlight.parse(conn.hget(frontier.state.keys.inflight, url))
     assert frontier.defer(url, entry, time.time() + 0.2)
     return frontier
 
@@ -30,9 +31,9 @@ def deferred_crawl(conn, name: str, url: str) -> Frontier:
 def test_tender_outlives_a_crawl_it_cannot_read(conn):
     # A crawl whose stored config no longer loads (here: a setting this version does not
     # know), with a URL in flight so that the tender looks at it on every pass.
-    conn.set(keys.key("broken", "config"), '{"no_such_setting": 1}')
+    conn.set(keys.CrawlKeys("broken").config, '{"no_such_setting": 1}')
     conn.sadd(keys.CRAWLS, "broken")
-    conn.hset(keys.key("broken", "inflight"), "http://example.test/x", "0 0.0 0 0")
+    conn.hset(keys.CrawlKeys("broken").inflight, "http://example.test/x", "0 0.0 0 0")
     tender = Tender(conn)
     stop = threading.Event()
     thread = threading.Thread(target=tender.run, args=(stop,), daemon=True)
@@ -42,7 +43,9 @@ def test_tender_outlives_a_crawl_it_cannot_read(conn):
         for name in ("a-good", "z-good"):
             frontier = deferred_crawl(conn, name, "http://example.test/")
             tender.refreshed = 0.0  # read the set of crawls again now
-            wait_until(lambda f=frontier: conn.zcard(f.later) == 0, 10, f"{name} released")
+            wait_until(
+                lambda f=frontier: conn.zcard(f.state.keys.later) == 0, 10, f"{name} released"
+            )
             assert thread.is_alive()
     finally:
         stop.set()
@@ -89,7 +92,7 @@ def test_an_idle_crawl_worker_takes_new_work_within_a_second(redis_url, conn, tm
 def test_status_warns_when_urls_wait_and_no_worker_starts_their_jobs(redis_url, conn):
     seed_local(redis_url, "http://127.0.0.1:9/", "stuck", 1)  # queued; no worker runs
     assert not [w for w in status(redis_url, "stuck")["warnings"] if "no worker" in w]
-    counters = keys.key("stuck", "counters")
+    counters = keys.CrawlKeys("stuck").counters
     conn.hset(counters, "last_claim_at", repr(time.time() - 120))  # the last job, long ago
     warned = [w for w in status(redis_url, "stuck")["warnings"] if "no worker" in w]
     assert len(warned) == 1 and "1 URL(s) in flight" in warned[0], warned

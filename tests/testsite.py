@@ -17,7 +17,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from servers import reply
 
-from rqcrawl.benchsite import href, page_path  # one spelling of addresses and links
+from rqcrawl.bench.site import href, page_path  # one spelling of addresses and links
 
 
 class Site:

@@ -1,6 +1,6 @@
 """The Scrapy side of `rqcrawl bench`: a spider doing what an rqcrawl job does (follow every
 crawlable in-scope link once, record url, status, title and link count per page), run as its
-own process: `python -m rqcrawl.benchspider START_URL RESULT_JSON --concurrency 16`.
+own process: `python -m rqcrawl.bench.spider START_URL RESULT_JSON --concurrency 16`.
 
 It writes its own measurements to RESULT_JSON: pages, the wall time from the spider's opening
 to its last page (as rqcrawl's is from the seed to its last page), and the CPU time from

@@ -12,25 +12,27 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 
 import click
 from redis import Redis
 from rq import Worker
 
-from . import config, keys, stats
-from .benchsite import SiteServer, SiteSpec, page_path
-from .config import CrawlConfig
-from .embedded import EmbeddedRedis
-from .frontier import Frontier
-from .runner import WORKER_CLASS, LocalWorkers
-from .urls import canonicalize
+from .. import config, stats
+from ..config import CrawlConfig
+from ..embedded import EmbeddedRedis
+from ..frontier import Frontier
+from ..keys import CrawlKeys
+from ..runner import WORKER_CLASS, LocalWorkers
+from ..state import CrawlState
+from ..urls import canonicalize
+from .report import PRELOADED, STOCK, Result, median_result, notes, table
+from .site import SiteServer, SiteSpec, page_path
 
 CRAWL = "bench"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -46,22 +48,6 @@ BENCH_SETTINGS: dict = {
     "host_concurrency": 10_000,
     "obey_robots": False,
 }
-
-
-@dataclass
-class Result:
-    """One crawl's measurements; derived per-page numbers are computed by the table."""
-
-    crawler: str
-    procs: int  # rqcrawl worker processes, or Scrapy's CONCURRENT_REQUESTS
-    threads: int  # rqcrawl workers per process
-    latency: float
-    pages: int
-    wall_s: float
-    cpu_s: float
-    peak_rss_kb: int
-    site_cpu_s: float
-    redis: dict = field(default_factory=dict)  # rqcrawl only
 
 
 def proc_cpu_s(pid: int) -> float:
@@ -98,10 +84,7 @@ def site_urls(server: SiteServer, count: int) -> list[str]:
     return [canonicalize(server.origin + page_path(i)) for i in range(count)]
 
 
-# The crawler column of stock `rq worker crawl` rows (RQ's default forking Worker), and of
-# the same with the crawler imported in the parent (RQ_CONFIG=rqcrawl.preload).
-STOCK = "rq-stock"
-PRELOADED = "rq-stock+preload"
+# The worker of the stock rows: RQ's default, forking one job at a time.
 STOCK_WORKER_CLASS = "rq.worker.Worker"
 
 
@@ -176,14 +159,11 @@ def wait_for_workers(conn: Redis, pool: LocalWorkers, count: int, timeout: float
 
 
 def wait_finished(conn: Redis, pool: LocalWorkers) -> None:
-    """Poll the two keys that say `finished` (cheaper than a full status, which counts bits)."""
-    inflight, held = keys.key(CRAWL, "inflight"), keys.key(CRAWL, "held")
+    """Poll what says `finished` (cheaper than a full status, which counts bits)."""
+    state = CrawlState(conn, CRAWL, CrawlConfig())
     while True:
-        with conn.pipeline(transaction=False) as pipe:
-            pipe.hlen(inflight)
-            pipe.llen(held)
-            if pipe.execute() == [0, 0]:
-                return
+        if state.unfinished() == 0:
+            return
         if pool.alive() == 0:
             raise click.ClickException("every rq worker exited")
         time.sleep(0.1)
@@ -222,14 +202,14 @@ def redis_memory(conn: Redis, cfg: CrawlConfig, final: dict, urls: list[str]) ->
     site's URLs: one whose URLs all become RQ jobs, one whose URLs all wait in the held list
     (window 0), and one with the default window (a frontier as a crawl of this size has it:
     `window` RQ jobs, the rest held)."""
-    bloom = Frontier(conn, CRAWL, cfg).bloom
-    sized_bloom = Frontier(conn, "pending-all", pending_config(len(urls), 0)).bloom
+    bloom = CrawlState(conn, CRAWL, cfg).bloom
+    sized_bloom = CrawlState(conn, "pending-all", pending_config(len(urls), 0)).bloom
     return {
         "seen": final["admitted"],
         "bloom_bytes": key_bytes(conn, bloom.keys),
         "bloom_optimum_bytes": bloom.bits / 8,
         "bloom_capacity": cfg.bloom_capacity,
-        "items_bytes": key_bytes(conn, [keys.key(CRAWL, "items")]),
+        "items_bytes": key_bytes(conn, [CrawlKeys(CRAWL).items]),
         "job_bytes": pending_bytes(conn, "pending-jobs", urls[:2000], window=2000),
         "held_bytes": pending_bytes(conn, "pending-held", urls[:2000], window=0),
         "frontier_urls": len(urls),
@@ -248,7 +228,7 @@ def pending_bytes(conn: Redis, crawl: str, urls: list[str], window: int) -> floa
     before = conn.info("memory")["used_memory"]
     frontier.seed(urls)
     grown = conn.info("memory")["used_memory"] - before
-    return (grown - key_bytes(conn, frontier.bloom.keys)) / len(urls)
+    return (grown - key_bytes(conn, frontier.state.bloom.keys)) / len(urls)
 
 
 def pending_config(urls: int, window: int) -> CrawlConfig:
@@ -269,7 +249,7 @@ def run_scrapy(
             site0 = sum(proc_cpu_s(pid) for pid in server.pids)
             proc = subprocess.run(
                 [
-                    sys.executable, "-m", "rqcrawl.benchspider", server.origin + "/p0.html",
+                    sys.executable, "-m", "rqcrawl.bench.spider", server.origin + "/p0.html",
                     str(result_path), "--concurrency", str(concurrency),
                 ],
                 capture_output=True,
@@ -300,165 +280,6 @@ def scrapy_available() -> bool:
     except ImportError:
         return False
     return True
-
-
-def median_result(results: list[Result]) -> Result:
-    """Medians of every number over repeats of one configuration."""
-    first = results[0]
-
-    def med(get):
-        return statistics.median(get(r) for r in results)
-
-    redis = {}
-    if first.redis:
-        redis = {
-            k: med(lambda r, k=k: r.redis[k]) for k in first.redis if k not in ("calls", "usec")
-        }
-        for part in ("calls", "usec"):
-            redis[part] = {
-                name: med(lambda r, name=name, part=part: r.redis[part].get(name, 0))
-                for name in first.redis[part]
-            }
-    return Result(
-        first.crawler,
-        first.procs,
-        first.threads,
-        first.latency,
-        int(med(lambda r: r.pages)),
-        med(lambda r: r.wall_s),
-        med(lambda r: r.cpu_s),
-        int(med(lambda r: r.peak_rss_kb)),
-        med(lambda r: r.site_cpu_s),
-        redis,
-    )
-
-
-COLUMNS = [
-    ("crawler", "{}"),
-    ("procs", "{}"),
-    ("lat ms", "{:.0f}"),
-    ("pages", "{}"),
-    ("pages/s", "{:.1f}"),
-    ("CPU ms/pg", "{:.2f}"),
-    ("+Redis", "{}"),
-    ("peak RSS MB", "{:.0f}"),
-    ("Redis CPU ms/pg", "{}"),
-    ("Redis cmd/pg", "{}"),
-    ("Redis RSS MB", "{}"),
-    ("B/pending job", "{}"),
-    ("B/held URL", "{}"),
-    ("B/pending URL", "{}"),
-    ("Bloom B/seen", "{}"),
-    ("items B/seen", "{}"),
-    ("site CPU ms/pg", "{:.2f}"),
-]
-
-
-def row(r: Result) -> list[str]:
-    """The table's cells for one result ('-' where a number does not apply)."""
-    rd = r.redis
-    pages = max(r.pages, 1)
-
-    def redis_cell(fmt: str, value) -> str:
-        return fmt.format(value) if rd else "-"
-
-    values = [
-        r.crawler,
-        f"{r.procs}x{r.threads}" if r.threads > 1 else r.procs,
-        r.latency * 1000,
-        r.pages,
-        r.pages / r.wall_s if r.wall_s else 0.0,
-        r.cpu_s * 1000 / pages,
-        redis_cell("{:.2f}", rd and (r.cpu_s + rd["cpu_s"]) * 1000 / pages),
-        r.peak_rss_kb / 1024,
-        redis_cell("{:.2f}", rd and rd["cpu_s"] * 1000 / pages),
-        redis_cell("{:.1f}", rd and rd["commands"] / pages),
-        redis_cell("{:.0f}", rd and rd["rss"] / 2**20),
-        redis_cell("{:.0f}", rd and rd["job_bytes"]),
-        redis_cell("{:.0f}", rd and rd["held_bytes"]),
-        redis_cell("{:.0f}", rd and rd["frontier_bytes"]),
-        redis_cell("{:.0f}", rd and rd["bloom_bytes"] / max(rd["seen"], 1)),
-        redis_cell("{:.0f}", rd and rd["items_bytes"] / max(rd["seen"], 1)),
-        r.site_cpu_s * 1000 / pages,
-    ]
-    return [fmt.format(v) for (_, fmt), v in zip(COLUMNS, values, strict=True)]
-
-
-def table(results: list[Result]) -> str:
-    rows = [[name for name, _ in COLUMNS]] + [row(r) for r in results]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(COLUMNS))]
-    lines = ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
-def notes(results: list[Result]) -> list[str]:
-    """What the table cannot show in a cell: ratios asked for by the targets, Bloom sizing,
-    the commands a job costs."""
-    out = []
-    by = {(r.crawler, r.procs, r.threads, r.latency): r for r in results}
-
-    def rate(r: Result) -> float:
-        return r.pages / r.wall_s if r.wall_s else 0.0
-
-    for lat in sorted({r.latency for r in results}):
-        ours = [r for r in results if r.crawler == "rqcrawl" and r.latency == lat]
-        theirs = [r for r in results if r.crawler == "scrapy" and r.latency == lat]
-        if ours and theirs:
-            a, b = max(ours, key=rate), max(theirs, key=rate)
-            out.append(
-                f"latency {lat * 1000:.0f} ms: best rqcrawl ({workers_label(a)}) / best Scrapy "
-                f"({b.procs} concurrent) pages/s = {rate(a) / rate(b):.2f}x"
-            )
-        for r in results:
-            for kind in (STOCK, PRELOADED):
-                stock = by.get((kind, r.procs, 1, lat))
-                if r.crawler == "rqcrawl" and r.threads == 1 and stock:
-                    out.append(
-                        f"latency {lat * 1000:.0f} ms, {r.procs} worker(s): recommended worker "
-                        f"({WORKER_CLASS}) / {kind} pages/s = {rate(r) / rate(stock):.1f}x"
-                    )
-        one, two = by.get(("rqcrawl", 1, 1, lat)), by.get(("rqcrawl", 2, 1, lat))
-        if one and two:
-            out.append(
-                f"latency {lat * 1000:.0f} ms: rqcrawl 2 workers / 1 worker pages/s = "
-                f"{rate(two) / rate(one):.2f}x"
-            )
-    for r in results:
-        if r.redis:
-            rd = r.redis
-            pages = max(r.pages, 1)
-            top = sorted(rd["calls"], key=lambda name: -rd["usec"][name])[:10]
-            calls = ", ".join(
-                f"{name} {rd['calls'][name] / pages:.1f} ({rd['usec'][name] / pages:.0f} us)"
-                for name in top
-            )
-            label = f"{r.crawler} {workers_label(r)}, {r.latency * 1000:.0f} ms"
-            out.append(f"{label}: Redis calls (and time) per page, Lua's included: {calls}")
-    mem = next((r.redis for r in results if r.redis), None)
-    if mem:
-        out.append(
-            f"Bloom filter: {mem['bloom_bytes'] / 2**20:.1f} MB allocated for bloom_capacity "
-            f"{mem['bloom_capacity']:,} = {mem['bloom_bytes'] / mem['bloom_optimum_bytes']:.3f}x "
-            f"the optimum for that capacity; per seen URL it is that size / {mem['seen']:,} URLs"
-        )
-        sized = mem["sized_bloom_bytes"]
-        out.append(
-            f"Bloom filter sized to the crawl (bloom_capacity {mem['frontier_urls']:,}, all of "
-            f"them added): {sized / mem['frontier_urls']:.2f} B per seen URL = "
-            f"{sized / mem['sized_bloom_optimum_bytes']:.3f}x the optimum"
-        )
-        out.append(
-            f"B/pending URL: Redis bytes per URL of a frontier holding all {mem['frontier_urls']:,}"
-            f" URLs of the site with the default window "
-            f"({min(CrawlConfig.window, mem['frontier_urls']):,} of them RQ jobs, the rest held)"
-        )
-    return out
-
-
-def workers_label(r: Result) -> str:
-    threads = f" x {r.threads} threads" if r.threads > 1 else ""
-    return f"{r.procs} worker process(es){threads}"
 
 
 def parse_list(kind):

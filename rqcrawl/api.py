@@ -1,0 +1,297 @@
+"""The Python API of rqcrawl: start, watch and control crawls from your own code (a notebook,
+a Django command), as the `rqcrawl` command does, which is a thin layer over it.
+
+    import redis
+    from rqcrawl import api
+
+    conn = redis.Redis.from_url("redis://localhost:6379/0")
+    started = api.start(conn, ["https://example.org/"], max_depth=1)
+    api.status(conn, started.name)["state"]        # "running", then "finished"
+    rows = list(api.records(conn, started.name))
+
+Every refusal is a CrawlError (one line, naming the crawl): the CLI prints it as is. Errors of
+Redis itself (unreachable, lost) are redis-py's own, as for any other Redis client code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import IO, Any
+from urllib.parse import urlsplit
+
+from redis import Redis, RedisError, ResponseError
+
+from . import config, control, keys, sinks, stats
+from .config import ConfigError, CrawlConfig
+from .frontier import Frontier
+from .hooks import HookError
+from .state import crawl_names, is_known
+from .urls import InvalidURL, canonicalize
+
+FORMATS = ("jsonl", "csv")
+
+
+class CrawlError(Exception):
+    """An operation of this API refused or failed, with a one-line reason naming the crawl."""
+
+
+class InvalidInput(CrawlError, ValueError):
+    """A seed URL, setting, crawl name or export format that cannot be used: nothing was
+    written to Redis."""
+
+
+class NoSuchCrawl(CrawlError, LookupError):
+    """This Redis holds no crawl of that name."""
+
+
+class StateError(CrawlError):
+    """The crawl's state does not allow the operation (pause a finished crawl, purge a
+    running one without `force`)."""
+
+
+class DamagedCrawl(CrawlError):
+    """The crawl's keys are damaged or its settings missing or unreadable: only
+    `purge(..., force=True)` still works on it."""
+
+
+@dataclass(frozen=True)
+class Started:
+    """What `start` did."""
+
+    name: str
+    cfg: CrawlConfig  # the settings in force: an existing crawl keeps its own
+    admitted: int  # seeds that were new to the crawl
+    resumed: bool  # the crawl existed already
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A checked crawl, not started yet: seeds canonical, settings valid and scoped, name
+    valid. Building it touches no Redis, so that bad input fails before anything else."""
+
+    name: str
+    seeds: list[str]
+    cfg: CrawlConfig
+
+    def start(self, redis: Redis) -> Started:
+        """Store the settings and admit the seeds, all or nothing (control.start). An
+        existing crawl of this name keeps its own settings and gets the new seeds."""
+        try:
+            cfg, admitted, resumed = control.start(redis, self.name, self.cfg, self.seeds)
+        except (ConfigError, RedisError) as exc:
+            raise CrawlError(f"crawl {self.name} not started: {exc}") from exc
+        return Started(self.name, cfg, admitted, resumed)
+
+
+def settings(
+    config_file: str | os.PathLike | None = None, base: CrawlConfig | None = None, **flags: Any
+) -> CrawlConfig:
+    """The settings of a new crawl: `base` (or the defaults) < TOML file < `flags`, each a
+    setting of conf/default.toml by name (None leaves it to the file or the default)."""
+    try:
+        return config.layered(config_file, flags, base)
+    except (ConfigError, HookError) as exc:
+        raise InvalidInput(str(exc)) from exc
+
+
+def plan(
+    seeds: Iterable[str],
+    name: str | None = None,
+    cfg: CrawlConfig | None = None,
+    *,
+    config_file: str | os.PathLike | None = None,
+    stable_name: bool = False,
+    **flags: Any,
+) -> Plan:
+    """Check a crawl before starting it (see `settings` for `cfg`, `config_file` and `flags`).
+    Without `name`, one is derived from the first seed's host and the time, or with
+    `stable_name` from a hash of the seeds and settings, so that the same call names, and
+    so resumes, the same crawl."""
+    urls = _canonical_seeds(seeds)
+    scoped = settings(config_file, cfg, **flags).scoped_to(urls)
+    if name is None:
+        stable_key = json.dumps([urls, scoped.to_json()]) if stable_name else None
+        name = _derived_name(urls[0], stable_key)
+    elif not keys.valid_crawl_name(name):
+        raise InvalidInput(
+            f"invalid crawl name {name!r}: use letters, digits, _ and - (at most 64)"
+        )
+    return Plan(name, urls, scoped)
+
+
+def start(
+    redis: Redis,
+    seeds: Iterable[str],
+    name: str | None = None,
+    cfg: CrawlConfig | None = None,
+    **flags: Any,
+) -> Started:
+    """Check and start a crawl in one step: `plan(...).start(redis)`. Workers (`rq worker
+    crawl`, or runner.LocalWorkers) on the same Redis then crawl it."""
+    return plan(seeds, name, cfg, **flags).start(redis)
+
+
+def _canonical_seeds(urls: Iterable[str]) -> list[str]:
+    """The seeds in canonical form; at least one, each an http(s) URL. One URL may come as a
+    plain string (which would otherwise be read as URLs of one character)."""
+    seeds = []
+    for raw in [urls] if isinstance(urls, str) else urls:
+        try:
+            raw.encode("utf-8")  # bytes that are not UTF-8 arrive as lone surrogates
+            seeds.append(canonicalize(raw))
+        except UnicodeEncodeError:
+            raise InvalidInput(f"invalid URL {raw!r}: not UTF-8") from None
+        except InvalidURL as exc:
+            raise InvalidInput(str(exc)) from exc
+    if not seeds:
+        raise InvalidInput("no seed URL")
+    return seeds
+
+
+def _derived_name(seed_url: str, stable_key: str | None = None) -> str:
+    """The seed's host and a timestamp, or a hash of `stable_key`."""
+    host = re.sub(r"[^A-Za-z0-9]+", "-", urlsplit(seed_url).hostname or "").strip("-")
+    host = host[:40].rstrip("-") or "crawl"  # a name starting with - would read as a flag
+    if stable_key is not None:
+        return f"{host}-{hashlib.sha1(stable_key.encode()).hexdigest()[:10]}"
+    return f"{host}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def add_seeds(redis: Redis, name: str, urls: Iterable[str]) -> int:
+    """Admit more seeds (depth 0) to an existing crawl; returns how many were new."""
+    cfg = crawl_config(redis, name)
+    return Plan(name, _canonical_seeds(urls), cfg).start(redis).admitted
+
+
+def crawls(redis: Redis) -> list[str]:
+    """The names of every crawl of this Redis, sorted."""
+    return crawl_names(redis)
+
+
+def crawl_config(redis: Redis, name: str) -> CrawlConfig:
+    """The settings of an existing crawl."""
+    try:
+        cfg = config.load(redis, name)
+    except ConfigError as exc:
+        raise DamagedCrawl(str(exc)) from exc
+    if cfg is None:
+        raise NoSuchCrawl(f"no crawl named {name!r} in this Redis")
+    return cfg
+
+
+def status(redis: Redis, name: str, recover: bool = True) -> dict:
+    """The crawl's state and counters (stats.status). With `recover`, first the recovery
+    pass that requeues the URLs of dead workers (at most one per crawl every few seconds,
+    whoever asks), so that a crawl whose workers all died is not shown running forever."""
+    if recover:
+        cfg = crawl_config(redis, name)
+        with _damage(name):
+            Frontier(redis, name, cfg).maybe_reap()
+    if not keys.valid_crawl_name(name):
+        raise DamagedCrawl(f"crawl {name!r}: invalid name (purge it with redis-cli)")
+    with _damage(name):
+        s = stats.status(redis, name)
+    if s is None:
+        raise DamagedCrawl(
+            f"crawl {name} has no settings (half-registered?): `rqcrawl purge {name} --force`"
+        )
+    return s
+
+
+def records(redis: Redis, name: str) -> Iterator[dict]:
+    """Every record of the crawl (one per URL that ended), oldest first: the rows of
+    `export`."""
+    crawl_config(redis, name)
+    return sinks.iter_records(redis, name)
+
+
+def failures(redis: Redis, name: str, reasons: Iterable[str] = ()) -> Iterator[dict]:
+    """The records of the URLs that failed for good, their `reason` filled in ("other" if
+    none), only those of `reasons` if given."""
+    return _failed(records(redis, name), set(reasons))
+
+
+def _failed(rows: Iterator[dict], reasons: set[str]) -> Iterator[dict]:
+    for record in rows:
+        if record["outcome"] in sinks.FAILED_OUTCOMES:
+            record["reason"] = record["reason"] or "other"
+            if not reasons or record["reason"] in reasons:
+                yield record
+
+
+def export(
+    redis: Redis, name: str, out: str | os.PathLike | IO[str], fmt: str | None = None
+) -> int:
+    """Write the crawl's records to a file (its name ending in .csv means CSV) or an open
+    text stream (JSON lines unless `fmt`); returns the row count."""
+    crawl_config(redis, name)
+    if fmt is not None and fmt not in FORMATS:
+        raise InvalidInput(f"unknown export format {fmt!r}: use one of {', '.join(FORMATS)}")
+    if not isinstance(out, str | os.PathLike):
+        return sinks.export(redis, name, out, fmt or "jsonl")
+    fmt = fmt or ("csv" if os.fspath(out).endswith(".csv") else "jsonl")
+    try:
+        with open(out, "w", encoding="utf-8", newline="") as stream:
+            return sinks.export(redis, name, stream, fmt)
+    except OSError as exc:
+        raise CrawlError(f"cannot write {out}: {exc.strerror}") from exc
+
+
+def pause(redis: Redis, name: str) -> bool:
+    """Stop releasing the crawl's URLs (running pages finish, queued ones wait); False if it
+    was already paused."""
+    _, state = _controlled(redis, name)
+    with _damage(name):
+        return control.pause(redis, name, state)
+
+
+def resume(redis: Redis, name: str) -> None:
+    """Release the held URLs of a paused crawl again."""
+    cfg, state = _controlled(redis, name)
+    with _damage(name):
+        control.resume(redis, name, cfg, state)
+
+
+def cancel(redis: Redis, name: str) -> control.Cancelled:
+    """Stop the crawl for good, dropping its pending URLs and queued jobs."""
+    _, state = _controlled(redis, name)
+    with _damage(name):
+        return control.cancel(redis, name, state)
+
+
+def purge(redis: Redis, name: str, force: bool = False) -> control.Purged:
+    """Delete every key and RQ job of the crawl, and nothing of any other crawl. Without
+    `force`, only a finished or cancelled crawl (workers may still be on the others)."""
+    try:
+        _, state = _controlled(redis, name)
+    except CrawlError:  # a half-registered or damaged crawl can still be purged
+        if not is_known(redis, name):
+            raise
+        state = control.BROKEN
+    with _damage(name):
+        return control.purge(redis, name, state, force)
+
+
+def _controlled(redis: Redis, name: str) -> tuple[CrawlConfig, str]:
+    """Settings and current state of an existing crawl, for pause ... purge."""
+    cfg = crawl_config(redis, name)
+    return cfg, status(redis, name, recover=False)["state"]
+
+
+@contextmanager
+def _damage(name: str) -> Iterator[None]:
+    """A refused operation as a StateError; damaged keys (wrong type, not a number) or
+    unreadable settings as a DamagedCrawl naming the crawl."""
+    try:
+        yield
+    except control.ControlError as exc:
+        raise StateError(str(exc)) from exc
+    except (ValueError, ResponseError) as exc:  # ConfigError is a ValueError
+        raise DamagedCrawl(f"crawl {name}: {exc}") from exc

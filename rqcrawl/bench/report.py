@@ -1,0 +1,192 @@
+"""What `rqcrawl bench` prints: one crawl's measurements (Result), their medians over repeats,
+the table of per-page numbers and the notes (ratios, Redis time per command, Bloom sizing)
+that a cell cannot show. The runs that measure are in command.py; this is only arithmetic and
+layout."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+
+from ..config import CrawlConfig
+from ..runner import WORKER_CLASS
+
+# The crawler column of stock `rq worker crawl` rows (RQ's default forking Worker), and of
+# the same with the crawler imported in the parent (RQ_CONFIG=rqcrawl.preload).
+STOCK = "rq-stock"
+PRELOADED = "rq-stock+preload"
+
+
+@dataclass
+class Result:
+    """One crawl's measurements; derived per-page numbers are computed by the table."""
+
+    crawler: str
+    procs: int  # rqcrawl worker processes, or Scrapy's CONCURRENT_REQUESTS
+    threads: int  # rqcrawl workers per process
+    latency: float
+    pages: int
+    wall_s: float
+    cpu_s: float
+    peak_rss_kb: int
+    site_cpu_s: float
+    redis: dict = field(default_factory=dict)  # rqcrawl only
+
+
+def median_result(results: list[Result]) -> Result:
+    """Medians of every number over repeats of one configuration."""
+    first = results[0]
+
+    def med(get):
+        return statistics.median(get(r) for r in results)
+
+    redis = {}
+    if first.redis:
+        redis = {
+            k: med(lambda r, k=k: r.redis[k]) for k in first.redis if k not in ("calls", "usec")
+        }
+        for part in ("calls", "usec"):
+            redis[part] = {
+                name: med(lambda r, name=name, part=part: r.redis[part].get(name, 0))
+                for name in first.redis[part]
+            }
+    return Result(
+        first.crawler,
+        first.procs,
+        first.threads,
+        first.latency,
+        int(med(lambda r: r.pages)),
+        med(lambda r: r.wall_s),
+        med(lambda r: r.cpu_s),
+        int(med(lambda r: r.peak_rss_kb)),
+        med(lambda r: r.site_cpu_s),
+        redis,
+    )
+
+
+COLUMNS = [
+    ("crawler", "{}"),
+    ("procs", "{}"),
+    ("lat ms", "{:.0f}"),
+    ("pages", "{}"),
+    ("pages/s", "{:.1f}"),
+    ("CPU ms/pg", "{:.2f}"),
+    ("+Redis", "{}"),
+    ("peak RSS MB", "{:.0f}"),
+    ("Redis CPU ms/pg", "{}"),
+    ("Redis cmd/pg", "{}"),
+    ("Redis RSS MB", "{}"),
+    ("B/pending job", "{}"),
+    ("B/held URL", "{}"),
+    ("B/pending URL", "{}"),
+    ("Bloom B/seen", "{}"),
+    ("items B/seen", "{}"),
+    ("site CPU ms/pg", "{:.2f}"),
+]
+
+
+def row(r: Result) -> list[str]:
+    """The table's cells for one result ('-' where a number does not apply)."""
+    rd = r.redis
+    pages = max(r.pages, 1)
+
+    def redis_cell(fmt: str, value) -> str:
+        return fmt.format(value) if rd else "-"
+
+    values = [
+        r.crawler,
+        f"{r.procs}x{r.threads}" if r.threads > 1 else r.procs,
+        r.latency * 1000,
+        r.pages,
+        r.pages / r.wall_s if r.wall_s else 0.0,
+        r.cpu_s * 1000 / pages,
+        redis_cell("{:.2f}", rd and (r.cpu_s + rd["cpu_s"]) * 1000 / pages),
+        r.peak_rss_kb / 1024,
+        redis_cell("{:.2f}", rd and rd["cpu_s"] * 1000 / pages),
+        redis_cell("{:.1f}", rd and rd["commands"] / pages),
+        redis_cell("{:.0f}", rd and rd["rss"] / 2**20),
+        redis_cell("{:.0f}", rd and rd["job_bytes"]),
+        redis_cell("{:.0f}", rd and rd["held_bytes"]),
+        redis_cell("{:.0f}", rd and rd["frontier_bytes"]),
+        redis_cell("{:.0f}", rd and rd["bloom_bytes"] / max(rd["seen"], 1)),
+        redis_cell("{:.0f}", rd and rd["items_bytes"] / max(rd["seen"], 1)),
+        r.site_cpu_s * 1000 / pages,
+    ]
+    return [fmt.format(v) for (_, fmt), v in zip(COLUMNS, values, strict=True)]
+
+
+def table(results: list[Result]) -> str:
+    rows = [[name for name, _ in COLUMNS]] + [row(r) for r in results]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(COLUMNS))]
+    lines = ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def notes(results: list[Result]) -> list[str]:
+    """What the table cannot show in a cell: ratios asked for by the targets, Bloom sizing,
+    the commands a job costs."""
+    out = []
+    by = {(r.crawler, r.procs, r.threads, r.latency): r for r in results}
+
+    def rate(r: Result) -> float:
+        return r.pages / r.wall_s if r.wall_s else 0.0
+
+    for lat in sorted({r.latency for r in results}):
+        ours = [r for r in results if r.crawler == "rqcrawl" and r.latency == lat]
+        theirs = [r for r in results if r.crawler == "scrapy" and r.latency == lat]
+        if ours and theirs:
+            a, b = max(ours, key=rate), max(theirs, key=rate)
+            out.append(
+                f"latency {lat * 1000:.0f} ms: best rqcrawl ({workers_label(a)}) / best Scrapy "
+                f"({b.procs} concurrent) pages/s = {rate(a) / rate(b):.2f}x"
+            )
+        for r in results:
+            for kind in (STOCK, PRELOADED):
+                stock = by.get((kind, r.procs, 1, lat))
+                if r.crawler == "rqcrawl" and r.threads == 1 and stock:
+                    out.append(
+                        f"latency {lat * 1000:.0f} ms, {r.procs} worker(s): recommended worker "
+                        f"({WORKER_CLASS}) / {kind} pages/s = {rate(r) / rate(stock):.1f}x"
+                    )
+        one, two = by.get(("rqcrawl", 1, 1, lat)), by.get(("rqcrawl", 2, 1, lat))
+        if one and two:
+            out.append(
+                f"latency {lat * 1000:.0f} ms: rqcrawl 2 workers / 1 worker pages/s = "
+                f"{rate(two) / rate(one):.2f}x"
+            )
+    for r in results:
+        if r.redis:
+            rd = r.redis
+            pages = max(r.pages, 1)
+            top = sorted(rd["calls"], key=lambda name: -rd["usec"][name])[:10]
+            calls = ", ".join(
+                f"{name} {rd['calls'][name] / pages:.1f} ({rd['usec'][name] / pages:.0f} us)"
+                for name in top
+            )
+            label = f"{r.crawler} {workers_label(r)}, {r.latency * 1000:.0f} ms"
+            out.append(f"{label}: Redis calls (and time) per page, Lua's included: {calls}")
+    mem = next((r.redis for r in results if r.redis), None)
+    if mem:
+        out.append(
+            f"Bloom filter: {mem['bloom_bytes'] / 2**20:.1f} MB allocated for bloom_capacity "
+            f"{mem['bloom_capacity']:,} = {mem['bloom_bytes'] / mem['bloom_optimum_bytes']:.3f}x "
+            f"the optimum for that capacity; per seen URL it is that size / {mem['seen']:,} URLs"
+        )
+        sized = mem["sized_bloom_bytes"]
+        out.append(
+            f"Bloom filter sized to the crawl (bloom_capacity {mem['frontier_urls']:,}, all of "
+            f"them added): {sized / mem['frontier_urls']:.2f} B per seen URL = "
+            f"{sized / mem['sized_bloom_optimum_bytes']:.3f}x the optimum"
+        )
+        out.append(
+            f"B/pending URL: Redis bytes per URL of a frontier holding all {mem['frontier_urls']:,}"
+            f" URLs of the site with the default window "
+            f"({min(CrawlConfig.window, mem['frontier_urls']):,} of them RQ jobs, the rest held)"
+        )
+    return out
+
+
+def workers_label(r: Result) -> str:
+    threads = f" x {r.threads} threads" if r.threads > 1 else ""
+    return f"{r.procs} worker process(es){threads}"

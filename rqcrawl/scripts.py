@@ -1,0 +1,405 @@
+"""Every Lua script of rqcrawl, as rq keeps its own: one named constant each, called by name.
+
+A `Script` declares the names of its KEYS and ARGV; a prelude generated from them binds each
+name to its position, so the script's body and its callers use names only. A script that takes
+a variable number of keys or arguments (the Bloom filter's shards, a page's links) gets them
+after the named ones, and the prelude gives the index where they start.
+
+The sha of a script is a function of its text, so nothing is registered per connection: a
+call sends EVALSHA and loads the script only when the server does not know it (a restarted
+Redis forgets them). Scripts sent in a pipeline are loaded first by `load`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any
+
+from redis import Redis
+from redis.client import Pipeline
+from redis.exceptions import NoScriptError
+
+
+class Script:
+    """A Lua script with named KEYS and ARGV (see the module docstring)."""
+
+    def __init__(
+        self,
+        keys: Sequence[str],
+        args: Sequence[str],
+        body: str,
+        *,
+        key_tail: str = "",
+        arg_tail: str = "",
+        lib: str = "",
+    ):
+        self.keys, self.args = tuple(keys), tuple(args)
+        prelude = [f"local {name} = KEYS[{i}]" for i, name in enumerate(self.keys, 1)]
+        prelude += [f"local {name} = ARGV[{i}]" for i, name in enumerate(self.args, 1)]
+        if key_tail:  # the index of the first key after the named ones
+            prelude.append(f"local {key_tail} = {len(self.keys) + 1}")
+        if arg_tail:
+            prelude.append(f"local {arg_tail} = {len(self.args) + 1}")
+        self.source = lib + "\n".join(prelude) + "\n" + body
+        self.sha = hashlib.sha1(self.source.encode()).hexdigest()
+
+    def _flat(self, named: dict[str, Any], tail_keys: Sequence, tail_args: Sequence) -> list:
+        unknown = named.keys() - set(self.keys) - set(self.args)
+        if unknown:
+            raise TypeError(f"unknown script parameters: {sorted(unknown)}")
+        keys = [named[k] for k in self.keys] + list(tail_keys)
+        return [len(keys), *keys, *(named[a] for a in self.args), *tail_args]
+
+    def __call__(
+        self, redis: Redis, tail_keys: Sequence = (), tail_args: Sequence = (), **named: Any
+    ) -> Any:
+        """Run the script now, with its keys and arguments by name."""
+        flat = self._flat(named, tail_keys, tail_args)
+        try:
+            return redis.evalsha(self.sha, *flat)
+        except NoScriptError:
+            redis.script_load(self.source)
+            return redis.evalsha(self.sha, *flat)
+
+    def queue(
+        self, pipe: Pipeline, tail_keys: Sequence = (), tail_args: Sequence = (), **named: Any
+    ) -> None:
+        """Add a run of the script to `pipe` (see `load`)."""
+        pipe.evalsha(self.sha, *self._flat(named, tail_keys, tail_args))
+
+
+def load(redis: Redis, *scripts: Script) -> None:
+    """Load `scripts` into the server, for a pipeline that failed with NoScriptError."""
+    for script in scripts:
+        redis.script_load(script.source)
+
+
+# Shared by the Bloom filter's own script and the finish step. Shards are
+# KEYS[shard_key0 + shard], each `shard_bits` long but the last, which ends at bit `bits`.
+# bloom_alloc creates missing shards at their full length, each in one allocation.
+# bloom_test: `pos` holds k global bit positions per URL from index `first`. Returns 1 when
+# some bit was still clear (the URL is new); with `add`, also sets every bit.
+BLOOM_LIB = """
+local function bloom_alloc(shard_key0, shard_bits, bits)
+  local shards = math.ceil(bits / shard_bits)
+  -- all shards are created in one call, the last one last: it stands for them all
+  if redis.call('EXISTS', KEYS[shard_key0 + shards - 1]) == 1 then return end
+  for shard = 0, shards - 1 do
+    local key = KEYS[shard_key0 + shard]
+    if redis.call('EXISTS', key) == 0 then
+      redis.call('SETBIT', key, math.min(shard_bits, bits - shard * shard_bits) - 1, 0)
+    end
+  end
+end
+
+local function bloom_test(shard_key0, shard_bits, k, pos, first, add)
+  local new = 0
+  for i = first, first + k - 1 do
+    local p = tonumber(pos[i])
+    local key = KEYS[shard_key0 + math.floor(p / shard_bits)]
+    local off = p % shard_bits
+    if add then
+      if redis.call('SETBIT', key, off, 1) == 0 then new = 1 end
+    elseif redis.call('GETBIT', key, off) == 0 then
+      return 1
+    end
+  end
+  return new
+end
+"""
+
+# Check (and with add = '1', add) URLs in the Bloom filter: k positions per URL in the tail.
+# Returns 1 (new) or 0 per URL.
+BLOOM_BATCH = Script(
+    keys=(),
+    args=("shard_bits", "bits", "k", "add"),
+    key_tail="shard0",
+    arg_tail="positions",
+    lib=BLOOM_LIB,
+    body="""
+local sbits, kk, adding = tonumber(shard_bits), tonumber(k), add == '1'
+if adding then bloom_alloc(shard0, sbits, tonumber(bits)) end
+local out = {}
+for first = positions, #ARGV, kk do
+  out[#out + 1] = bloom_test(shard0, sbits, kk, ARGV, first, adding)
+end
+return out
+""",
+)
+
+# The one step that ends a URL: forget it from `inflight`, count its outcome, record it,
+# admit its children through the Bloom filter (budgets apply; a refused child is recorded
+# once, from `skip_record`), and release the next URLs of the current level while fewer than
+# `window` are in flight.
+# done: the ending URL ('' when seeding or resuming). final: '1' to end it, '0' to only admit
+# its children while it stays in flight (a page with more links than one call should take).
+# increments: "field n field n"; a field "kind|host" goes to the per-host hash.
+# record: the URL's record as JSON, or ''. skip_record: the JSON of a refused child's record
+# without its url and outcome. n: number of children; the tail holds 3 arguments per child
+# (verdict, '-' to admit; host; url), then k Bloom positions per child.
+# Returns {1 | 0 (done had already ended), admitted, reap due, released "depth url"...}.
+FINISH = Script(
+    keys=("counters", "inflight", "held", "items", "reap_lock", "host_pages", "later", "leased"),
+    args=(
+        "done", "final", "increments", "record", "child_depth", "window", "shard_bits", "k",
+        "now", "reap_every", "max_pages", "max_host_pages", "skip_record", "skip_prefix", "n",
+        "bits",
+    ),
+    key_tail="bloom0",
+    arg_tail="children",
+    lib=BLOOM_LIB,
+    body="""
+local reap_due = 0
+if done ~= '' and final ~= '1' then
+  if redis.call('HEXISTS', inflight, done) == 0 then return {0, 0, 0} end
+elseif done ~= '' then
+  if redis.call('HDEL', inflight, done) == 0 then return {0, 0, 0} end
+  redis.call('ZREM', later, done)
+  redis.call('ZREM', leased, done)
+  for field, count in string.gmatch(increments, '(%S+) (%S+)') do
+    local per_host = string.find(field, '|', 1, true)
+    redis.call('HINCRBY', per_host and host_pages or counters, field, count)
+  end
+  if record ~= '' then redis.call('XADD', items, '*', 'r', record) end
+  redis.call('HSET', counters, 'last_at', now)
+  if redis.call('SET', reap_lock, '1', 'NX', 'EX', reap_every) then reap_due = 1 end
+end
+local sbits, kk = tonumber(shard_bits), tonumber(k)
+local max_total, max_host = tonumber(max_pages), tonumber(max_host_pages)
+local count = tonumber(n)
+if count > 0 then bloom_alloc(bloom0, sbits, tonumber(bits)) end
+local total = tonumber(redis.call('HGET', counters, 'admitted') or '0')
+local admitted = 0
+local skip = nil
+for i = 1, count do
+  local first_position = children + 3 * count + (i - 1) * kk
+  if bloom_test(bloom0, sbits, kk, ARGV, first_position, true) == 1 then
+    local at = children + 3 * (i - 1)
+    local verdict, host, url = ARGV[at], ARGV[at + 1], ARGV[at + 2]
+    if verdict == '-' then
+      if max_total > 0 and total + admitted >= max_total then
+        verdict = 'max_pages'
+      elseif max_host > 0 and tonumber(redis.call('HGET', host_pages, host) or '0') >= max_host then
+        verdict = 'max_pages_per_host'
+      end
+    end
+    if verdict == '-' then
+      redis.call('RPUSH', held, child_depth .. ' ' .. url)
+      redis.call('HINCRBY', host_pages, host, 1)
+      admitted = admitted + 1
+    else
+      skip = skip or cjson.decode(skip_record)
+      skip.url, skip.outcome = url, verdict
+      redis.call('XADD', items, '*', 'r', cjson.encode(skip))
+      redis.call('HINCRBY', counters, skip_prefix .. verdict, 1)
+    end
+  end
+end
+if admitted > 0 then redis.call('HINCRBY', counters, 'admitted', admitted) end
+
+local out = {1, admitted, reap_due}
+local level = tonumber(redis.call('HGET', counters, 'level') or '0')
+local room = tonumber(window) - redis.call('HLEN', inflight)
+if redis.call('HEXISTS', counters, 'paused_at') == 1 then room = 0 end
+while room > 0 do
+  -- in small batches: while a level drains, the head waits for the next level, and copying
+  -- `room` entries on every call to look at the first one was half of Redis's CPU per page
+  local head = redis.call('LRANGE', held, 0, math.min(room, 64) - 1)
+  if #head == 0 then break end
+  local taken = 0
+  for _, entry in ipairs(head) do
+    local sp = string.find(entry, ' ', 1, true)
+    local depth = tonumber(string.sub(entry, 1, sp - 1))
+    if depth > level then break end
+    local url = string.sub(entry, sp + 1)
+    if redis.call('HSETNX', inflight, url, depth .. ' ' .. now .. ' 0 0') == 1 then
+      out[#out + 1] = entry
+    end
+    taken = taken + 1
+  end
+  if taken > 0 then
+    redis.call('LTRIM', held, taken, -1)
+    room = room - taken
+  elseif redis.call('HLEN', inflight) == 0 then
+    level = level + 1
+    redis.call('HSET', counters, 'level', level)
+  else
+    break
+  end
+end
+return out
+""",
+)  # fmt: skip
+
+# Compare-and-set of one inflight entry, so the reaper never requeues a URL that ended or was
+# requeued meanwhile, nor one whose lease a live worker renewed. An expired lease is dropped
+# whatever the entry: no live job holds it. Returns 1 if the entry was replaced.
+REQUEUE = Script(
+    keys=("inflight", "counters", "later", "leased"),
+    args=("url", "expected", "entry", "now"),
+    body="""
+local lease = tonumber(redis.call('ZSCORE', leased, url) or '-1')
+if lease >= tonumber(now) then return 0 end
+if lease >= 0 then redis.call('ZREM', leased, url) end
+if redis.call('HGET', inflight, url) ~= expected then return 0 end
+redis.call('HSET', inflight, url, entry)
+redis.call('ZREM', later, url)
+redis.call('HINCRBY', counters, 'recovered', 1)
+return 1
+""",
+)
+
+# The URL's inflight entry; if it is the entry of the claiming job (its attempt and turn),
+# the job takes the URL's lease until `expiry`.
+CLAIM = Script(
+    keys=("inflight", "leased"),
+    args=("url", "attempt", "turn", "expiry"),
+    body="""
+local entry = redis.call('HGET', inflight, url)
+if entry then
+  local a, t = string.match(entry, ' (%d+) (%d+)$')
+  if a == attempt and t == turn then redis.call('ZADD', leased, expiry, url) end
+end
+return entry
+""",
+)
+
+# Park an in-flight URL in `later` until `until_at`, if its entry is still the expected one;
+# the job's lease ends (a waiting URL is nobody's). `counter`: a field to increment, or ''.
+PARK = Script(
+    keys=("inflight", "later", "leased", "counters"),
+    args=("url", "expected", "entry", "until_at", "counter"),
+    body="""
+if redis.call('HGET', inflight, url) ~= expected then return 0 end
+redis.call('HSET', inflight, url, entry)
+redis.call('ZADD', later, until_at, url)
+redis.call('ZREM', leased, url)
+if counter ~= '' then redis.call('HINCRBY', counters, counter, 1) end
+return 1
+""",
+)
+
+# Take the URLs of `later` that are due (also while paused: their jobs then give them back to
+# `held`, so a paused crawl settles with nothing in flight). Returns url, entry, url, entry...
+DUE = Script(
+    keys=("later", "inflight"),
+    args=("now", "limit"),
+    body="""
+local out = {}
+for _, url in ipairs(redis.call('ZRANGEBYSCORE', later, '-inf', now, 'LIMIT', 0, limit)) do
+  redis.call('ZREM', later, url)
+  local entry = redis.call('HGET', inflight, url)
+  if entry then
+    out[#out + 1] = url
+    out[#out + 1] = entry
+  end
+end
+return out
+""",
+)
+
+# If the crawl is halted and the job is still the live attempt for the URL, put the URL back
+# on the head of `held` (it belongs to the current level), or drop it if the crawl was
+# cancelled (a retry scheduled by a job that was running during the cancel). A running job's
+# URL is never in `later`: deferral gives it a new job.
+PUT_BACK = Script(
+    keys=("counters", "inflight", "held"),
+    args=("url", "expected", "depth"),
+    body="""
+if redis.call('HEXISTS', counters, 'paused_at') == 0 then return 0 end
+if redis.call('HGET', inflight, url) ~= expected then return 0 end
+redis.call('HDEL', inflight, url)
+if redis.call('HEXISTS', counters, 'cancelled_at') == 1 then
+  redis.call('HINCRBY', counters, 'dropped', 1)
+else
+  redis.call('LPUSH', held, depth .. ' ' .. url)
+  redis.call('HINCRBY', counters, 'put_back', 1)
+end
+return 1
+""",
+)
+
+# Halt the crawl for good and drop its pending work (held, in flight, deferred) in one step,
+# so that no release can slip in between. Returns false if it was already cancelled, else
+# {held count, url, entry, url, entry...} of the dropped in-flight URLs.
+CANCEL = Script(
+    keys=("counters", "inflight", "held", "later"),
+    args=("now",),
+    body="""
+if redis.call('HEXISTS', counters, 'cancelled_at') == 1 then return false end
+redis.call('HSETNX', counters, 'paused_at', now)
+redis.call('HSET', counters, 'cancelled_at', now)
+local held_count = redis.call('LLEN', held)
+local flying = redis.call('HGETALL', inflight)
+redis.call('DEL', inflight, held, later)
+redis.call('HINCRBY', counters, 'dropped', held_count + #flying / 2)
+local out = {held_count}
+for _, v in ipairs(flying) do out[#out + 1] = v end
+return out
+""",
+)
+
+# A host's politeness state is "ready booked step": when its next request may start, the last
+# slot promised to a deferred job, and the spacing of slots (delay + the last request's
+# duration, so that slots match the pace the host really allows).
+_HOST_STATE = """
+local function load_state(hosts, host)
+  local state = redis.call('HGET', hosts, host)
+  if not state then return 0, 0, 0 end
+  local r, b, s = string.match(state, '^(%S+) (%S+) (%S+)$')
+  return tonumber(r), tonumber(b), tonumber(s)
+end
+local function save_state(hosts, host, ready, booked, step)
+  redis.call('HSET', hosts, host, string.format('%.6f %.6f %.6f', ready, booked, step))
+end
+"""
+
+# May a request to `host` start now? Returns '0' to go (the lease is taken), else the time
+# (string) of the slot booked for the job. `booked` is '1' when the asking job holds a booked
+# slot: one that just missed it (the host is free, ready within one step) keeps its turn and
+# comes back at `ready` instead of joining the end of the line.
+HOST_GATE = Script(
+    keys=("hosts", "leases"),
+    args=("host", "now", "delay", "concurrency", "lease", "expiry", "booked"),
+    lib=_HOST_STATE,
+    body="""
+local t, d = tonumber(now), tonumber(delay)
+local is_booked = booked == '1'
+redis.call('ZREMRANGEBYSCORE', leases, '-inf', t)
+local ready, last_booked, step = load_state(hosts, host)
+step = math.max(step, d)
+local free = redis.call('ZCARD', leases) < tonumber(concurrency)
+-- Without a delay, `ready` is only the end of another worker's last request, whose clock may
+-- be a little ahead of ours: waiting for it deferred jobs for nothing, and every later job
+-- queued behind them one request duration apart.
+if free and (d == 0 or t >= ready) and (is_booked or last_booked <= t) then
+  redis.call('ZADD', leases, expiry, lease)
+  save_state(hosts, host, t + d, last_booked, step)
+  return '0'
+end
+local slot
+if is_booked and free and ready - t <= step then
+  slot = ready
+else
+  slot = math.max(ready, last_booked + step, t + 0.05)
+  save_state(hosts, host, ready, slot, step)
+end
+return string.format('%.6f', slot)
+""",
+)
+
+# End a request: release its lease, push `ready` to at least now + delay and learn the slot
+# spacing from the request's duration.
+HOST_RELEASE = Script(
+    keys=("hosts", "leases"),
+    args=("host", "lease", "now", "delay", "duration"),
+    lib=_HOST_STATE,
+    body="""
+redis.call('ZREM', leases, lease)
+local ready, last_booked = load_state(hosts, host)
+local t, d = tonumber(now), tonumber(delay)
+save_state(hosts, host, math.max(ready, t + d), last_booked, d + tonumber(duration))
+return 1
+""",
+)

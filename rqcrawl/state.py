@@ -1,0 +1,526 @@
+"""A crawl's state in Redis, and every change of it: the one owner of a crawl's keys.
+
+Admitted URLs wait in one Redis list per crawl (`held`, entries "depth url") and are released
+only while fewer than `window` are in flight, and only at the current level: level d+1 starts
+once every URL of level d has ended. So a URL is always first discovered along a shortest
+path, its depth is exact whatever the number of workers, and RQ holds at most `window` jobs
+of a crawl at a time. A released URL has an entry in `inflight` (InFlight) until it ends.
+
+One Lua step ends a URL (scripts.FINISH): it forgets it from `inflight`, records its outcome,
+admits its children through the Bloom filter and releases the next URLs, all atomically. A
+crashed worker therefore either did all of that or none of it. A page with more links than
+one call should take (Redis runs nothing else meanwhile) has them admitted by earlier calls of
+the same script that only admit, and ends with the last batch; a worker dying between two
+calls leaves the URL in flight, so it is fetched again and the links already admitted are
+no-ops of the Bloom filter's check-and-add.
+
+A job that starts on a URL takes a short lease on it (`leased`), renewed while it works
+(rqcrawl.leases); a URL whose lease ran out belongs to a dead worker. A URL whose host is not
+ready, or whose retry is not due, waits in `later` (still in flight) until its time.
+
+Key names and counter fields are spelled in rqcrawl.keys, the Lua in rqcrawl.scripts; the RQ
+side (jobs of released URLs, wake-ups, the recovery pass) is rqcrawl.frontier's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from redis import Redis
+from redis.client import Pipeline
+from redis.exceptions import NoScriptError
+
+from . import keys, scripts
+from .bloom import BloomFilter, batches
+from .config import CrawlConfig
+from .keys import CrawlKeys
+from .leases import LEASE
+from .sinks import skip_template
+from .urls import host_of
+
+REAP_EVERY = 5  # seconds between two recovery passes of one crawl
+DUE_BATCH = 500  # deferred URLs released per call
+# URLs this process has passed through the Bloom filter (at most this many, about 5 MB): they
+# are in it for good, so they are not sent again. Pages of a site repeat most of their links,
+# and each link costs k bit operations in Redis.
+KNOWN_MAX = 50_000
+# Redis work per child besides its k bit operations (a budget check, RPUSH and HINCRBY, or
+# XADD of its record), in the bit operations of bloom.MAX_POSITIONS: sizes admission batches.
+CHILD_COST = 4
+# Upper bounds (seconds) of the fetch-latency histogram, Prometheus style (+Inf implied).
+LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+RATE_BUCKET = 10  # seconds per `rate:N` counter of fetched pages (the recent rate)
+RECENT = 60  # seconds of rate buckets kept (and over which `status` reports the recent rate)
+FORKED_TTL = 60  # seconds a job run by a forking worker keeps the `status` warning up
+
+Children = Sequence[tuple[str | None, str]]  # (verdict, url): a verdict refuses the URL
+
+
+@dataclass(frozen=True)
+class InFlight:
+    """A released URL: its depth, when it was (re)released or may run, its attempt number
+    (retries and recoveries) and its turn (deferrals within an attempt)."""
+
+    depth: int
+    released_at: float
+    attempt: int
+    turn: int = 0
+
+    @classmethod
+    def parse(cls, raw: bytes | str) -> InFlight:
+        depth, at, attempt, turn = (raw.decode() if isinstance(raw, bytes) else raw).split(" ")
+        return cls(int(depth), float(at), int(attempt), int(turn))
+
+    def encode(self) -> str:
+        return f"{self.depth} {self.released_at!r} {self.attempt} {self.turn}"
+
+    def job_id(self, crawl: str, url: str) -> str:
+        """Deterministic per (URL, attempt, turn), so a stale job recognises itself."""
+        digest = hashlib.sha1(url.encode("utf-8")).hexdigest()[:20]
+        return f"rqcrawl-{crawl}-{digest}-{self.attempt}-{self.turn}"
+
+
+Released = list[tuple[str, InFlight]]  # URLs that became in flight: they need RQ jobs
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What a starting job learns in one round trip (CrawlState.claim)."""
+
+    entry: InFlight | None  # None: the URL ended, or a newer job replaced this one
+    paused: bool
+    due: Released  # deferred URLs whose time has come, taken out of `later`
+    stale: bool  # the crawl was purged and created again since this state was made
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything `status`, `list`, the progress bar, the metrics and the bench read of a
+    crawl, in one round trip."""
+
+    counters: dict[str, int | float]
+    in_flight: list[str]  # URLs (at most `window`)
+    held: int
+    deferred: int
+    hosts: dict[str, dict[str, int]]  # host -> admitted, fetched, failed, skipped
+    pace: dict[str, tuple[float, float, float]]  # host -> politeness (ready, booked, step)
+    forked: bool  # a forking worker ran a job of the crawl lately
+    bloom: dict = field(default_factory=dict)
+
+    def count(self, name: str) -> int | float:
+        return self.counters.get(name, 0)
+
+    def family(self, prefix: str) -> dict[str, int]:
+        """The counters `prefix` + name (keys.SKIPPED, keys.LINKS...), by name."""
+        return {k.removeprefix(prefix): v for k, v in self.counters.items() if k.startswith(prefix)}
+
+
+class StaleCrawl(Exception):
+    """The crawl of this name was purged and created again since this state was made."""
+
+
+class CrawlState:
+    """One crawl's state in Redis, as seen from a seeding client, an operator or a worker."""
+
+    def __init__(self, redis: Redis, crawl: str, cfg: CrawlConfig):
+        self.redis = redis
+        self.crawl = crawl
+        self.cfg = cfg
+        self.keys = CrawlKeys(crawl)
+        self.known: set[str] = set()  # see KNOWN_MAX
+        self.identity: bytes | None = None  # see same_crawl
+
+    @cached_property
+    def bloom(self) -> BloomFilter:
+        """The crawl's filter of admitted URLs (made on first use: operators need none)."""
+        return BloomFilter(
+            self.redis, self.keys.bloom, self.cfg.bloom_capacity, self.cfg.bloom_error_rate
+        )
+
+    # -- admission and ending -------------------------------------------------------------
+
+    def seed(self, urls: list[str]) -> tuple[int, Released]:
+        """Admit `urls` at depth 0 (budgets apply, trap rules do not) and release what the
+        window allows; returns how many were new to the crawl, and the released URLs."""
+        self.redis.hsetnx(self.keys.counters, keys.STARTED_AT, repr(time.time()))
+        admitted, released, _ = self._end("", "", None, [(None, u) for u in urls], 0)
+        return admitted, released
+
+    def finish(
+        self, url: str, counts: dict[str, int], record: dict, children: Children, child_depth: int
+    ) -> tuple[Released, bool]:
+        """End `url` for good: add `counts` to the counters, record it, and admit `children`
+        (a refused one is recorded once as skipped). Returns the released URLs and whether
+        a recovery pass is due."""
+        increments = " ".join(f"{name} {n}" for name, n in counts.items() if n)
+        _, released, reap_due = self._end(url, increments, record, children, child_depth)
+        return released, reap_due
+
+    def _end(
+        self, done: str, increments: str, record: dict | None, children: Children, depth: int
+    ) -> tuple[int, Released, bool]:
+        """End `done` (unless '') and admit `children`, in batches of bounded Redis time, the
+        URL ending with the last one (see the module docstring)."""
+        children = [c for c in children if c[1] not in self.known]
+        parts = list(batches(children, self.bloom.hashes + CHILD_COST)) or [[]]
+        admitted, released = 0, []
+        for part in parts[:-1]:
+            ended, n, _, out = self._finish_call(done, False, "", None, part, depth)
+            if not ended:  # a stale job: the URL ended meanwhile, its links are not ours
+                return admitted, released, False
+            admitted += n
+            released += out
+        _, n, reap_due, out = self._finish_call(done, True, increments, record, parts[-1], depth)
+        return admitted + n, released + out, bool(reap_due)
+
+    def _finish_call(
+        self,
+        done: str,
+        final: bool,
+        increments: str,
+        record: dict | None,
+        children: Children,
+        child_depth: int,
+    ) -> tuple[int, int, int, Released]:
+        """One run of scripts.FINISH."""
+        urls = [u for _, u in children]
+        k = self.keys
+        ended, admitted, reap_due, *released = scripts.FINISH(
+            self.redis,
+            tail_keys=self.bloom.keys,
+            tail_args=[
+                *(arg for verdict, u in children for arg in (verdict or "-", host_of(u), u)),
+                *self.bloom.flat_positions(urls),
+            ],
+            counters=k.counters, inflight=k.inflight, held=k.held, items=k.items,
+            reap_lock=k.reap_lock, host_pages=k.host_pages, later=k.later, leased=k.leased,
+            done=done,
+            final=int(final),
+            increments=increments,
+            record=json.dumps(record, separators=(",", ":")) if record else "",
+            child_depth=child_depth,
+            window=self.cfg.window,
+            shard_bits=self.bloom.shard_bits,
+            k=self.bloom.hashes,
+            now=repr(time.time()),
+            reap_every=REAP_EVERY,
+            max_pages=self.cfg.max_pages,
+            max_host_pages=self.cfg.max_pages_per_host,
+            skip_record=skip_template(child_depth),
+            skip_prefix=keys.SKIPPED,
+            n=len(children),
+            bits=self.bloom.bits,
+        )  # fmt: skip
+        if ended:  # else the script stopped before the Bloom filter (the URL had ended)
+            if len(self.known) > KNOWN_MAX:
+                self.known.clear()
+            self.known.update(urls)
+        return ended, admitted, reap_due, [_held_entry(raw) for raw in released]
+
+    # -- a job's life ---------------------------------------------------------------------
+
+    def claim(self, url: str, job_id: str) -> Claim:
+        """The URL's entry if the job `job_id` is its live attempt and turn (the job then
+        takes the URL's lease), whether the crawl is paused, and the deferred URLs that are
+        due (released in the same round trip, so that busy workers keep deferrals on time)."""
+        try:
+            raw, paused, due, identity, _ = self._claim_round_trip(url, job_id)
+        except NoScriptError:  # a restarted Redis forgot the scripts
+            scripts.load(self.redis, scripts.CLAIM, scripts.DUE)
+            raw, paused, due, identity, _ = self._claim_round_trip(url, job_id)
+        entry = InFlight.parse(raw) if raw is not None else None
+        if entry is not None and entry.job_id(self.crawl, url) != job_id:
+            entry = None
+        return Claim(entry, bool(paused), _pairs(due), not self.same_crawl(identity))
+
+    def _claim_round_trip(self, url: str, job_id: str) -> list:
+        attempt, turn = job_id.rsplit("-", 2)[1:]
+        k = self.keys
+        with self.redis.pipeline(transaction=False) as pipe:
+            expiry = repr(time.time() + LEASE)
+            scripts.CLAIM.queue(
+                pipe, inflight=k.inflight, leased=k.leased, url=url, attempt=attempt,
+                turn=turn, expiry=expiry,
+            )  # fmt: skip
+            pipe.hexists(k.counters, keys.PAUSED_AT)
+            scripts.DUE.queue(
+                pipe, later=k.later, inflight=k.inflight, now=repr(time.time()), limit=DUE_BATCH
+            )
+            pipe.hget(k.counters, keys.STARTED_AT)  # the crawl's identity, see same_crawl
+            pipe.hset(k.counters, keys.LAST_CLAIM_AT, repr(time.time()))  # see stats.py
+            return pipe.execute()
+
+    def same_crawl(self, identity: bytes | None) -> bool:
+        """Whether `identity` (the crawl's `started_at`, set once when it is first seeded)
+        is this crawl's: a crawl purged and seeded again under the same name has another,
+        and a worker must then drop what it kept of the old one (settings, known links).
+        The first identity seen is this state's."""
+        if self.identity is None:
+            self.identity = identity
+        return identity is None or identity == self.identity
+
+    def park(self, url: str, entry: InFlight, nxt: InFlight, counter: str = "") -> bool:
+        """Replace the job's `entry` by `nxt`, waiting in `later` until nxt.released_at
+        (a deferral, or with counter keys.RETRIES a retry); False if the job was stale."""
+        k = self.keys
+        return bool(
+            scripts.PARK(
+                self.redis, inflight=k.inflight, later=k.later, leased=k.leased,
+                counters=k.counters, url=url, expected=entry.encode(), entry=nxt.encode(),
+                until_at=repr(nxt.released_at), counter=counter,
+            )
+        )  # fmt: skip
+
+    def take_due(self) -> Released:
+        """Take the deferred URLs whose time has come out of `later`."""
+        k = self.keys
+        due = scripts.DUE(
+            self.redis, later=k.later, inflight=k.inflight, now=repr(time.time()), limit=DUE_BATCH
+        )
+        return _pairs(due)
+
+    def next_due(self) -> float | None:
+        """When the earliest deferred URL may run, if any is waiting."""
+        first = self.redis.zrange(self.keys.later, 0, 0, withscores=True)
+        return first[0][1] if first else None
+
+    def put_back(self, url: str, entry: InFlight) -> bool:
+        """For a job whose claim saw the crawl paused: True if the crawl is halted, `url`
+        then being given back to `held` unfetched (or dropped if cancelled)."""
+        k = self.keys
+        return bool(
+            scripts.PUT_BACK(
+                self.redis, counters=k.counters, inflight=k.inflight, held=k.held, url=url,
+                expected=entry.encode(), depth=entry.depth,
+            )
+        )  # fmt: skip
+
+    def note_forked(self, pipe: Pipeline) -> None:
+        """In the job's own pipeline: a forking worker ran a job of the crawl (see stats)."""
+        pipe.set(self.keys.forked, 1, ex=FORKED_TTL)
+
+    # -- operators ------------------------------------------------------------------------
+
+    def register(self) -> None:
+        """List the crawl in this Redis (the last step of starting it: a listed crawl is a
+        whole one)."""
+        self.redis.sadd(keys.CRAWLS, self.crawl)
+
+    def pause(self) -> bool:
+        """Halt releases; False if already halted."""
+        return bool(self.redis.hsetnx(self.keys.counters, keys.PAUSED_AT, repr(time.time())))
+
+    def resume(self) -> Released:
+        """Clear the halt and release the held URLs of the current level."""
+        self.redis.hdel(self.keys.counters, keys.PAUSED_AT)
+        return self._end("", "", None, [], 0)[1]
+
+    def cancel(self) -> tuple[int, Released] | None:
+        """Halt for good and drop the held, in-flight and deferred URLs in one step; None if
+        already cancelled, else how many were held and the dropped in-flight URLs."""
+        k = self.keys
+        out = scripts.CANCEL(
+            self.redis, counters=k.counters, inflight=k.inflight, held=k.held, later=k.later,
+            now=repr(time.time()),
+        )  # fmt: skip
+        if out is None:
+            return None
+        return out[0], _pairs(out[1:])
+
+    def delete(self) -> int:
+        """Delete every key of the crawl (a handful: the Bloom filter is split into at most
+        512 MB shards) and unlist it; returns how many keys were deleted."""
+        match = glob_escape(self.keys.prefix) + "*"
+        names = list(self.redis.scan_iter(match=match, count=1000))
+        deleted = self.redis.unlink(*names) if names else 0
+        self.redis.srem(keys.CRAWLS, self.crawl)
+        return deleted
+
+    # -- recovery -------------------------------------------------------------------------
+
+    def recovery_candidates(self, lost_after: float) -> tuple[list[str], Released, Released]:
+        """For the recovery pass: URLs whose lease expired though they ended (the lease is
+        only to be dropped), in-flight URLs whose lease expired (their worker died), and
+        in-flight URLs with no lease, not waiting in `later`, released over `lost_after`
+        seconds ago (their job may have failed or never been enqueued)."""
+        k = self.keys
+        now = time.time()
+        with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hgetall(k.inflight)
+            pipe.zrange(k.leased, 0, -1, withscores=True)
+            pipe.zrange(k.later, 0, -1)
+            inflight, leases, waiting = pipe.execute()
+        leases = {url.decode(): expiry for url, expiry in leases}
+        waiting = {url.decode() for url in waiting}
+        entries = {url.decode(): InFlight.parse(raw) for url, raw in inflight.items()}
+        expired = {url for url, expiry in leases.items() if expiry < now}
+        orphans = sorted(expired - entries.keys())
+        lost = [(url, e) for url, e in entries.items() if url in expired]
+        unleased = [
+            (url, e) for url, e in entries.items()
+            if url not in leases and url not in waiting and e.released_at < now - lost_after
+        ]  # fmt: skip
+        return orphans, lost, unleased
+
+    def requeue(self, url: str, entry: InFlight | None, nxt: InFlight | None) -> bool:
+        """Replace `url`'s in-flight `entry` by `nxt` unless the URL ended, was requeued or
+        had its lease renewed meanwhile (then False); an expired lease is dropped either way
+        (None, None: only that)."""
+        k = self.keys
+        return bool(
+            scripts.REQUEUE(
+                self.redis, inflight=k.inflight, counters=k.counters, later=k.later,
+                leased=k.leased, url=url, expected=entry.encode() if entry else "",
+                entry=nxt.encode() if nxt else "", now=repr(time.time()),
+            )
+        )  # fmt: skip
+
+    def still_lost(self, url: str, entry: InFlight) -> bool:
+        """Whether `url` is still in flight as `entry` with no live lease (before giving it
+        up: nobody took it meanwhile)."""
+        with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hget(self.keys.inflight, url)
+            pipe.zscore(self.keys.leased, url)
+            current, lease = pipe.execute()
+        return current == entry.encode().encode() and (lease is None or lease < time.time())
+
+    def reap_due(self) -> bool:
+        """Take the recovery pass's turn unless one ran in the last REAP_EVERY seconds (the
+        lock the finish step also takes for workers)."""
+        return bool(self.redis.set(self.keys.reap_lock, 1, nx=True, ex=REAP_EVERY))
+
+    # -- reading --------------------------------------------------------------------------
+
+    def unfinished(self) -> int:
+        """URLs in flight or held: 0 exactly when the crawl has nothing left (cheaper than a
+        snapshot, for polling)."""
+        with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hlen(self.keys.inflight)
+            pipe.llen(self.keys.held)
+            return sum(pipe.execute())
+
+    def snapshot(self) -> Snapshot:
+        """The crawl's counters and queues in one round trip (rate buckets older than RECENT
+        are pruned here, so the counters hash stays small however long the crawl runs)."""
+        k = self.keys
+        with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hgetall(k.counters)
+            pipe.hkeys(k.inflight)  # at most `window` URLs
+            pipe.llen(k.held)
+            pipe.zcard(k.later)
+            pipe.hgetall(k.host_pages)
+            pipe.hgetall(k.hosts)
+            pipe.exists(k.forked)
+            raw, flying, held, deferred, host_pages, pace, forked = pipe.execute()
+        counters = {f.decode(): float(v) if b"." in v else int(v) for f, v in raw.items()}
+        self._prune_rates(counters)
+        return Snapshot(
+            counters=counters,
+            in_flight=[url.decode() for url in flying],
+            held=held,
+            deferred=deferred,
+            hosts=_per_host(host_pages),
+            pace={
+                host.decode(): tuple(float(x) for x in v.split())  # "ready booked step"
+                for host, v in pace.items()
+            },
+            forked=bool(forked),
+            bloom=self.bloom.stats(),
+        )
+
+    def _prune_rates(self, counters: dict) -> None:
+        first = int(time.time()) // RATE_BUCKET - RECENT // RATE_BUCKET
+        old = [f for f in counters if f.startswith(keys.RATE) and int(f[len(keys.RATE) :]) < first]
+        if old:
+            self.redis.hdel(self.keys.counters, *old)
+            for f in old:
+                del counters[f]
+
+    def running_requests(self, hosts: list[str]) -> list[int]:
+        """Requests in progress per host (live politeness leases)."""
+        now = time.time()
+        with self.redis.pipeline(transaction=False) as pipe:
+            for host in hosts:
+                pipe.zcount(self.keys.host_leases(host), now, "+inf")
+            return pipe.execute()
+
+
+def outcome_counts(
+    host: str, counts: dict[str, int], record: dict, fetch_s: float | None
+) -> dict[str, int]:
+    """The counters an ended URL adds beside its outcome's, in the same atomic finish step
+    (no round trip of their own): its host's fetched/failed/skipped, the failure's reason,
+    the recent-rate bucket and bytes of a fetched page, and the latency histogram when a
+    request was made."""
+    if counts.get(keys.FETCHED):
+        kind = keys.FETCHED
+    else:
+        kind = keys.FAILED if counts.get(keys.FAILED) else keys.HOST_SKIPPED
+    out = {keys.per_host(kind, host): 1}
+    if kind == keys.FAILED:
+        out[keys.failed_by(record.get("reason") or "other")] = 1
+    if kind == keys.FETCHED:
+        out[f"{keys.RATE}{int(time.time()) // RATE_BUCKET}"] = 1
+        out[keys.BYTES] = record.get("bytes") or 0
+    if fetch_s is not None:
+        bound = next((b for b in LATENCY_BUCKETS if fetch_s <= b), "inf")
+        out[f"{keys.LATENCY_LE}{bound}"] = 1
+        out[keys.LATENCY_MS] = round(fetch_s * 1000)
+    return out
+
+
+def crawl_names(redis: Redis) -> list[str]:
+    """The crawls listed in this Redis, sorted."""
+    return sorted(n.decode(errors="backslashreplace") for n in redis.smembers(keys.CRAWLS))
+
+
+def is_known(redis: Redis, crawl: str) -> bool:
+    """Whether the crawl is listed or has settings (a half-registered crawl has only these)."""
+    return bool(redis.sismember(keys.CRAWLS, crawl) or redis.exists(CrawlKeys(crawl).config))
+
+
+def busy_crawls(redis: Redis, names: Iterable[str]) -> list[tuple[str, bool, bytes | None]]:
+    """Per crawl: whether it has URLs in flight, and its identity (see same_crawl)."""
+    names = list(names)
+    with redis.pipeline(transaction=False) as pipe:
+        for name in names:
+            k = CrawlKeys(name)
+            pipe.hlen(k.inflight)
+            pipe.hget(k.counters, keys.STARTED_AT)
+        found = pipe.execute()
+    return [
+        (name, bool(size), identity)
+        for name, size, identity in zip(names, found[::2], found[1::2], strict=True)
+    ]
+
+
+def glob_escape(text: str) -> str:
+    """`text` as a literal in a Redis MATCH pattern: glob's * ? [ ] and \\ escaped, and the
+    braces of the hash tag too (harmless in Redis, literal in every glob dialect)."""
+    return "".join("\\" + c if c in "*?[]\\{}" else c for c in text)
+
+
+def _per_host(host_pages: dict) -> dict[str, dict[str, int]]:
+    """`host_pages` (host -> admitted, "kind|host" -> n) by host."""
+    per: dict[str, dict[str, int]] = {}
+    for name, n in host_pages.items():
+        kind, _, host = name.decode().rpartition("|")
+        per.setdefault(host, {})[kind or keys.ADMITTED] = int(n)
+    return per
+
+
+def _pairs(flat: list[bytes]) -> Released:
+    return [
+        (url.decode(), InFlight.parse(raw)) for url, raw in zip(flat[::2], flat[1::2], strict=True)
+    ]
+
+
+def _held_entry(raw: bytes) -> tuple[str, InFlight]:
+    """A released `held` entry "depth url" (its in-flight entry is attempt 0, turn 0)."""
+    depth, url = raw.decode().split(" ", 1)
+    return url, InFlight(int(depth), 0.0, 0)
