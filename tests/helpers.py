@@ -21,7 +21,7 @@ from rqcrawl.runner import LocalWorkers
 
 ROOT = Path(__file__).resolve().parent.parent  # the repository
 CONF = ROOT / "conf"
-BIN = Path(sys.executable).parent  # the venv's commands: rqcrawl, rq, warcio, rq-dashboard
+BIN = Path(sys.executable).parent  # the venv's commands: rqcrawl, warcio, rq-dashboard
 
 T = TypeVar("T")
 
