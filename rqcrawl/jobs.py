@@ -130,13 +130,13 @@ def crawl_url(crawl: str, url: str, depth: int) -> str:
         return "crawl not found (purged?)"
     if entry is None:
         return "already ended"
-    outcome = _run_claimed(job, c, crawl, url, depth, entry, paused)
+    outcome = _run_claimed(job, c, url, depth, entry, paused)
     _describe(job, c, outcome)
     return outcome if isinstance(outcome, str) else outcome["outcome"]
 
 
 def _run_claimed(
-    job: Job, c: Crawl, crawl: str, url: str, depth: int, entry: InFlight, paused: bool
+    job: Job, c: Crawl, url: str, depth: int, entry: InFlight, paused: bool
 ) -> str | dict:
     """crawl_url's work once the job holds its URL: a message, or the record that ended it."""
     if paused and c.frontier.state.put_back(url, entry):

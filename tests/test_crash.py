@@ -25,7 +25,7 @@ from rq import Worker
 from servers import HTTPSite, RedisServer
 from testsite import Site
 
-from rqcrawl import frontier, leases, stats
+from rqcrawl import leases, state, stats
 from rqcrawl.runner import WORKER_CLASS, LocalWorkers
 from rqcrawl.urls import canonicalize
 
@@ -193,7 +193,7 @@ def test_a_slow_but_alive_job_keeps_its_url(redis_url, conn, tmp_path, worker):
     """A page that takes longer than a lease plus a recovery pass is not taken for lost
     while its worker lives: the job renews its lease (from a thread of the process running
     it, a stock worker's work-horse too), so nothing is fetched twice."""
-    slow = leases.LEASE + frontier.REAP_EVERY + 4
+    slow = leases.LEASE + state.REAP_EVERY + 4
     site = Site(pages=4, slow={1: slow})
     with HTTPSite(site.handle, max_requests=100, max_seconds=120) as http:
         seed_local(redis_url, http.base + "/p0.html", "s", 2)
