@@ -27,10 +27,11 @@ from typing import IO, Any
 from urllib.parse import urlsplit
 
 from redis import Redis, RedisError, ResponseError
+from sqlalchemy.exc import SQLAlchemyError
 
 from . import config, control, keys, sinks, stats
 from .config import ConfigError, CrawlConfig
-from .frontier import Frontier
+from .frontier import PUMP_EVERY, Frontier
 from .hooks import HookError
 from .state import crawl_names, is_known
 from .urls import InvalidURL, canonicalize
@@ -108,14 +109,16 @@ def plan(
     *,
     config_file: str | os.PathLike | None = None,
     stable_name: bool = False,
+    task_dir: str | os.PathLike = ".rqcrawl",
     **flags: Any,
 ) -> Plan:
     """Check a crawl before starting it (see `settings` for `cfg`, `config_file` and `flags`).
     Without `name`, one is derived from the first seed's host and the time, or with
     `stable_name` from a hash of the seeds and settings, so that the same call names, and
-    so resumes, the same crawl."""
+    so resumes, the same crawl. A crawl with revisits and no `db` keeps its task table in
+    SQLite in `task_dir`."""
     urls = _canonical_seeds(seeds)
-    scoped = settings(config_file, cfg, **flags).scoped_to(urls)
+    scoped = settings(config_file, cfg, **flags).scoped_to(urls).with_task_table_in(task_dir)
     if name is None:
         stable_key = json.dumps([urls, scoped.to_json()]) if stable_name else None
         name = _derived_name(urls[0], stable_key)
@@ -279,6 +282,17 @@ def purge(redis: Redis, name: str, force: bool = False) -> control.Purged:
         return control.purge(redis, name, state, force)
 
 
+def pump(redis: Redis, name: str, every: float = PUMP_EVERY) -> int:
+    """Move the crawl's due revisits from its task table into Redis, unless a pump ran for
+    it in the last `every` seconds (whoever ran it); returns how many URLs were readmitted.
+    For fleets of stock workers: the recommended worker pumps by itself."""
+    cfg = crawl_config(redis, name)
+    if not cfg.revisit:
+        raise StateError(f"crawl {name} has no revisits (seed it with --revisit)")
+    with _damage(name):
+        return Frontier(redis, name, cfg).maybe_pump(every)
+
+
 def _controlled(redis: Redis, name: str) -> tuple[CrawlConfig, str]:
     """Settings and current state of an existing crawl, for pause ... purge."""
     cfg = crawl_config(redis, name)
@@ -295,3 +309,5 @@ def _damage(name: str) -> Iterator[None]:
         raise StateError(str(exc)) from exc
     except (ValueError, ResponseError) as exc:  # ConfigError is a ValueError
         raise DamagedCrawl(f"crawl {name}: {exc}") from exc
+    except SQLAlchemyError as exc:  # its message shows no password
+        raise CrawlError(f"crawl {name}: task table: {exc}".splitlines()[0]) from exc

@@ -11,6 +11,7 @@ once, so a worker never sleeps on a busy host.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from collections import Counter
@@ -120,6 +121,7 @@ class Visit:
     children: list[tuple[str | None, str]] = field(default_factory=list)
     error: FetchError | None = None  # set when the failure is transient
     fetch_s: float | None = None  # how long the fetch took (parsing and the hook left out)
+    digest: str | None = None  # sha1 of the body (change detection of revisits)
 
 
 def crawl_url(crawl: str, url: str, depth: int) -> str:
@@ -164,8 +166,7 @@ def _crawl_claimed(job: Job, c: Crawl, url: str, depth: int, entry: InFlight) ->
             refusal = _robots_refusal(robots, url, depth, entry, ua)
             if refusal:
                 refusal.counts.update(outcome_counts(host, refusal.counts, refusal.record, None))
-                c.frontier.finish(url, refusal.counts, refusal.record, [], depth + 1)
-                return refusal.record
+                return _settle(c, url, depth, entry, refusal)
         delay = c.politeness.delay_for(robots.crawl_delay(ua) if robots else None)
         slot = c.politeness.acquire(host, job.id, delay, booked=entry.turn > 0)
         if slot is not None:
@@ -257,7 +258,7 @@ def _settle(c: Crawl, url: str, depth: int, entry: InFlight, result: Visit) -> s
             return "already ended"
         return f"retry in {delay:.1f}s: {result.error}"
     result.record["attempts"] = attempts
-    c.frontier.finish(url, result.counts, result.record, result.children, depth + 1)
+    c.frontier.finish(url, result.counts, result.record, result.children, depth + 1, result.digest)
     return result.record
 
 
@@ -317,6 +318,7 @@ def visit(
     if resp.body is None:
         page_record["outcome"] = "not_html"
         return Visit(page_record, {keys.skipped("not_html"): 1}, fetch_s=fetch_s)
+    digest = hashlib.sha1(resp.body).hexdigest()
     text = decode(resp.body, resp.content_type)
     page = parse(text, resp.final_url)
     page_record.update(outcome="fetched", title=page.title, bytes=len(resp.body))
@@ -347,7 +349,7 @@ def visit(
                 counts[keys.links_dropped(verdict.removeprefix("drop:"))] += 1
             else:
                 children.append((verdict, link))
-    return Visit(page_record, counts, children, fetch_s=fetch_s)
+    return Visit(page_record, counts, children, fetch_s=fetch_s, digest=digest)
 
 
 def _capped(links: list[str], cap: int, record: dict, counts: Counter) -> list[str]:

@@ -117,7 +117,9 @@ def progress_line(s: dict, width: int = 30) -> str:
 
 
 def watch(conn: Redis, crawl: str, workers: LocalWorkers, out: TextIO = sys.stderr) -> dict:
-    """Show progress until the crawl is finished (or cancelled); returns the final status.
+    """Show progress until the crawl is finished (or cancelled), pumping its due revisits
+    (a crawl with revisits never finishes: it runs until interrupted); returns the final
+    status.
 
     On a terminal a progress bar (monitor.ProgressBar); otherwise a plain line every 5 seconds.
     """
@@ -127,6 +129,7 @@ def watch(conn: Redis, crawl: str, workers: LocalWorkers, out: TextIO = sys.stde
         while True:
             try:
                 frontier.maybe_reap()
+                frontier.maybe_pump()
                 s = stats.status(conn, crawl)
             except REDIS_DOWN as exc:  # Redis restarting: the workers wait for it too
                 out.write(f"\nRedis unreachable ({exc}), waiting for it\n")

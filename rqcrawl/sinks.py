@@ -37,6 +37,8 @@ FIELDS = [
     "error",
     "reason",
     "hook_error",
+    "visit",  # crawls with revisits: the visit's number (1, 2...)
+    "change",  # and its change: new, changed, unchanged, gone (rqcrawl.tasks)
 ]
 
 
