@@ -13,6 +13,7 @@ from helpers import BIN, env_with, read_jsonl, rqcrawl, seed_local, wait_until
 from servers import HTTPSite, reply
 
 from rqcrawl import stats
+from rqcrawl.changes import Content
 from rqcrawl.config import CrawlConfig
 from rqcrawl.runner import LocalWorkers
 from rqcrawl.tasks import TaskTable
@@ -21,8 +22,9 @@ GONE_AFTER = 2
 
 
 class ChangingSite:
-    """/ links to /same (never changes), /edit (changes once, on its second visit) and /gone
-    (answers 404 from its second visit on), and from its second visit on also to /new."""
+    """/ links to /same (never changes), /edit (its words change once, on its second visit)
+    and /gone (answers 404 from its second visit on), and from its second visit on also to
+    /new."""
 
     def __init__(self) -> None:
         self.visits: dict[str, int] = defaultdict(int)
@@ -37,7 +39,7 @@ class ChangingSite:
         elif path in ("/same", "/new"):
             body = "<title>same</title>always the same"
         elif path == "/edit":
-            body = f"<title>edit</title>version {1 if n == 1 else 2}"
+            body = f"<title>edit</title>{'first' if n == 1 else 'second'} version"
         elif path == "/gone" and n == 1:
             body = "<title>gone</title>here for now"
         else:
@@ -160,7 +162,7 @@ def test_seed_keeps_the_task_table_with_the_crawl_masks_its_password_and_purge_e
     db = f"sqlite:///{tmp_path.resolve()}/.rqcrawl/tasks.db"
     assert f"task table {db}" in seeded.stdout
     cfg = CrawlConfig.from_dict({"revisit": "10m"})
-    TaskTable(db).visited("lite", "http://a.test/", 0, "fetched", 200, "d", cfg)
+    TaskTable(db).visited("lite", "http://a.test/", 0, "fetched", 200, Content("d"), cfg)
     unreachable = rqcrawl(redis_url, "status", "pg", check=False)
     assert unreachable.returncode == 1 and "Traceback" not in unreachable.stderr
     assert "crawl pg: task table: " in unreachable.stderr and "s3cret" not in unreachable.stderr
