@@ -13,15 +13,15 @@ from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from helpers import Workers, read_jsonl, rqcrawl, seed_local
+from helpers import read_jsonl, rqcrawl, seed_local, wait_until
 from servers import HTTPSite, reply
 from sqlalchemy import select
-from test_revisit import CRAWL_WORKER, wait_for
 from test_warc import records as warc_records
 from test_warc import warc_files
 
 from rqcrawl import api, tasks
 from rqcrawl.frontier import PUMP_EVERY
+from rqcrawl.runner import LocalWorkers
 from rqcrawl.tasks import TASKS
 from rqcrawl.warc import IDENTICAL_PROFILE, NOT_MODIFIED_PROFILE
 
@@ -106,8 +106,8 @@ def test_304s_timestamps_edits_duplicates_warc_revisits_and_the_change_feed(
             redis_url, http.base + "/", "chg", 2, "--revisit", "2s", "--db", db,
             "--config", str(settings), "--warc", str(warc_dir),
         )  # fmt: skip
-        with Workers(redis_url, 1, *CRAWL_WORKER, log_dir=tmp_path):
-            wait_for(revisited_all, 90, "a second visit of every page")
+        with LocalWorkers(redis_url, 1, log_dir=tmp_path):
+            wait_until(revisited_all, 90, "a second visit of every page")
             rqcrawl(redis_url, "cancel", "chg")
 
     out = tmp_path / "all.jsonl"

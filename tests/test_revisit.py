@@ -13,17 +13,27 @@ from collections.abc import Callable
 from contextlib import ExitStack
 
 import pytest
-from helpers import BIN, Workers, child_pids, read_jsonl, rqcrawl, seed_local, stop_pids
-from servers import HTTPSite, env_with, reply
+from helpers import (
+    BIN,
+    child_pids,
+    env_with,
+    read_jsonl,
+    rqcrawl,
+    seed_local,
+    stop_pids,
+    wait_until,
+    worker_names,
+)
+from servers import HTTPSite, reply
 from sqlalchemy import create_engine, select
 from test_crash import busy
 
 from rqcrawl import leases, state, stats
 from rqcrawl.changes import Content
 from rqcrawl.config import CrawlConfig
+from rqcrawl.runner import LocalWorkers
 from rqcrawl.tasks import TASKS, TaskTable
 
-CRAWL_WORKER = ("-w", "rqcrawl.worker.CrawlWorker", "--with-scheduler")
 GONE_AFTER = 2
 
 
@@ -54,13 +64,6 @@ class ChangingSite:
         reply(req, 200, f"<html>{body}</html>".encode())
 
 
-def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-
-
 @pytest.mark.timeout(120)
 def test_revisits_label_every_visit_and_stop_at_a_gone_page(redis_url, conn, tmp_path):
     settings = tmp_path / "revisit.toml"
@@ -72,24 +75,25 @@ def test_revisits_label_every_visit_and_stop_at_a_gone_page(redis_url, conn, tmp
             redis_url, http.base + "/", "rev", 1, "--revisit", "2s", "--db", db,
             "--config", str(settings),
         )  # fmt: skip
-        with Workers(redis_url, 2, *CRAWL_WORKER, log_dir=tmp_path):
-            idle = []
+        with LocalWorkers(redis_url, 2, log_dir=tmp_path):
 
-            def idle_between_rounds() -> bool:
-                s = stats.status(conn, "rev")
+            def between_rounds(s: dict) -> bool:
                 assert s["state"] != "finished"
-                if s["state"] == "idle" and s["next_visit_at"]:
-                    idle.append(s)
-                return bool(idle)
+                return s["state"] == "idle" and bool(s["next_visit_at"])
 
-            wait_for(idle_between_rounds, 30, "an idle crawl between two rounds")
+            idle = wait_until(
+                lambda: stats.status(conn, "rev"),
+                30,
+                "an idle crawl between two rounds",
+                accept=between_rounds,
+            )
             # /gone answers 404 on visits 2 and 3, the last of them makes it gone for good:
             # while /same is visited three more times after that, /gone is not requested.
-            wait_for(lambda: http.hits["/gone"] == 1 + GONE_AFTER, 60, "/gone's last visit")
+            wait_until(lambda: http.hits["/gone"] == 1 + GONE_AFTER, 60, "/gone's last visit")
             after_gone = http.hits["/same"]
-            wait_for(lambda: http.hits["/same"] >= after_gone + 3, 60, "three more rounds")
+            wait_until(lambda: http.hits["/same"] >= after_gone + 3, 60, "three more rounds")
             assert http.hits["/gone"] == 1 + GONE_AFTER
-            assert idle[0]["due"]["hour"] >= 3 and idle[0]["known"] == 4
+            assert idle["due"]["hour"] >= 3 and idle["known"] == 4
             rqcrawl(redis_url, "cancel", "rev")
 
     out = tmp_path / "rev.jsonl"
@@ -147,13 +151,14 @@ def test_killed_workers_lose_no_visit_and_fetch_nothing_twice_in_a_round(redis_u
             "--config", str(settings), "--host-concurrency", "4",
         )  # fmt: skip
         with ExitStack() as stack:
-            first = stack.enter_context(Workers(redis_url, 2, *CRAWL_WORKER, log_dir=tmp_path))
+            first = stack.enter_context(LocalWorkers(redis_url, 2, log_dir=tmp_path / "first"))
+            names = worker_names(conn, first)
 
             def mid_second_round() -> bool:
                 started = all(http.hits[p] >= 1 for p in pages) and http.hits["/"] >= 2
-                return started and any(busy(conn, name) for name in first.names)
+                return started and any(busy(conn, name) for name in names)
 
-            wait_for(mid_second_round, 60, "a worker busy in the second round")
+            wait_until(mid_second_round, 60, "a worker busy in the second round", every=0.01)
             orphans = [pid for p in first.procs for pid in child_pids(p.pid)]
             for p in first.procs:
                 p.send_signal(signal.SIGKILL)
@@ -161,13 +166,13 @@ def test_killed_workers_lose_no_visit_and_fetch_nothing_twice_in_a_round(redis_u
             stop_pids(orphans, grace=0)
             for p in first.procs:
                 p.wait()
-            stack.enter_context(Workers(redis_url, 2, *CRAWL_WORKER, log_dir=tmp_path))
+            stack.enter_context(LocalWorkers(redis_url, 2, log_dir=tmp_path / "second"))
 
             def two_rounds_after_the_kill() -> bool:
                 after = requests_by_path([e for e in http.log if e[0] > killed_at])
                 return all(len(after[p]) >= 2 for p in pages)
 
-            wait_for(two_rounds_after_the_kill, 90, "every page visited twice after the kill")
+            wait_until(two_rounds_after_the_kill, 90, "every page visited twice after the kill")
             rqcrawl(redis_url, "cancel", "kill")
 
     times = requests_by_path(http.log)
@@ -203,17 +208,17 @@ def test_stock_workers_revisit_through_rqcrawl_pump(backend, redis_url, conn, tm
         TaskTable(db).delete("stock")  # the session's server outlives each test
     with HTTPSite(site.handle, max_requests=500, max_seconds=80) as http:
         seed_local(redis_url, http.base + "/same", "stock", 0, "--revisit", "1s", "--db", db)
-        with Workers(redis_url, 1, "--with-scheduler", log_dir=tmp_path):
-            wait_for(lambda: http.hits["/same"] == 1, 30, "the first visit")
-
-            def due_now() -> bool:
-                s = stats.status(conn, "stock")
-                return s["state"] == "idle" and s["due"]["now"] == 1
-
-            wait_for(due_now, 30, "an idle crawl with its URL due")
+        with LocalWorkers(redis_url, 1, worker_class=None, log_dir=tmp_path):
+            wait_until(lambda: http.hits["/same"] == 1, 30, "the first visit")
+            wait_until(
+                lambda: stats.status(conn, "stock"),
+                30,
+                "an idle crawl with its URL due",
+                accept=lambda s: s["state"] == "idle" and s["due"]["now"] == 1,
+            )
             pumped = rqcrawl(redis_url, "pump", "stock", "--once")  # nobody else pumps
             assert "1 URL(s) due for a revisit readmitted" in pumped.stdout
-            wait_for(lambda: http.hits["/same"] == 2, 30, "the revisit")
+            wait_until(lambda: http.hits["/same"] == 2, 30, "the revisit")
 
 
 @pytest.mark.timeout(90)
@@ -228,7 +233,7 @@ def test_crawl_with_revisits_runs_until_interrupted_then_exports(redis_url, tmp_
             env=env_with(redis_url), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         try:
-            wait_for(lambda: http.hits["/same"] >= 2, 60, "a revisit")
+            wait_until(lambda: http.hits["/same"] >= 2, 60, "a revisit")
         finally:
             proc.send_signal(signal.SIGTERM)
             _, err = proc.communicate(timeout=60)
@@ -257,7 +262,7 @@ def test_crawl_interrupted_and_run_again_resumes_its_schedule(redis_url, tmp_pat
                 stderr=subprocess.PIPE, text=True,
             )  # fmt: skip
             try:
-                wait_for(condition, 60, what)
+                wait_until(condition, 60, what)
             finally:
                 proc.send_signal(signal.SIGTERM)
                 _, err = proc.communicate(timeout=60)
