@@ -1,6 +1,8 @@
 """Continuous crawling end to end: a loopback site crawled with --revisit by real workers, whose
 pages change between visits. Every visit is a record with its number and change, a page gone
-(404) stops being requested, and the crawl is `idle` between rounds, never finished."""
+(404) stops being requested, and the crawl is `idle` between rounds, never finished. Workers
+killed mid-round and `rqcrawl crawl` interrupted and run again lose no scheduled visit and
+fetch nothing before it is due."""
 
 from __future__ import annotations
 
