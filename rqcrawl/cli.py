@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import sys
+import time
 from dataclasses import asdict
 from pathlib import Path
 
@@ -68,6 +69,10 @@ _SETTING_FLAGS = [
                  help="URLs to admit per host (0: no limit)."),
     click.option("--warc", "warc_dir", help="Archive responses as WARC files in this "
                  "directory (on each worker's machine)."),
+    click.option("--revisit", help="Visit every URL again after DURATION (30s, 10m, 12h, "
+                 "7d; adapts to change): a continuous crawl."),
+    click.option("--db", help="SQLAlchemy URL of the task table of --revisit (default: "
+                 "SQLite in the data directory; postgresql://... for a fleet)."),
     click.option("--config", "config_file", type=click.Path(), help="TOML settings file."),
 ]  # fmt: skip
 
@@ -119,6 +124,11 @@ def seed(urls, name, config_file, url, **flags) -> None:
         f"crawl {started.name}: {started.admitted} of {len(planned.seeds)} seed(s) queued "
         f"(max depth {started.cfg.max_depth})"
     )
+    if started.cfg.revisit:
+        click.echo(
+            f"revisits every {stats.duration(started.cfg.revisit)}, task table "
+            f"{masked(started.cfg.db, started.cfg.db)}"
+        )
     click.echo(f"run workers with: {WORKER_HINT}")
     click.echo(started.name)
 
@@ -151,7 +161,8 @@ def status(name, as_json, show_config, watching, interval, url) -> None:
     conn = connect(redis_url(url))
     if show_config:
         cfg = api.crawl_config(conn, name)
-        click.echo(json.dumps(asdict(cfg), indent=2) if as_json else cfg.to_toml())
+        shown = json.dumps(asdict(cfg), indent=2) if as_json else cfg.to_toml()
+        click.echo(masked(shown, cfg.db))
     elif watching:
         watch_status(conn, name, api.crawl_config(conn, name), interval)
     else:
@@ -260,7 +271,36 @@ def cancel(name, url) -> None:
 def purge(name, force, url) -> None:
     """Delete every key and RQ job of crawl NAME (and nothing of any other crawl)."""
     done = api.purge(connect(redis_url(url)), name, force)
-    click.echo(f"crawl {name} purged: {done.keys} key(s) and {done.jobs} RQ job(s) deleted")
+    rows = f", {done.tasks} task row(s)" if done.tasks else ""
+    click.echo(f"crawl {name} purged: {done.keys} key(s){rows} and {done.jobs} RQ job(s) deleted")
+
+
+@main.command()
+@click.argument("name")
+@click.option("--every", default="10s", show_default=True, help="Time between two pumps.")
+@click.option("--once", is_flag=True, help="Pump once and exit.")
+@redis_option
+def pump(name, every, once, url) -> None:
+    """Move the due revisits of crawl NAME from its task table into Redis, every few
+    seconds until interrupted: for fleets of stock `rq worker` (the recommended worker
+    and `rqcrawl crawl` pump by themselves)."""
+    try:
+        period = config.parse_duration("--every", every)
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    conn = connect(redis_url(url))
+    cfg = api.crawl_config(conn, name)
+    click.echo(f"pumping crawl {name} every {stats.duration(period)} from {masked(cfg.db, cfg.db)}")
+    try:
+        while True:
+            readmitted = api.pump(conn, name, period)
+            if readmitted:
+                click.echo(f"{readmitted} URL(s) due for a revisit readmitted")
+            if once:
+                return
+            time.sleep(period)
+    except KeyboardInterrupt:
+        click.echo("stopped", err=True)
 
 
 @main.command()
@@ -275,14 +315,36 @@ def purge(name, force, url) -> None:
     default=None,
     help="Default: from the file name, else jsonl.",
 )
+@click.option(
+    "--since",
+    metavar="TIME",
+    default=None,
+    help="Only records since TIME: ISO-8601 (UTC unless it says) or a duration ago (1h, 2d).",
+)
+@click.option(
+    "--change",
+    "changes",
+    metavar="KINDS",
+    default="",
+    help="Only records whose change is one of KINDS: new,changed,unchanged,gone.",
+)
 @redis_option
-def export(name, output, fmt, url) -> None:
-    """Write every recorded URL of crawl NAME to a file, one row per URL."""
-    write_export(connect(redis_url(url)), name, output, fmt)
+def export(name, output, fmt, since, changes, url) -> None:
+    """Write every recorded URL of crawl NAME to a file, one row per visit; with --since
+    and --change, a change feed."""
+    write_export(connect(redis_url(url)), name, output, fmt, since, changes)
 
 
-def write_export(conn: redis.Redis, name: str, output: str, fmt: str | None) -> None:
-    rows = api.export(conn, name, sys.stdout if output == "-" else output, fmt)
+def write_export(
+    conn: redis.Redis,
+    name: str,
+    output: str,
+    fmt: str | None,
+    since: str | None = None,
+    changes: str = "",
+) -> None:
+    out = sys.stdout if output == "-" else output
+    rows = api.export(conn, name, out, fmt, since=since, changes=changes)
     click.echo(f"{rows} row(s) written to {output}", err=True)
 
 
@@ -312,7 +374,9 @@ def crawl(urls, output, fmt, workers, threads, name, config_file, data_dir, url,
     """Crawl on this machine until done and write OUTPUT: seed, run local workers, show
     progress. Uses an embedded Redis unless a Redis URL is configured. Running the same
     command again after an interruption resumes the crawl."""
-    planned = api.plan(urls, name, config_file=config_file, stable_name=True, **flags)
+    planned = api.plan(
+        urls, name, config_file=config_file, stable_name=True, task_dir=data_dir, **flags
+    )
     writable_output(output)
     if planned.cfg.warc_dir:
         try:
@@ -329,7 +393,9 @@ def crawl(urls, output, fmt, workers, threads, name, config_file, data_dir, url,
             target = embedded(server)
         conn = connect(target)
         started_crawl(conn, planned)
-        run_local(conn, target, planned.name, workers, threads, Path(data_dir) / "workers")
+        log_dir = Path(data_dir) / "workers"
+        continuous = bool(planned.cfg.revisit)
+        run_local(conn, target, planned.name, workers, threads, log_dir, continuous)
         write_export(conn, planned.name, output, fmt)
     finally:
         if server:
@@ -361,8 +427,16 @@ def writable_output(output: str) -> None:
 
 
 def run_local(
-    conn: redis.Redis, target: str, name: str, workers: int, threads: int, log_dir: Path
+    conn: redis.Redis,
+    target: str,
+    name: str,
+    workers: int,
+    threads: int,
+    log_dir: Path,
+    continuous: bool,
 ) -> None:
+    """Run the crawl with local workers until it is over; a `continuous` one (revisits)
+    never is: Ctrl-C or SIGTERM ends it, and its export is written all the same."""
     pool = LocalWorkers(target, workers, threads, log_dir)
     click.echo(f"{workers} local worker(s), logs in {log_dir}", err=True)
     try:
@@ -370,9 +444,11 @@ def run_local(
     except KeyboardInterrupt:
         click.echo("\ninterrupted: letting the workers finish their current page...", err=True)
         pool.stop()
-        raise click.ClickException(
-            f"crawl {name} stopped; run the same command again to resume it"
-        ) from None
+        if not continuous:
+            raise click.ClickException(
+                f"crawl {name} stopped; run the same command again to resume it"
+            ) from None
+        final = api.status(conn, name, recover=False)
     except RuntimeError as exc:
         raise click.ClickException(str(exc)) from None
     finally:

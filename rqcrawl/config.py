@@ -97,6 +97,17 @@ class CrawlConfig:
     hook: str = ""  # "package.module:function", called on every fetched HTML page
     warc_dir: str = ""  # archive responses as WARC files in this directory of each worker
     warc_max_bytes: int = 100_000_000  # a worker starts a new WARC file past this size
+    # Continuous crawling (rqcrawl.tasks): seconds between two visits of a URL, 0: one pass.
+    revisit: float = 0.0
+    revisit_min: float = 0.0  # bounds of the adaptive interval; 0: revisit / 4
+    revisit_max: float = 0.0  # 0: revisit * 8
+    revisit_gone_after: int = 3  # 404/410 visits in a row after which a URL is not revisited
+    db: str = ""  # SQLAlchemy URL of the task table (set by `seed`/`crawl` with --revisit)
+
+    def revisit_bounds(self) -> tuple[float, float]:
+        """The range of a URL's revisit interval: the settings, or revisit/4 .. revisit*8."""
+        low = self.revisit_min or self.revisit / 4
+        return low, max(low, self.revisit_max or self.revisit * 8)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], base: CrawlConfig | None = None) -> CrawlConfig:
@@ -109,11 +120,14 @@ class CrawlConfig:
         for name, value in data.items():
             if name not in known:
                 raise ConfigError(f"unknown setting {name!r}")
+            if name in DURATIONS and isinstance(value, str):
+                value = parse_duration(name, value)
             merged[name] = _checked(name, value, type(merged[name]))
             if name in _VALIDATORS:
                 _VALIDATORS[name](name, merged[name])
         config = cls(**merged)
         _check_bloom_size(config)
+        _check_revisit_bounds(config)
         return config
 
     @classmethod
@@ -137,6 +151,14 @@ class CrawlConfig:
         with canonical URLs (`seeds` are canonical), so they are lowercased here."""
         hosts = [h.lower() for h in self.scope_hosts] or sorted({host_of(s) for s in seeds})
         return CrawlConfig.from_dict({"scope_hosts": hosts}, self)
+
+    def with_task_table_in(self, directory: str | Path) -> CrawlConfig:
+        """A crawl with revisits and no `db` keeps its task table in SQLite in `directory`, by
+        absolute path (workers started elsewhere on this machine find the same file)."""
+        if not self.revisit or self.db:
+            return self
+        url = f"sqlite:///{Path(directory).resolve() / 'tasks.db'}"
+        return CrawlConfig.from_dict({"db": url}, self)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -197,6 +219,36 @@ def _typed(name: str, value: Any, expected: type) -> Any:
     return value
 
 
+# Settings in seconds that also accept a duration string.
+DURATIONS = ("revisit", "revisit_min", "revisit_max")
+_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*")
+_UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(name: str, text: str) -> float:
+    """`30s`, `10m`, `12h`, `7d` or plain seconds, as seconds."""
+    match = _DURATION.fullmatch(text.lower())
+    if not match:
+        raise ConfigError(
+            f"setting {name!r} must be a duration such as 30s, 10m, 12h, 7d or seconds, "
+            f"not {text!r}"
+        )
+    return float(match[1]) * _UNIT_SECONDS[match[2]]
+
+
+def _check_db(name: str, url: str) -> None:
+    """The task table's SQLAlchemy URL, checked before the crawl starts."""
+    if not url:
+        return
+    from sqlalchemy.engine import make_url  # only crawls with a task table need SQLAlchemy
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        make_url(url)
+    except ArgumentError:
+        raise ConfigError(f"setting {name!r} is not a database URL (dialect://...)") from None
+
+
 def _check_fields(name: str, specs: dict) -> None:
     for field_name, spec in specs.items():
         problem = field_problem(spec)
@@ -241,6 +293,14 @@ def _check_bloom_size(config: CrawlConfig) -> None:
         )
 
 
+def _check_revisit_bounds(config: CrawlConfig) -> None:
+    if config.revisit_min and config.revisit_max and config.revisit_min > config.revisit_max:
+        raise ConfigError(
+            f"setting 'revisit_min' ({config.revisit_min:g}) must not exceed 'revisit_max' "
+            f"({config.revisit_max:g})"
+        )
+
+
 _HOOK_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*[:.][A-Za-z_]\w*")
 
 
@@ -259,6 +319,7 @@ _VALIDATORS: dict[str, Callable[[str, Any], None]] = {
     "hook": _check_hook,
     "user_agent": _check_header,
     "allow_networks": _check_networks,
+    "db": _check_db,
 }
 
 LUA_EXACT = 2**53  # the largest integer a Lua number (a double) holds exactly
@@ -320,6 +381,10 @@ _BOUNDS: dict[str, Bounds] = {
     "max_segment_repeats": Bounds(1),
     "max_query_params": Bounds(0),
     "warc_max_bytes": Bounds(1),
+    "revisit": Bounds(0),
+    "revisit_min": Bounds(0),
+    "revisit_max": Bounds(0),
+    "revisit_gone_after": Bounds(1),
 }
 
 

@@ -25,6 +25,7 @@ from . import config, keys, stats
 from .config import CrawlConfig
 from .frontier import Frontier
 from .state import CrawlState, glob_escape
+from .tasks import TaskTable
 
 # RQ states of a job that no worker has started
 _PENDING = {JobStatus.QUEUED, JobStatus.SCHEDULED, JobStatus.DEFERRED}
@@ -56,6 +57,7 @@ class Cancelled:
 class Purged:
     keys: int
     jobs: int
+    tasks: int = 0  # rows of the task table (crawls with revisits)
 
 
 def pause(redis: Redis, crawl: str, state: str) -> bool:
@@ -126,7 +128,18 @@ def purge(redis: Redis, crawl: str, state: str, force: bool = False) -> Purged:
 def discard(redis: Redis, crawl: str) -> Purged:
     """Delete every key of the crawl and its RQ jobs, whatever its state."""
     jobs = _delete_jobs(redis, _crawl_jobs(redis, crawl))
-    return Purged(_state(redis, crawl).delete(), jobs)
+    rows = _delete_tasks(redis, crawl)
+    return Purged(_state(redis, crawl).delete(), jobs, rows)
+
+
+def _delete_tasks(redis: Redis, crawl: str) -> int:
+    """Delete the crawl's rows of its task table, found through its settings (so before
+    they go); a crawl whose settings are unreadable has none that can be found."""
+    try:
+        cfg = config.load(redis, crawl)
+    except config.ConfigError:
+        return 0
+    return TaskTable(cfg.db).delete(crawl) if cfg and cfg.db else 0
 
 
 def job_crawl(job_id: str) -> str | None:

@@ -22,6 +22,8 @@ from __future__ import annotations
 import math
 import time
 from datetime import UTC, datetime
+from functools import cached_property
+from typing import TYPE_CHECKING
 
 from redis import Redis
 from rq import Queue
@@ -29,10 +31,14 @@ from rq.job import Job, JobStatus
 from rq.registry import StartedJobRegistry
 
 from . import keys
+from .changes import Content, Prior
 from .config import CrawlConfig
 from .sinks import record
 from .state import Children, CrawlState, InFlight, Released, StaleCrawl, outcome_counts
 from .urls import host_of
+
+if TYPE_CHECKING:
+    from .tasks import TaskTable
 
 LOST_AFTER = 30  # seconds a released URL may go without a live RQ job before it is requeued
 # A dead worker's URL is queued again LEASE to LEASE + REAP_EVERY seconds after its death.
@@ -41,6 +47,8 @@ LOST_AFTER = 30  # seconds a released URL may go without a live RQ job before it
 # an expiry rides in the worker's own success pipeline.
 RESULT_TTL = 30
 _LIVE = {"queued", "started", "scheduled", "deferred"}
+PUMP_EVERY = 2.0  # seconds between two pumps of a crawl's due revisits (by any process)
+PUMP_BATCH = 500  # due URLs taken from the task table per transaction
 JOB_FUNC = "rqcrawl.jobs.crawl_url"
 WAKE_FUNC = "rqcrawl.jobs.wake"
 
@@ -102,12 +110,32 @@ class Frontier:
         record: dict,
         children: Children,
         child_depth: int,
+        content: Content | None = None,
     ) -> None:
-        """End `url` for good (CrawlState.finish) and queue what that released."""
+        """End `url` for good (CrawlState.finish) and queue what that released. With
+        revisits, the visit is first written to the task table, which schedules the next
+        one, and the record gets its visit number and change: a worker dying between the
+        two leaves the URL in flight, fetched again, rather than ended with no next visit.
+        A page whose body an earlier URL of the crawl had is recorded `duplicate_of` it and
+        its links are not admitted: they were with the first. `content`: what a fetched
+        visit saw of the page."""
+        if self.cfg.revisit:
+            visited = self.table.visited(
+                self.crawl, url, child_depth - 1, record["outcome"], record["status"], content,
+                self.cfg,
+            )  # fmt: skip
+            record["visit"], record["change"] = visited.visit, visited.change
+            if visited.duplicate_of:
+                record["duplicate_of"], children = visited.duplicate_of, []
         released, reap_due = self.state.finish(url, counts, record, children, child_depth)
         self._enqueue(released)
         if reap_due:
             self.reap()
+
+    def prior(self, url: str) -> Prior | None:
+        """What the last visit of `url` left for a conditional GET, in a crawl with
+        revisits (one primary-key SELECT), else None."""
+        return self.table.prior(self.crawl, url) if self.cfg.revisit else None
 
     def retry_later(self, url: str, entry: InFlight, delay: float) -> bool:
         """Park the next attempt of `url` until `delay` seconds from now, at that exact time
@@ -153,6 +181,34 @@ class Frontier:
     def next_due(self) -> float | None:
         """When the earliest deferred URL may run, if any is waiting."""
         return self.state.next_due()
+
+    @cached_property
+    def table(self) -> TaskTable:
+        """The crawl's task table (crawls with revisits). Imported here: SQLAlchemy takes a
+        fifth of a second to import, which a stock worker would pay for every job."""
+        from .tasks import TaskTable
+
+        return TaskTable(self.cfg.db)
+
+    def maybe_pump(self, every: float = PUMP_EVERY) -> int:
+        """Pump the due revisits of a crawl with revisits that is not cancelled, unless a pump
+        ran for it in the last `every` seconds; returns how many URLs were readmitted."""
+        if not self.cfg.revisit or self.state.cancelled() or not self.state.pump_due(every):
+            return 0
+        return self.pump()
+
+    def pump(self) -> int:
+        """Move due URLs from the task table into Redis (CrawlState.readmit) in batches and
+        queue what that releases, until none is due or a window's worth is waiting: the
+        database holds what is known, Redis only what is due now."""
+        readmitted = 0
+        while due := self.table.take_due(self.crawl, PUMP_BATCH):
+            added, released = self.state.readmit(due)
+            self._enqueue(released)
+            readmitted += added
+            if len(due) < PUMP_BATCH or self.state.unfinished() >= self.cfg.window:
+                break
+        return readmitted
 
     def _enqueue(self, entries: Released) -> None:
         """Create the RQ jobs of released URLs in one pipeline."""
@@ -223,8 +279,7 @@ class Frontier:
         attempts = entry.attempt + 1
         lost = record(url, "lost", entry.depth, error=message, attempts=attempts, reason="lost")
         counts = {keys.FAILED: 1} | outcome_counts(host_of(url), {keys.FAILED: 1}, lost, None)
-        released, _ = self.state.finish(url, counts, lost, [], entry.depth + 1)
-        self._enqueue(released)
+        self.finish(url, counts, lost, [], entry.depth + 1)
 
 
 def _whole_second_after(delay: float) -> datetime:

@@ -41,6 +41,8 @@ class CrawlKeys:
         self.hosts = self._key("hosts")  # hash: host -> politeness "ready booked step"
         self.robots = self._key("robots")  # hash: site -> robots.txt verdict (JSON)
         self.forked = self._key("forked")  # string with a TTL: a forking worker ran a job
+        self.revisiting = self._key("revisiting")  # set: URLs readmitted until they end
+        self.pump_lock = self._key("pump")  # string with a TTL: a pump ran lately
 
     def _key(self, *parts: str) -> str:
         return self.prefix + ":".join(parts)
@@ -68,6 +70,7 @@ RETRIES = "retries"
 RECOVERED = "recovered"  # URLs requeued after their worker died
 DROPPED = "dropped"  # URLs dropped by a cancel
 PUT_BACK = "put_back"  # URLs given back unfetched while paused
+REVISITS = "revisits"  # URLs readmitted from the task table for a revisit
 HOOK_ERRORS = "hook_errors"
 BYTES = "bytes"  # body bytes of fetched pages
 LATENCY_MS = "latency_ms"  # sum of fetch durations

@@ -28,7 +28,7 @@ from . import state, stats
 
 PORT_ENV = "RQCRAWL_METRICS_PORT"  # the recommended worker serves /metrics on this port
 ADDR_ENV = "RQCRAWL_METRICS_ADDR"  # ... on this address (default 127.0.0.1)
-STATES = ("running", "paused", "finished", "cancelled")
+STATES = ("running", "idle", "paused", "finished", "cancelled")
 
 log = logging.getLogger(__name__)
 

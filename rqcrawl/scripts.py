@@ -140,7 +140,10 @@ return out
 # (verdict, '-' to admit; host; url), then k Bloom positions per child.
 # Returns {1 | 0 (done had already ended), admitted, reap due, released "depth url"...}.
 FINISH = Script(
-    keys=("counters", "inflight", "held", "items", "reap_lock", "host_pages", "later", "leased"),
+    keys=(
+        "counters", "inflight", "held", "items", "reap_lock", "host_pages", "later", "leased",
+        "revisiting",
+    ),
     args=(
         "done", "final", "increments", "record", "child_depth", "window", "shard_bits", "k",
         "now", "reap_every", "max_pages", "max_host_pages", "skip_record", "skip_prefix", "n",
@@ -157,6 +160,7 @@ elseif done ~= '' then
   if redis.call('HDEL', inflight, done) == 0 then return {0, 0, 0} end
   redis.call('ZREM', later, done)
   redis.call('ZREM', leased, done)
+  redis.call('SREM', revisiting, done)
   for field, count in string.gmatch(increments, '(%S+) (%S+)') do
     local per_host = string.find(field, '|', 1, true)
     redis.call('HINCRBY', per_host and host_pages or counters, field, count)
@@ -320,11 +324,34 @@ return 1
 """,
 )
 
+# Readmit URLs due for a revisit (from the task table) into `held`, past the Bloom filter
+# (seen is not done), unless the URL is already waiting for its revisit or in flight, or the
+# crawl is cancelled. The tail holds "depth url" entries. Returns how many were readmitted.
+READMIT = Script(
+    keys=("counters", "inflight", "held", "revisiting"),
+    args=(),
+    arg_tail="entries",
+    body="""
+if redis.call('HEXISTS', counters, 'cancelled_at') == 1 then return 0 end
+local added = 0
+for i = entries, #ARGV do
+  local entry = ARGV[i]
+  local url = string.sub(entry, string.find(entry, ' ', 1, true) + 1)
+  if redis.call('HEXISTS', inflight, url) == 0 and redis.call('SADD', revisiting, url) == 1 then
+    redis.call('RPUSH', held, entry)
+    added = added + 1
+  end
+end
+if added > 0 then redis.call('HINCRBY', counters, 'revisits', added) end
+return added
+""",
+)
+
 # Halt the crawl for good and drop its pending work (held, in flight, deferred) in one step,
 # so that no release can slip in between. Returns false if it was already cancelled, else
 # {held count, url, entry, url, entry...} of the dropped in-flight URLs.
 CANCEL = Script(
-    keys=("counters", "inflight", "held", "later"),
+    keys=("counters", "inflight", "held", "later", "revisiting"),
     args=("now",),
     body="""
 if redis.call('HEXISTS', counters, 'cancelled_at') == 1 then return false end
@@ -332,7 +359,7 @@ redis.call('HSETNX', counters, 'paused_at', now)
 redis.call('HSET', counters, 'cancelled_at', now)
 local held_count = redis.call('LLEN', held)
 local flying = redis.call('HGETALL', inflight)
-redis.call('DEL', inflight, held, later)
+redis.call('DEL', inflight, held, later, revisiting)
 redis.call('HINCRBY', counters, 'dropped', held_count + #flying / 2)
 local out = {held_count}
 for _, v in ipairs(flying) do out[#out + 1] = v end

@@ -199,7 +199,7 @@ class CrawlState:
             ],
             counters=k.counters, inflight=k.inflight, held=k.held, items=k.items,
             reap_lock=k.reap_lock, host_pages=k.host_pages, later=k.later, leased=k.leased,
-            done=done,
+            revisiting=k.revisiting, done=done,
             final=int(final),
             increments=increments,
             record=json.dumps(record, separators=(",", ":")) if record else "",
@@ -221,6 +221,26 @@ class CrawlState:
                 self.known.clear()
             self.known.update(urls)
         return ended, admitted, reap_due, [_held_entry(raw) for raw in released]
+
+    def readmit(self, due: Iterable[tuple[str, int]]) -> tuple[int, Released]:
+        """Put URLs due for a revisit (url, depth) back in `held`, bypassing the Bloom filter,
+        except those already waiting for their revisit or in flight, and release what the
+        window allows; returns how many were readmitted, and the released URLs. They join
+        the end of `held`: the level barrier applies to them as to new URLs."""
+        k = self.keys
+        added = scripts.READMIT(
+            self.redis,
+            tail_args=[f"{depth} {url}" for url, depth in due],
+            counters=k.counters, inflight=k.inflight, held=k.held, revisiting=k.revisiting,
+        )  # fmt: skip
+        return added, self._end("", "", None, [], 0)[1] if added else []
+
+    def cancelled(self) -> bool:
+        return bool(self.redis.hexists(self.keys.counters, keys.CANCELLED_AT))
+
+    def pump_due(self, every: float) -> bool:
+        """Take the pump's turn unless one ran in the last `every` seconds (any process)."""
+        return bool(self.redis.set(self.keys.pump_lock, 1, nx=True, px=int(every * 1000)))
 
     # -- a job's life ---------------------------------------------------------------------
 
@@ -326,7 +346,7 @@ class CrawlState:
         k = self.keys
         out = scripts.CANCEL(
             self.redis, counters=k.counters, inflight=k.inflight, held=k.held, later=k.later,
-            now=repr(time.time()),
+            revisiting=k.revisiting, now=repr(time.time()),
         )  # fmt: skip
         if out is None:
             return None

@@ -51,7 +51,8 @@ def status(redis: Redis, crawl: str) -> dict | None:
     """The crawl's state and counters, or None when Redis holds no such crawl.
 
     `finished` means nothing of the crawl is held, queued, scheduled or running: the inflight
-    hash and the held list are both empty (see rqcrawl.state for why that is exact).
+    hash and the held list are both empty (see rqcrawl.state for why that is exact). A crawl
+    with revisits is then `idle` until its next visit (from the task table), never finished.
     """
     cfg = config.load(redis, crawl)
     if cfg is None:
@@ -61,10 +62,11 @@ def status(redis: Redis, crawl: str) -> dict | None:
     now = time.time()
     in_flight = len(snap.in_flight)
     done = in_flight == 0 and snap.held == 0
+    over = done and not cfg.revisit  # a crawl with revisits goes on while idle
     started = snap.counters.get(keys.STARTED_AT, now)
-    end = snap.counters.get(keys.LAST_AT, started) if done else now
+    end = snap.counters.get(keys.LAST_AT, started) if over else now
     fetched = snap.count(keys.FETCHED)
-    recent = recent_rate(snap.family(keys.RATE), started, now) if not done else 0.0
+    recent = recent_rate(snap.family(keys.RATE), started, now) if not over else 0.0
     hosts = host_rows(crawl_state, cfg, snap, now)
     remaining = sum(h["remaining"] for h in hosts)
     skipped = snap.family(keys.SKIPPED)
@@ -72,7 +74,7 @@ def status(redis: Redis, crawl: str) -> dict | None:
     waiting = in_flight - snap.deferred
     return {
         "crawl": crawl,
-        "state": state(snap.counters, done),
+        "state": state(snap.counters, done, bool(cfg.revisit)),
         "admitted": snap.count(keys.ADMITTED),
         "fetched": fetched,
         "failed": snap.count(keys.FAILED),
@@ -100,9 +102,27 @@ def status(redis: Redis, crawl: str) -> dict | None:
         "bloom_fill_ratio": bloom["fill_ratio"],
         "bloom_false_positive_rate": bloom["estimated_false_positive_rate"],
         "bloom": bloom,
+        **revisit_status(crawl, cfg, snap),
         "warnings": bloom_warnings(bloom)
         + (forked_warnings() if snap.forked else [])
         + (warnings(redis) + idle_warnings(snap.counters, waiting) if not done else []),
+    }
+
+
+def revisit_status(crawl: str, cfg: config.CrawlConfig, snap: Snapshot) -> dict:
+    """A crawl with revisits: its interval, URLs readmitted so far, known to the task table,
+    due now / within the next hour / day, and the time of the next visit."""
+    if not cfg.revisit:
+        return {"revisit_s": 0.0}
+    from .tasks import TaskTable  # SQLAlchemy only for crawls with revisits (see frontier)
+
+    table = TaskTable(cfg.db)
+    return {
+        "revisit_s": cfg.revisit,
+        "revisits": snap.count(keys.REVISITS),
+        "known": table.known(crawl),
+        "due": table.due_counts(crawl),
+        "next_visit_at": table.next_visit(crawl),
     }
 
 
@@ -185,13 +205,14 @@ def forked_warnings() -> list[str]:
 OVER = ("finished", "cancelled")  # states in which no worker will touch the crawl again
 
 
-def state(counters: dict, done: bool) -> str:
-    """`cancelled` for good; `finished` when nothing is left; `paused` while halted with work
-    left (see control.py); else `running`."""
+def state(counters: dict, done: bool, revisits: bool = False) -> str:
+    """`cancelled` for good; when nothing is left, `idle` (until its next visit) for a crawl
+    with revisits, else `finished`; `paused` while halted with work left (see control.py);
+    else `running`."""
     if keys.CANCELLED_AT in counters:
         return "cancelled"
     if done:
-        return "finished"
+        return "idle" if revisits else "finished"
     return "paused" if keys.PAUSED_AT in counters else "running"
 
 
@@ -249,7 +270,9 @@ def render(s: dict) -> str:
     return "\n".join(
         [
             f"crawl      {s['crawl']}: {s['state']}"
-            + (f" ({s['dropped']} URLs dropped)" if s["state"] == "cancelled" else ""),
+            + (f" ({s['dropped']} URLs dropped)" if s["state"] == "cancelled" else "")
+            + (f" ({next_visit(s)})" if s["state"] == "idle" else ""),
+            *revisit_lines(s),
             f"admitted   {s['admitted']}",
             f"fetched    {s['fetched']} ({s['bytes']:,} bytes)",
             f"failed     {s['failed']}" + (f" ({reasons(s)})" if s["failed"] else ""),
@@ -270,6 +293,25 @@ def render(s: dict) -> str:
             *(f"WARNING    {w}" for w in s["warnings"]),
         ]
     )
+
+
+def next_visit(s: dict) -> str:
+    at = s["next_visit_at"]
+    if at is None:
+        return "no visit scheduled"
+    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(at))
+    return f"next visit at {when}, in {duration(max(0.0, at - time.time()))}"
+
+
+def revisit_lines(s: dict) -> list[str]:
+    if not s["revisit_s"]:
+        return []
+    due = s["due"]
+    return [
+        f"revisits   every {duration(s['revisit_s'])} (adaptive); {s['known']} URLs known, "
+        f"{s['revisits']} revisits so far",
+        f"due        {due['now']} now, {due['hour']} within an hour, {due['day']} within a day",
+    ]
 
 
 def reasons(s: dict) -> str:

@@ -37,7 +37,9 @@ from rq.queue import Queue
 from rq.utils import now
 from rq.worker import SimpleWorker, WorkerStatus
 
-from . import state
+from . import config, state
+from .config import ConfigError
+from .frontier import PUMP_EVERY
 from .jobs import abandon, check_identity, crawl_of
 from .metrics import serve_from_env as serve_metrics
 
@@ -266,12 +268,14 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
 
 
 class Tender:
-    """Releases due deferred URLs of every running crawl and runs their recovery passes."""
+    """Releases due deferred URLs of every running crawl, runs their recovery passes, and
+    pumps the due revisits of crawls with revisits (Frontier.pump)."""
 
     def __init__(self, redis: Redis):
         self.redis = redis
         self.crawls: list[str] = []
         self.refreshed = 0.0
+        self.pumped: dict[str, float] = {}  # crawl -> when this process last tried to pump
 
     def run(self, stop: threading.Event) -> None:
         """Tick until `stop`; nothing ends the thread before that, since every crawl of the
@@ -320,12 +324,23 @@ class Tender:
             nxt = c.frontier.next_due()
         if reap:
             c.frontier.maybe_reap()
+        if c.cfg.revisit and time.time() - self.pumped.get(name, 0.0) >= PUMP_EVERY:
+            self.pumped[name] = time.time()
+            c.frontier.maybe_pump()
         return MAX_SLEEP if nxt is None else max(0.005, nxt - time.time())
 
     def running(self) -> list[str]:
-        """The crawls with URLs in flight: finished ones cost nothing per tick. What the
-        process kept of a crawl purged and created again meanwhile is dropped."""
+        """The crawls with URLs in flight or with revisits: finished ones cost nothing per
+        tick. What the process kept of a crawl purged and created again meanwhile is
+        dropped."""
         found = state.busy_crawls(self.redis, state.crawl_names(self.redis))
         for name, _, identity in found:
             check_identity(name, identity)
-        return [name for name, busy, _ in found if busy]
+        return [name for name, busy, _ in found if busy or self._revisits(name)]
+
+    def _revisits(self, name: str) -> bool:
+        try:
+            cfg = config.load(self.redis, name)
+        except ConfigError:  # a broken crawl is left out here, and logged by `status`
+            return False
+        return bool(cfg and cfg.revisit)

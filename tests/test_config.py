@@ -6,9 +6,9 @@ import json
 import math
 import tomllib
 from dataclasses import asdict, fields
-from pathlib import Path
 
 import pytest
+from helpers import CONF
 
 from rqcrawl import config
 from rqcrawl.config import ConfigError, CrawlConfig
@@ -196,7 +196,7 @@ def test_from_toml_invalid_toml(tmp_path):
 
 # --- conf/default.toml ----------------------------------------------------------------------
 
-DEFAULT_TOML = Path(__file__).resolve().parent.parent / "conf" / "default.toml"
+DEFAULT_TOML = CONF / "default.toml"
 
 
 def test_default_toml_equals_the_built_in_defaults():
@@ -386,3 +386,40 @@ def test_allow_networks_must_be_networks():
     assert CrawlConfig.from_dict({"allow_networks": ["10.0.0.0/8", "::1"]}).allow_networks
     with pytest.raises(ConfigError, match="'allow_networks'.*10.0.0.0/33"):
         CrawlConfig.from_dict({"allow_networks": ["10.0.0.0/33"]})
+
+
+# --- revisits ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("given", "seconds"),
+    [("30s", 30), ("10m", 600), ("12h", 43200), ("7d", 604800), ("90", 90), ("1.5h", 5400),
+     (45, 45), (2.5, 2.5)],
+)  # fmt: skip
+def test_revisit_durations_from_flags_and_files(given, seconds, tmp_path):
+    assert CrawlConfig.from_dict({"revisit": given}).revisit == seconds
+    toml = tmp_path / "c.toml"
+    toml.write_text(f"[crawl]\nrevisit_max = {json.dumps(given)}\n")
+    assert CrawlConfig.from_toml(toml).revisit_max == seconds
+
+
+@pytest.mark.parametrize("bad", ["soon", "10 minutes", "-5s", "1w", ""])
+def test_a_bad_duration_is_one_line_naming_the_setting(bad):
+    with pytest.raises(ConfigError, match="^setting 'revisit' must be a duration such as 30s"):
+        CrawlConfig.from_dict({"revisit": bad})
+
+
+def test_revisit_bounds_and_gone_after_are_checked():
+    with pytest.raises(ConfigError, match="'revisit_min' \\(60\\) must not exceed 'revisit_max'"):
+        CrawlConfig.from_dict({"revisit": 10, "revisit_min": "1m", "revisit_max": 30})
+    with pytest.raises(ConfigError, match="'revisit_gone_after' must be >= 1"):
+        CrawlConfig.from_dict({"revisit_gone_after": 0})
+    cfg = CrawlConfig.from_dict({"revisit": "1h", "revisit_min": "2h"})
+    assert cfg.revisit_bounds() == (7200, 28800)
+
+
+def test_db_must_be_a_database_url_and_the_error_does_not_show_it():
+    assert CrawlConfig.from_dict({"db": "postgresql://u:pw@h/db"}).db == "postgresql://u:pw@h/db"
+    with pytest.raises(ConfigError) as info:
+        CrawlConfig.from_dict({"db": "not a url :secret"})
+    assert "secret" not in str(info.value) and "'db'" in str(info.value)

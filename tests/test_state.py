@@ -275,3 +275,46 @@ def test_scripts_take_named_arguments_and_survive_a_script_flush(conn):
 def test_the_skip_template_is_a_record_without_its_url_and_outcome():
     template = json.loads(skip_template(3))
     assert template["depth"] == 3 and template["attempts"] == 0 and "url" not in template
+
+
+def test_readmit_brings_ended_urls_back_past_the_bloom_filter_once_until_they_end(conn):
+    state = crawl(conn)
+    state.seed([A])
+    end(state, A, [B])
+    end(state, B, [], depth=2)
+    assert state.unfinished() == 0
+    added, released = state.readmit([(A, 0), (B, 1), (A, 0)])  # seen, but not done
+    assert added == 2 and urls(released) == [A, B]
+    assert job_of(state, B)[0].depth == 1
+    assert state.readmit([(A, 0), (B, 1)]) == (0, [])  # in flight: not twice
+    end(state, A, [B])  # a revisit's links go through the filter: B is not admitted again
+    assert state.snapshot().count(keys.ADMITTED) == 2
+    assert state.readmit([(A, 0)])[0] == 1  # ended: due again
+    assert state.snapshot().count(keys.REVISITS) == 3
+
+
+def test_a_readmitted_url_waiting_in_held_is_not_readmitted_twice(conn):
+    state = crawl(conn, window=1)
+    state.seed([A])
+    end(state, A, [B])
+    end(state, B, [], depth=2)
+    state.seed([C])  # fills the window: the revisits wait in held
+    assert state.readmit([(A, 0), (B, 1)]) == (2, [])
+    assert state.readmit([(A, 0), (B, 1)]) == (0, [])
+    assert conn.lrange(state.keys.held, 0, -1) == [b"0 " + A.encode(), b"1 " + B.encode()]
+
+
+def test_a_cancelled_crawl_readmits_nothing_and_forgets_its_pending_revisits(conn):
+    state = crawl(conn, window=1)
+    state.seed([A, B])
+    end(state, A)
+    state.readmit([(A, 0)])
+    state.cancel()
+    assert not conn.exists(state.keys.revisiting)
+    assert state.readmit([(A, 0)]) == (0, [])
+
+
+def test_the_pump_takes_its_turn_once_per_period_whoever_asks(conn):
+    state = crawl(conn)
+    assert state.pump_due(5) and not state.pump_due(5)
+    assert not crawl(conn).pump_due(5)  # another process

@@ -1,0 +1,184 @@
+"""The task table: the schedule rule (pure), and the table itself on SQLite and on a real
+PostgreSQL (and MySQL when one is given): visits, due URLs taken exactly once, purge."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from rqcrawl import tasks
+from rqcrawl.changes import Content
+from rqcrawl.config import CrawlConfig
+from rqcrawl.tasks import Known, TaskTable, schedule
+
+CFG = CrawlConfig.from_dict({"revisit": 100, "revisit_min": 20, "revisit_max": 400})
+NOW = 1_000_000.0
+
+
+def after(known: Known, outcome: str = "fetched", status: int | None = 200, digest="d1"):
+    return schedule(known, outcome, status, Content(digest) if digest else None, CFG, NOW)
+
+
+# -- the schedule rule ------------------------------------------------------------------------
+
+
+def test_a_first_visit_is_new_and_due_after_revisit():
+    nxt = after(Known())
+    assert (nxt.change, nxt.state, nxt.interval, nxt.next_visit) == (
+        "new",
+        "scheduled",
+        100,
+        NOW + 100,
+    )
+
+
+def test_unchanged_grows_the_interval_and_changed_shrinks_it_within_the_bounds():
+    seen = Known(visits=1, interval=100, digest="d1")
+    assert (after(seen).change, after(seen).interval) == ("unchanged", 150)
+    assert (after(seen, digest="d2").change, after(seen, digest="d2").interval) == ("changed", 50)
+    assert after(Known(1, 350, digest="d1")).interval == 400  # revisit_max
+    assert after(Known(1, 30, digest="d1"), digest="d2").interval == 20  # revisit_min
+
+
+def test_failures_back_off_two_four_eight_times_the_interval_which_stays():
+    waits = []
+    known = Known(visits=1, interval=100, digest="d1")
+    for _ in range(4):
+        nxt = after(known, "failed", 500, None)
+        waits.append(nxt.next_visit - NOW)
+        known = Known(known.visits + 1, nxt.interval, nxt.failures, nxt.missing, known.digest)
+    assert waits == [200, 400, 800, 800]
+    assert after(known).change == "unchanged" and after(known).failures == 0
+
+
+def test_a_page_gone_revisit_gone_after_times_in_a_row_is_not_revisited():
+    known = Known(visits=1, interval=100, digest="d1")
+    states = []
+    for status in (404, 410, 404):
+        nxt = after(known, "failed", status, None)
+        states.append((nxt.change, nxt.state))
+        known = Known(known.visits + 1, nxt.interval, nxt.failures, nxt.missing, known.digest)
+    assert states == [("gone", "scheduled"), ("gone", "scheduled"), ("gone", "gone")]
+    assert known.missing == 3 and after(known, "failed", 404, None).next_visit is None
+
+
+def test_a_500_between_404s_restarts_the_gone_count_and_a_page_back_is_changed():
+    known = Known(visits=3, interval=100, failures=2, missing=2, digest="d1")
+    assert after(known, "failed", 500, None).missing == 0
+    assert after(known, digest="d1").change == "changed"  # back, even with the same body
+
+
+def test_skips_are_not_revisited_and_bounds_default_to_a_quarter_and_eight_times():
+    assert after(Known(), "not_html", 200, None).state == "skipped"
+    lost = after(Known(1, 100, digest="d1"), "lost", None, None)  # lost with its worker
+    assert (lost.state, lost.next_visit, lost.change) == ("scheduled", NOW + 200, None)
+    assert CrawlConfig.from_dict({"revisit": "1h"}).revisit_bounds() == (900, 28800)
+
+
+# -- the table ----------------------------------------------------------------------------------
+
+
+def visit(table: TaskTable, url: str, outcome="fetched", status=200, digest="d1", crawl="c"):
+    """The visit's number and change."""
+    content = Content(digest) if digest else None
+    return table.visited(crawl, url, 1, outcome, status, content, CFG)[:2]
+
+
+def make_due(db_url: str, crawl: str = "c") -> None:
+    """Every scheduled row of `crawl` due now (instead of waiting for its interval)."""
+    with tasks.engine(db_url).begin() as conn:
+        conn.execute(
+            tasks.update(tasks.TASKS)
+            .where(tasks.TASKS.c.crawl == crawl, tasks.TASKS.c.state == "scheduled")
+            .values(next_visit=time.time() - 1)
+        )
+
+
+def test_visits_are_numbered_with_their_change_and_nothing_is_due_before_its_time(db_url):
+    table = TaskTable(db_url)
+    assert visit(table, "http://a/") == (1, "new")
+    assert visit(table, "http://a/") == (2, "unchanged")
+    assert visit(table, "http://a/", digest="d2") == (3, "changed")
+    assert visit(table, "http://a/", "failed", 404, None) == (4, "gone")
+    assert table.take_due("c", 10) == []
+    assert table.next_visit("c") == pytest.approx(time.time() + 2 * 75, abs=5)
+    assert table.due_counts("c") == {"now": 0, "hour": 1, "day": 1}
+
+
+def test_due_urls_are_taken_once_with_their_depth_earliest_first(db_url):
+    table = TaskTable(db_url)
+    for n in range(5):
+        visit(table, f"http://a/{n}")
+    visit(table, "http://a/x", crawl="other")
+    make_due(db_url)
+    assert table.due_counts("c")["now"] == 5
+    first = table.take_due("c", 3)
+    assert len(first) == 3 and {d for _, d in first} == {1}
+    rest = table.take_due("c", 10)
+    assert len(rest) == 2 and not {u for u, _ in first} & {u for u, _ in rest}
+    assert table.take_due("c", 10) == []
+    visit(table, first[0][0])  # its revisit ended: scheduled again, not due yet
+    assert table.known("c") == 5 and table.due_counts("c")["now"] == 0
+
+
+def test_a_row_left_queued_past_the_lease_is_due_again(db_url):
+    table = TaskTable(db_url)
+    visit(table, "http://a/")
+    make_due(db_url)
+    assert table.take_due("c", 10) == [("http://a/", 1)]
+    with tasks.engine(db_url).begin() as conn:  # its pump died QUEUED_LEASE seconds ago
+        conn.execute(tasks.update(tasks.TASKS).values(queued_at=time.time() - tasks.QUEUED_LEASE))
+    assert table.take_due("c", 10) == [("http://a/", 1)]
+    assert table.take_due("c", 10) == []
+
+
+def test_concurrent_pumps_never_take_the_same_row(db_url):
+    table = TaskTable(db_url)
+    with tasks.engine(db_url).begin() as conn:
+        conn.execute(
+            tasks.insert(tasks.TASKS),
+            [
+                {"crawl": "c", "key": tasks.url_key(f"http://a/{n}"), "url": f"http://a/{n}",
+                 "depth": 0, "state": "scheduled", "next_visit": 0.0, "interval_s": 1.0,
+                 "visits": 1}
+                for n in range(600)
+            ],
+        )  # fmt: skip
+    taken: list[list] = [[] for _ in range(6)]
+    errors = []
+
+    def pump(mine: list) -> None:
+        try:
+            while batch := table.take_due("c", 7):
+                mine.extend(batch)
+        except Exception as exc:  # a thread's exception would not fail the test
+            errors.append(exc)
+
+    threads = [threading.Thread(target=pump, args=(mine,)) for mine in taken]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors
+    every = [url for mine in taken for url, _ in mine]
+    assert len(every) == 600 and len(set(every)) == 600
+    assert sum(1 for mine in taken if mine) > 1  # they did run side by side
+
+
+def test_purge_deletes_only_the_crawls_rows(db_url):
+    table = TaskTable(db_url)
+    visit(table, "http://a/")
+    visit(table, "http://a/", crawl="other")
+    assert table.delete("c") == 1
+    assert (table.known("c"), table.known("other")) == (0, 1)
+
+
+def test_a_sqlite_table_is_created_with_its_directory_in_wal_mode(tmp_path):
+    url = CrawlConfig.from_dict({"revisit": 60}).with_task_table_in(tmp_path / "data").db
+    assert url == f"sqlite:///{tmp_path.resolve()}/data/tasks.db"
+    assert CrawlConfig().with_task_table_in(tmp_path).db == ""  # no revisits, no table
+    visit(TaskTable(url), "http://a/")
+    with tasks.engine(url).connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
