@@ -1,5 +1,6 @@
 """`rqcrawl bench --stock`: the stock forking `rq worker crawl` (with and without the preload)
-measured beside the recommended worker in one run."""
+measured beside the recommended worker in one run; `rqcrawl bench --revisit-memory`: what a
+crawl with revisits keeps per known URL."""
 
 from __future__ import annotations
 
