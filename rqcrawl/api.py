@@ -183,7 +183,7 @@ def crawls(redis: Redis) -> list[str]:
 def crawl_config(redis: Redis, name: str) -> CrawlConfig:
     """The settings of an existing crawl."""
     try:
-        cfg = config.load(redis, name)
+        cfg = config.load(redis, name, fresh=True)
     except ConfigError as exc:
         raise DamagedCrawl(str(exc)) from exc
     if cfg is None:

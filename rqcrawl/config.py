@@ -409,11 +409,13 @@ CONFIGS_KEPT = 256  # crawls whose config a process keeps (the most recently use
 _cache: LRU[str, CrawlConfig] = LRU(CONFIGS_KEPT)
 
 
-def load(redis: Redis, crawl: str) -> CrawlConfig | None:
+def load(redis: Redis, crawl: str, fresh: bool = False) -> CrawlConfig | None:
     """The crawl's config, cached (a crawl's config never changes; a purged crawl's name
-    used again is another crawl, see `forget`). A stored config that does not pass today's
-    checks is a ConfigError naming the crawl."""
-    cfg = _cache.get(crawl)
+    used again is another crawl, which workers notice from its identity, see `forget`).
+    `fresh` reads it from Redis all the same: readers that know no identity (status, the
+    metrics, the API) must not show an earlier crawl's settings. A stored config that does
+    not pass today's checks is a ConfigError naming the crawl."""
+    cfg = None if fresh else _cache.get(crawl)
     if cfg is None:
         raw = redis.get(keys.CrawlKeys(crawl).config)
         if raw is None:

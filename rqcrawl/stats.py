@@ -54,7 +54,7 @@ def status(redis: Redis, crawl: str) -> dict | None:
     hash and the held list are both empty (see rqcrawl.state for why that is exact). A crawl
     with revisits is then `idle` until its next visit (from the task table), never finished.
     """
-    cfg = config.load(redis, crawl)
+    cfg = config.load(redis, crawl, fresh=True)
     if cfg is None:
         return None
     crawl_state = CrawlState(redis, crawl, cfg)

@@ -94,6 +94,17 @@ def test_an_existing_crawl_keeps_its_settings_and_takes_more_seeds(conn):
     assert api.status(conn, "again")["admitted"] == 4
 
 
+def test_a_purged_name_used_again_shows_the_new_crawls_settings(conn):
+    """A long-lived reader (the metrics server, a notebook, `rqcrawl pump`) must not keep an
+    earlier crawl's settings for a name that was purged and used again."""
+    api.start(conn, [SEED], "reused", max_depth=0)
+    assert api.status(conn, "reused")["max_depth"] == 0
+    api.purge(conn, "reused", force=True)
+    api.start(conn, [SEED], "reused", max_depth=3)
+    assert api.status(conn, "reused")["max_depth"] == 3
+    assert api.crawl_config(conn, "reused").max_depth == 3
+
+
 @pytest.mark.parametrize(
     "seeds, kwargs, words",
     [
