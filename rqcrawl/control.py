@@ -98,7 +98,7 @@ def start(
     """Store the config of a new crawl and admit its seeds, all or nothing: if seeding fails,
     what it wrote is deleted before the error goes on. An existing crawl keeps its own config.
     Returns the config in force, how many seeds were new, and whether the crawl existed."""
-    stored = config.load(redis, crawl)
+    stored = config.load(redis, crawl, fresh=True)
     if stored is None and config.save(redis, crawl, cfg):
         try:
             admitted = Frontier(redis, crawl, cfg).seed(seeds)
@@ -107,7 +107,7 @@ def start(
                 discard(redis, crawl)
             raise
     else:
-        cfg = stored or config.load(redis, crawl)  # or another client just created it
+        cfg = stored or config.load(redis, crawl, fresh=True)  # or another client just made it
         admitted = Frontier(redis, crawl, cfg).seed(seeds)
     CrawlState(redis, crawl, cfg).register()  # last: a listed crawl is a whole one
     return cfg, admitted, stored is not None
