@@ -136,7 +136,7 @@ def _delete_tasks(redis: Redis, crawl: str) -> int:
     """Delete the crawl's rows of its task table, found through its settings (so before
     they go); a crawl whose settings are unreadable has none that can be found."""
     try:
-        cfg = config.load(redis, crawl)
+        cfg = config.load(redis, crawl, fresh=True)
     except config.ConfigError:
         return 0
     return TaskTable(cfg.db).delete(crawl) if cfg and cfg.db else 0
