@@ -67,6 +67,8 @@ _SETTING_FLAGS = [
     click.option("--max-pages", type=int, help="URLs to admit (0: no limit)."),
     click.option("--max-pages-per-host", type=int,
                  help="URLs to admit per host (0: no limit)."),
+    click.option("--max-host-share", type=float, help="Most share (0 to 1) of the admitted "
+                 "URLs one host may have past the first 100 (0: no limit)."),
     click.option("--warc", "warc_dir", help="Archive responses as WARC files in this "
                  "directory (on each worker's machine)."),
     click.option("--revisit", help="Visit every URL again after DURATION (30s, 10m, 12h, "

@@ -129,9 +129,10 @@ return out
 )
 
 # The one step that ends a URL: forget it from `inflight`, count its outcome, record it,
-# admit its children through the Bloom filter (budgets apply; a refused child is recorded
-# once, from `skip_record`), and release the next URLs of the current level while fewer than
-# `window` are in flight.
+# admit its children through the Bloom filter (budgets apply: max_pages, max_host_pages, and
+# max_host_share once `share_floor` URLs were admitted; a refused child is recorded once, from
+# `skip_record`, and stays refused: it is in the filter), and release the next URLs of the
+# current level while fewer than `window` are in flight.
 # done: the ending URL ('' when seeding or resuming). final: '1' to end it, '0' to only admit
 # its children while it stays in flight (a page with more links than one call should take).
 # increments: "field n field n"; a field "kind|host" goes to the per-host hash.
@@ -146,8 +147,8 @@ FINISH = Script(
     ),
     args=(
         "done", "final", "increments", "record", "child_depth", "window", "shard_bits", "k",
-        "now", "reap_every", "max_pages", "max_host_pages", "skip_record", "skip_prefix", "n",
-        "bits",
+        "now", "reap_every", "max_pages", "max_host_pages", "max_host_share", "share_floor",
+        "skip_record", "skip_prefix", "n", "bits",
     ),
     key_tail="bloom0",
     arg_tail="children",
@@ -171,6 +172,7 @@ elseif done ~= '' then
 end
 local sbits, kk = tonumber(shard_bits), tonumber(k)
 local max_total, max_host = tonumber(max_pages), tonumber(max_host_pages)
+local max_share, floor = tonumber(max_host_share), tonumber(share_floor)
 local count = tonumber(n)
 if count > 0 then bloom_alloc(bloom0, sbits, tonumber(bits)) end
 local total = tonumber(redis.call('HGET', counters, 'admitted') or '0')
@@ -182,10 +184,14 @@ for i = 1, count do
     local at = children + 3 * (i - 1)
     local verdict, host, url = ARGV[at], ARGV[at + 1], ARGV[at + 2]
     if verdict == '-' then
-      if max_total > 0 and total + admitted >= max_total then
+      local so_far = total + admitted
+      local of_host = tonumber(redis.call('HGET', host_pages, host) or '0')
+      if max_total > 0 and so_far >= max_total then
         verdict = 'max_pages'
-      elseif max_host > 0 and tonumber(redis.call('HGET', host_pages, host) or '0') >= max_host then
+      elseif max_host > 0 and of_host >= max_host then
         verdict = 'max_pages_per_host'
+      elseif max_share > 0 and so_far >= floor and of_host + 1 > max_share * (so_far + 1) then
+        verdict = 'max_host_share'
       end
     end
     if verdict == '-' then

@@ -56,6 +56,8 @@ CHILD_COST = 4
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 RATE_BUCKET = 10  # seconds per `rate:N` counter of fetched pages (the recent rate)
 RECENT = 60  # seconds of rate buckets kept (and over which `status` reports the recent rate)
+# URLs a crawl admits before max_host_share applies: a small crawl is not cut by it.
+SHARE_FLOOR = 100
 FORKED_TTL = 60  # seconds a job run by a forking worker keeps the `status` warning up
 
 Children = Sequence[tuple[str | None, str]]  # (verdict, url): a verdict refuses the URL
@@ -211,6 +213,8 @@ class CrawlState:
             reap_every=REAP_EVERY,
             max_pages=self.cfg.max_pages,
             max_host_pages=self.cfg.max_pages_per_host,
+            max_host_share=repr(self.cfg.max_host_share),
+            share_floor=SHARE_FLOOR,
             skip_record=skip_template(child_depth),
             skip_prefix=keys.SKIPPED,
             n=len(children),

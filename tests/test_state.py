@@ -91,6 +91,19 @@ def test_budgets_refuse_links_once_each_with_a_record_built_from_the_same_fields
     assert snap.count(keys.ADMITTED) == 3
 
 
+def test_the_host_share_applies_past_the_first_100_and_a_host_gets_room_as_the_crawl_grows(conn):
+    state = crawl(conn, max_host_share=0.5)
+    assert state.seed([f"{A}{i}" for i in range(100)])[0] == 100  # small crawls are not cut
+    assert state.seed([A + "x", B + "1"])[0] == 1  # A would have 101 of 102
+    refused = [(r["url"], r["outcome"]) for r in iter_records(conn, "s")]
+    assert refused == [(A + "x", "max_host_share")]
+    assert state.snapshot().family(keys.SKIPPED) == {"max_host_share": 1}
+    assert state.seed([f"{C}{i}" for i in range(100)])[0] == 100  # the crawl grows: 201
+    assert state.seed([A + "x", A + "y"])[0] == 1  # x stays refused, y fits: 101 of 202
+    assert state.snapshot().hosts["a.test"][keys.ADMITTED] == 101
+    assert len(list(iter_records(conn, "s"))) == 1  # x was recorded once
+
+
 def test_a_refusal_verdict_is_recorded_and_counted_not_admitted(conn):
     state = crawl(conn)
     state.seed([A])
