@@ -23,6 +23,7 @@ import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import IO, Any
 from urllib.parse import urlsplit
 
@@ -30,6 +31,7 @@ from redis import Redis, RedisError, ResponseError
 from sqlalchemy.exc import SQLAlchemyError
 
 from . import config, control, keys, sinks, stats
+from .changes import KINDS as CHANGE_KINDS
 from .config import ConfigError, CrawlConfig
 from .frontier import PUMP_EVERY, Frontier
 from .hooks import HookError
@@ -212,11 +214,53 @@ def status(redis: Redis, name: str, recover: bool = True) -> dict:
     return s
 
 
-def records(redis: Redis, name: str) -> Iterator[dict]:
+def records(
+    redis: Redis,
+    name: str,
+    since: str | datetime | None = None,
+    changes: Iterable[str] | str = (),
+) -> Iterator[dict]:
     """Every record of the crawl (one per URL that ended), oldest first: the rows of
-    `export`."""
+    `export`. A change feed: only those recorded since `since` (see `since_time`) and whose
+    change is one of `changes` (a list, or names separated by commas)."""
     crawl_config(redis, name)
-    return sinks.iter_records(redis, name)
+    return sinks.iter_records(redis, name, since=since_time(since), changes=change_kinds(changes))
+
+
+def since_time(since: str | datetime | None, now: float | None = None) -> float | None:
+    """`since` as epoch seconds: a datetime, an ISO-8601 time (UTC unless it says), or a
+    duration before `now` (`90s`, `30m`, `1h`, `2d`)."""
+    if since is None:
+        return None
+    if isinstance(since, datetime):
+        return _epoch(since)
+    try:
+        return (time.time() if now is None else now) - config.parse_duration("since", since)
+    except ConfigError:
+        pass  # not a duration: a time
+    try:
+        return _epoch(datetime.fromisoformat(since.strip()))
+    except ValueError:
+        raise InvalidInput(
+            f"invalid time {since!r}: use ISO-8601 (2026-11-23T18:00:00Z) or a duration "
+            "before now (30m, 1h, 2d)"
+        ) from None
+
+
+def _epoch(moment: datetime) -> float:
+    """A datetime's epoch seconds, a naive one taken as UTC (not the machine's zone)."""
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
+
+
+def change_kinds(changes: Iterable[str] | str) -> set[str]:
+    """The changes a feed keeps, checked (none: every record)."""
+    if isinstance(changes, str):
+        changes = changes.split(",")
+    kinds = {c.strip() for c in changes if c.strip()}
+    unknown = sorted(kinds - set(CHANGE_KINDS))
+    if unknown:
+        raise InvalidInput(f"unknown change {unknown[0]!r}: use some of {', '.join(CHANGE_KINDS)}")
+    return kinds
 
 
 def failures(redis: Redis, name: str, reasons: Iterable[str] = ()) -> Iterator[dict]:
@@ -234,19 +278,26 @@ def _failed(rows: Iterator[dict], reasons: set[str]) -> Iterator[dict]:
 
 
 def export(
-    redis: Redis, name: str, out: str | os.PathLike | IO[str], fmt: str | None = None
+    redis: Redis,
+    name: str,
+    out: str | os.PathLike | IO[str],
+    fmt: str | None = None,
+    since: str | datetime | None = None,
+    changes: Iterable[str] | str = (),
 ) -> int:
     """Write the crawl's records to a file (its name ending in .csv means CSV) or an open
-    text stream (JSON lines unless `fmt`); returns the row count."""
+    text stream (JSON lines unless `fmt`); returns the row count. `since` and `changes`
+    make it a change feed, as in `records`."""
     crawl_config(redis, name)
     if fmt is not None and fmt not in FORMATS:
         raise InvalidInput(f"unknown export format {fmt!r}: use one of {', '.join(FORMATS)}")
+    feed = {"since": since_time(since), "changes": change_kinds(changes)}
     if not isinstance(out, str | os.PathLike):
-        return sinks.export(redis, name, out, fmt or "jsonl")
+        return sinks.export(redis, name, out, fmt or "jsonl", **feed)
     fmt = fmt or ("csv" if os.fspath(out).endswith(".csv") else "jsonl")
     try:
         with open(out, "w", encoding="utf-8", newline="") as stream:
-            return sinks.export(redis, name, stream, fmt)
+            return sinks.export(redis, name, stream, fmt, **feed)
     except OSError as exc:
         raise CrawlError(f"cannot write {out}: {exc.strerror}") from exc
 

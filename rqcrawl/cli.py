@@ -319,14 +319,36 @@ def pump(name, every, once, url) -> None:
     default=None,
     help="Default: from the file name, else jsonl.",
 )
+@click.option(
+    "--since",
+    metavar="TIME",
+    default=None,
+    help="Only records since TIME: ISO-8601 (UTC unless it says) or a duration ago (1h, 2d).",
+)
+@click.option(
+    "--change",
+    "changes",
+    metavar="KINDS",
+    default="",
+    help="Only records whose change is one of KINDS: new,changed,unchanged,gone.",
+)
 @redis_option
-def export(name, output, fmt, url) -> None:
-    """Write every recorded URL of crawl NAME to a file, one row per URL."""
-    write_export(connect(redis_url(url)), name, output, fmt)
+def export(name, output, fmt, since, changes, url) -> None:
+    """Write every recorded URL of crawl NAME to a file, one row per visit; with --since
+    and --change, a change feed."""
+    write_export(connect(redis_url(url)), name, output, fmt, since, changes)
 
 
-def write_export(conn: redis.Redis, name: str, output: str, fmt: str | None) -> None:
-    rows = api.export(conn, name, sys.stdout if output == "-" else output, fmt)
+def write_export(
+    conn: redis.Redis,
+    name: str,
+    output: str,
+    fmt: str | None,
+    since: str | None = None,
+    changes: str = "",
+) -> None:
+    out = sys.stdout if output == "-" else output
+    rows = api.export(conn, name, out, fmt, since=since, changes=changes)
     click.echo(f"{rows} row(s) written to {output}", err=True)
 
 

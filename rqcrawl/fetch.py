@@ -21,6 +21,7 @@ from .transport import CrawlAdapter
 from .urls import InvalidURL, canonicalize
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
+NOT_MODIFIED = 304
 TRANSIENT_STATUS = {408, 429, 500, 502, 503, 504}
 _CHUNK = 64 * 1024
 
@@ -108,6 +109,7 @@ def fetch(
     truncate_at: int | None = None,
     archive: Archive = no_archive,
     cookies: Cookies | None = None,
+    conditional: Mapping[str, str] | None = None,
 ) -> Response:
     """GET `url`, following redirects by hand so that `check_hop` (scope) sees every hop.
 
@@ -115,10 +117,15 @@ def fetch(
     `any_type`; `truncate_at` keeps the first bytes of a longer body instead of refusing it
     (robots.txt). Every response received is passed to `archive`, except those whose body
     failed to download. `download_timeout` bounds the whole, redirects, headers and bodies
-    included. Cookies are sent and kept in `cookies`, if given. Raises FetchError.
+    included. Cookies are sent and kept in `cookies`, if given. `conditional` headers
+    (If-None-Match, If-Modified-Since) go with the request of `url` itself, not with a
+    redirect's target: a 304 comes back as a Response with status 304 and no body.
+    Raises FetchError.
     """
     with Watch(cfg.download_timeout) as watch:
-        return _follow(url, cfg, check_hop, any_type, truncate_at, archive, cookies, watch)
+        return _follow(
+            url, cfg, check_hop, any_type, truncate_at, archive, cookies, watch, conditional or {}
+        )
 
 
 def _follow(
@@ -130,12 +137,13 @@ def _follow(
     archive: Archive,
     cookies: Cookies | None,
     watch: Watch,
+    conditional: Mapping[str, str],
 ) -> Response:
     s = session(cfg)
     visited = [url]
     current = url
     while True:
-        resp = _get(s, current, cfg, cookies, watch)
+        resp = _get(s, current, cfg, cookies, watch, conditional if current == url else {})
         if not resp.is_redirect:
             return _read(resp, url, current, cfg, watch, any_type, truncate_at, archive)
         archive(resp, None)
@@ -157,12 +165,17 @@ def _follow(
 
 
 def _get(
-    s: requests.Session, url: str, cfg: CrawlConfig, cookies: Cookies | None, watch: Watch
+    s: requests.Session,
+    url: str,
+    cfg: CrawlConfig,
+    cookies: Cookies | None,
+    watch: Watch,
+    conditional: Mapping[str, str],
 ) -> requests.Response:
     try:
         resp = s.get(
             url,
-            headers={"User-Agent": cfg.user_agent},
+            headers={"User-Agent": cfg.user_agent, **conditional},
             cookies=cookies.jar(url) if cookies else None,
             timeout=(cfg.connect_timeout, cfg.read_timeout),
             allow_redirects=False,
@@ -195,6 +208,9 @@ def _read(
         status = resp.status_code
         ctype = resp.headers.get("content-type", "")
         wanted = any_type or ctype.split(";")[0].strip().lower() in HTML_TYPES
+        if status == NOT_MODIFIED:  # the answer to a conditional GET: no body
+            archive(resp, None)
+            return Response(url, final, status, ctype, None, resp.headers)
         if status >= 400 or not wanted:
             archive(resp, None)
         if status in TRANSIENT_STATUS:

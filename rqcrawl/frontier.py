@@ -32,6 +32,7 @@ from rq.job import Job, JobStatus
 from rq.registry import StartedJobRegistry
 
 from . import keys
+from .changes import Content, Prior
 from .config import CrawlConfig
 from .sinks import record
 from .state import Children, CrawlState, InFlight, Released, StaleCrawl, outcome_counts
@@ -110,26 +111,35 @@ class Frontier:
         record: dict,
         children: Children,
         child_depth: int,
-        digest: str | None = None,
+        content: Content | None = None,
         priority: int = 0,
     ) -> None:
         """End `url` for good (CrawlState.finish) and queue what that released. With
         revisits, the visit is first written to the task table, which schedules the next
         one, and the record gets its visit number and change: a worker dying between the
         two leaves the URL in flight, fetched again, rather than ended with no next visit.
-        `digest`: the SHA-1 of the page's body, if one was fetched; `priority`: the URL's (its
-        children's is inherited from it)."""
+        A page whose body an earlier URL of the crawl had is recorded `duplicate_of` it and
+        its links are not admitted: they were with the first. `content`: what a fetched
+        visit saw of the page; `priority`: the URL's (its links' is inherited from it)."""
         if self.cfg.revisit:
-            record["visit"], record["change"] = self.table.visited(
-                self.crawl, url, child_depth - 1, record["outcome"], record["status"], digest,
+            visited = self.table.visited(
+                self.crawl, url, child_depth - 1, record["outcome"], record["status"], content,
                 self.cfg, priority,
             )  # fmt: skip
+            record["visit"], record["change"] = visited.visit, visited.change
+            if visited.duplicate_of:
+                record["duplicate_of"], children = visited.duplicate_of, []
         released, reap_due = self.state.finish(
             url, counts, record, children, child_depth, self.state.inherited(priority)
         )
         self._enqueue(released)
         if reap_due:
             self.reap()
+
+    def prior(self, url: str) -> Prior | None:
+        """What the last visit of `url` left for a conditional GET, in a crawl with
+        revisits (one primary-key SELECT), else None."""
+        return self.table.prior(self.crawl, url) if self.cfg.revisit else None
 
     def retry_later(self, url: str, entry: InFlight, delay: float) -> bool:
         """Park the next attempt of `url` until `delay` seconds from now, at that exact time

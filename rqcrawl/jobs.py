@@ -24,10 +24,11 @@ from rq.job import Job
 from rq.timeouts import JobTimeoutException
 
 from . import config, hooks, keys, stats, warc
+from .changes import Content, Prior, simhash, visible_text
 from .config import CrawlConfig
 from .cookies import Cookies
 from .extract import decode, extract_fields, parse
-from .fetch import Archive, FetchError, fetch, no_archive
+from .fetch import NOT_MODIFIED, Archive, FetchError, Response, fetch, no_archive
 from .frontier import JOB_FUNC, Frontier
 from .leases import renewer
 from .lru import LRU
@@ -121,7 +122,7 @@ class Visit:
     children: list[tuple[str | None, str]] = field(default_factory=list)
     error: FetchError | None = None  # set when the failure is transient
     fetch_s: float | None = None  # how long the fetch took (parsing and the hook left out)
-    digest: str | None = None  # sha1 of the body (change detection of revisits)
+    content: Content | None = None  # what a fetched visit saw (change detection of revisits)
 
 
 def crawl_url(crawl: str, url: str, depth: int) -> str:
@@ -180,8 +181,9 @@ def _crawl_claimed(job: Job, c: Crawl, url: str, depth: int, entry: InFlight) ->
             learnt = c.politeness.delay_for(robots.crawl_delay(ua) if robots else None)
             c.politeness.release(host, job.id, learnt, started)
     try:
-        archive = warc.archive(c.frontier.crawl, c.cfg, job.worker_name)
-        result = visit(url, depth, c.cfg, archive, c.frontier.state.known, c.cookies)
+        prior = c.frontier.prior(url)
+        archive = warc.archive(c.frontier.crawl, c.cfg, job.worker_name, prior)
+        result = visit(url, depth, c.cfg, archive, c.frontier.state.known, c.cookies, prior)
     finally:
         c.politeness.release(host, job.id, delay, started)
     result.counts.update(outcome_counts(host, result.counts, result.record, result.fetch_s))
@@ -259,7 +261,7 @@ def _settle(c: Crawl, url: str, depth: int, entry: InFlight, result: Visit) -> s
         return f"retry in {delay:.1f}s: {result.error}"
     result.record["attempts"] = attempts
     c.frontier.finish(
-        url, result.counts, result.record, result.children, depth + 1, result.digest,
+        url, result.counts, result.record, result.children, depth + 1, result.content,
         entry.priority,
     )  # fmt: skip
     return result.record
@@ -293,18 +295,21 @@ def visit(
     archive: Archive = no_archive,
     known: Container[str] = frozenset(),
     cookies: Cookies | None = None,
+    prior: Prior | None = None,
 ) -> Visit:
     """Fetch (archiving the responses) and parse `url`, extract its fields, run the hook;
     never raises for anything a web server can do. Links in `known` were already admitted
     or refused by this process: they are not judged again (the frontier drops them).
-    Cookies are sent and kept in `cookies`, if given."""
+    Cookies are sent and kept in `cookies`, if given. With the `prior` visit's validators
+    the GET is conditional, and a 304 is a visit of the page as it was."""
 
     def check_hop(hop: str) -> str | None:
         return None if in_scope(hop, cfg.scope_hosts) else "out_of_scope"
 
     started = time.monotonic()
     try:
-        resp = fetch(url, cfg, check_hop, archive=archive, cookies=cookies)
+        conditional = prior.conditional_headers() if prior else None
+        resp = fetch(url, cfg, check_hop, archive=archive, cookies=cookies, conditional=conditional)
     except FetchError as exc:
         failed = failed_visit(url, depth, exc)
         failed.fetch_s = time.monotonic() - started
@@ -318,6 +323,8 @@ def visit(
         status=resp.status,
         content_type=resp.content_type,
     )
+    if resp.status == NOT_MODIFIED and prior:
+        return _not_modified(page_record, resp, prior, fetch_s)
     if resp.body is None:
         page_record["outcome"] = "not_html"
         return Visit(page_record, {keys.skipped("not_html"): 1}, fetch_s=fetch_s)
@@ -352,7 +359,24 @@ def visit(
                 counts[keys.links_dropped(verdict.removeprefix("drop:"))] += 1
             else:
                 children.append((verdict, link))
-    return Visit(page_record, counts, children, fetch_s=fetch_s, digest=digest)
+    content = None
+    if cfg.revisit:  # the simhash costs a few ms a page: only crawls that compare visits
+        content = Content(
+            digest, simhash(visible_text(page.selector)), resp.headers.get("etag"),
+            resp.headers.get("last-modified"),
+        )  # fmt: skip
+    return Visit(page_record, counts, children, fetch_s=fetch_s, content=content)
+
+
+def _not_modified(page_record: dict, resp: Response, prior: Prior, fetch_s: float) -> Visit:
+    """A 304: the page as the last visit saw it (its digest; its links were admitted then,
+    none is admitted again), the validators the server sent anew or the old ones."""
+    page_record.update(outcome="fetched", not_modified=True)
+    content = Content(
+        prior.digest, None, resp.headers.get("etag") or prior.etag,
+        resp.headers.get("last-modified") or prior.last_modified, not_modified=True,
+    )  # fmt: skip
+    return Visit(page_record, {keys.FETCHED: 1}, fetch_s=fetch_s, content=content)
 
 
 def _capped(links: list[str], cap: int, record: dict, counts: Counter) -> list[str]:

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from contextlib import nullcontext
 from pathlib import Path
 from typing import BinaryIO, TextIO
@@ -35,7 +36,9 @@ class LocalWorkers:
     reaches only us and we stop them in order (warm shutdown, then kill). The Redis URL goes
     through the environment (RQ_REDIS_URL), where `ps` does not show its password. With
     `log_dir`, each one's output is appended to `log_dir`/<n>.log, so that a stalled or
-    failing worker can be seen; else it is discarded."""
+    failing worker can be seen; else it is discarded. `worker_class=None` runs RQ's own
+    worker class (or $RQ_WORKER_CLASS), as a bare `rq worker` does; `env` adds variables to
+    the workers' environment. As a context manager, it stops them on exit."""
 
     def __init__(
         self,
@@ -43,8 +46,9 @@ class LocalWorkers:
         count: int,
         threads: int = 1,
         log_dir: Path | None = None,
-        worker_class: str = WORKER_CLASS,
+        worker_class: str | None = WORKER_CLASS,
         rq_config: str | None = None,
+        env: Mapping[str, str] | None = None,
     ):
         self.log_dir = log_dir
         outs = [self._log(n) for n in range(1, count + 1)]
@@ -55,8 +59,7 @@ class LocalWorkers:
                     "-m",
                     *worker_command(threads),
                     keys.QUEUE_NAME,
-                    "--worker-class",
-                    worker_class,
+                    *(["--worker-class", worker_class] if worker_class else []),
                     "--with-scheduler",
                     "--maintenance-interval",
                     "30",
@@ -65,7 +68,7 @@ class LocalWorkers:
                 ],
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                env={**os.environ, "RQ_REDIS_URL": redis_url},
+                env={**os.environ, **(env or {}), "RQ_REDIS_URL": redis_url},
                 start_new_session=True,
             )  # fmt: skip
             for out in outs
@@ -79,6 +82,12 @@ class LocalWorkers:
             return open(os.devnull, "ab")
         self.log_dir.mkdir(parents=True, exist_ok=True)
         return open(self.log_dir / f"{n}.log", "ab")
+
+    def __enter__(self) -> LocalWorkers:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
     def alive(self) -> int:
         return sum(p.poll() is None for p in self.procs)

@@ -12,9 +12,10 @@ with list and object values written as JSON.
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from typing import IO
 
 from redis import Redis
@@ -39,6 +40,8 @@ FIELDS = [
     "hook_error",
     "visit",  # crawls with revisits: the visit's number (1, 2...)
     "change",  # and its change: new, changed, unchanged, gone (rqcrawl.tasks)
+    "not_modified",  # true when the server answered 304 to a conditional GET
+    "duplicate_of",  # an earlier URL of the crawl with the same body (crawls with revisits)
 ]
 
 
@@ -64,35 +67,54 @@ def skip_template(depth: int) -> str:
     return json.dumps(kept, separators=(",", ":"))
 
 
-def iter_records(redis: Redis, crawl: str, batch: int = 1000) -> Iterator[dict]:
+def iter_records(
+    redis: Redis,
+    crawl: str,
+    batch: int = 1000,
+    since: float | None = None,
+    changes: Collection[str] = (),
+) -> Iterator[dict]:
     """Every record of the crawl, oldest first, read in batches, with every field of FIELDS
-    (records of URLs refused at admission are written by Lua with only the fields they have)."""
+    (records of URLs refused at admission are written by Lua with only the fields they have).
+    A change feed: only those recorded at or after `since` (epoch seconds: the stream's
+    entry ids are their times in ms), only those whose change is one of `changes`."""
     stream = CrawlKeys(crawl).items
-    start = "-"
+    start = "-" if since is None else f"{max(0, int(since * 1000))}-0"
     while True:
         entries = redis.xrange(stream, min=start, count=batch)
         for _, data in entries:
-            yield dict.fromkeys(FIELDS) | {"fields": {}} | json.loads(data[b"r"])
+            row = dict.fromkeys(FIELDS) | {"fields": {}} | json.loads(data[b"r"])
+            if not changes or row["change"] in changes:
+                yield row
         if len(entries) < batch:
             return
         start = "(" + entries[-1][0].decode()
 
 
-def export(redis: Redis, crawl: str, out: IO[str], fmt: str = "jsonl") -> int:
-    """Write the crawl's records to `out` as JSON lines or CSV; returns the row count.
+def export(
+    redis: Redis,
+    crawl: str,
+    out: IO[str],
+    fmt: str = "jsonl",
+    since: float | None = None,
+    changes: Collection[str] = (),
+) -> int:
+    """Write the crawl's records (those of iter_records' `since` and `changes`) to `out` as
+    JSON lines or CSV; returns the row count.
 
     CSV reads the records twice: first to learn the names of the user's fields."""
     rows = 0
+    selected = functools.partial(iter_records, redis, crawl, since=since, changes=changes)
     if fmt == "csv":
-        names = sorted({name for r in iter_records(redis, crawl) for name in r.get("fields", {})})
+        names = sorted({name for r in selected() for name in r.get("fields", {})})
         columns = FIELDS + [f"fields.{name}" for name in names]
         writer = csv.DictWriter(out, fieldnames=columns, extrasaction="ignore")
         writer.writeheader()
-        for record in iter_records(redis, crawl):
+        for record in selected():
             writer.writerow(flat(record))
             rows += 1
     else:
-        for record in iter_records(redis, crawl):
+        for record in selected():
             out.write(json.dumps(record, ensure_ascii=False) + "\n")
             rows += 1
     return rows

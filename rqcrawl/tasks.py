@@ -14,14 +14,22 @@ pumps run: `FOR UPDATE SKIP LOCKED` on PostgreSQL and MySQL, SQLite's single wri
 IMMEDIATE) otherwise. A row left `queued` for QUEUED_LEASE seconds is due again: its pump died
 between the database and Redis (Redis skips a URL that is already waiting for its revisit).
 
+A row keeps what the next visit needs (rqcrawl.changes): the ETag and Last-Modified of the
+last response for a conditional GET (`prior`, one primary-key SELECT before the fetch), the
+digest and simhash of the last body for the change rule. The index on (crawl, digest) finds
+an earlier URL of the crawl with the same body: the visit is then a duplicate of it. Two URLs
+of one body whose first visits end at the same moment may both miss the other: content
+dedup is exact for pages visited one after the other, best effort for simultaneous ones.
+
 The schedule (`schedule`, written here, a few lines): a URL is due again `interval` seconds
 after a visit. The interval starts at `revisit` and adapts within [revisit_min, revisit_max]:
 x GROW after an unchanged visit, / SHRINK after a changed one. A failed visit (after its
 retries, or lost with its worker too often) waits interval x 2, x 4, then x 8 for the 1st,
 2nd, 3rd and later failures in a row, the interval itself unchanged; a 404/410 counts as a
 failure until the last of `revisit_gone_after` in a row, which makes the URL `gone`. Change
-is judged by the body's digest: `new` (first content seen), `changed`, `unchanged`, `gone` (a
-404/410), or None (a failure that tells nothing of the content, or a skip).
+is judged by rqcrawl.changes.change (the digest, then the simhash distance; a 304 is
+unchanged): `new` (first content seen), `changed`, `unchanged`, `gone` (a 404/410), or None
+(a failure that tells nothing of the content, or a skip).
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from sqlalchemy import (
     BigInteger,
@@ -57,11 +66,11 @@ from sqlalchemy import (
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
+from .changes import CHANGED, NEW, UNCHANGED, Content, Prior, change
 from .config import CrawlConfig
 from .sinks import FAILED_OUTCOMES
 
 SCHEDULED, QUEUED, GONE, SKIPPED = "scheduled", "queued", "gone", "skipped"
-NEW, CHANGED, UNCHANGED = "new", "changed", "unchanged"  # and GONE, the change of a 404/410
 GONE_STATUSES = (404, 410)
 GROW = 1.5  # interval factor after an unchanged visit
 SHRINK = 2.0  # interval divisor after a changed visit
@@ -94,6 +103,8 @@ TASKS = Table(
     Column("queued_at", Double),
     Index("rqcrawl_tasks_due", "crawl", "state", "next_visit"),
 )
+# Content dedup (a table of part A, made before this index existed, gets it on first use).
+DIGEST_INDEX = Index("rqcrawl_tasks_digest", TASKS.c.crawl, TASKS.c.digest)
 
 
 @dataclass(frozen=True)
@@ -105,6 +116,7 @@ class Known:
     failures: int = 0
     missing: int = 0
     digest: str | None = None
+    simhash: int | None = None
 
 
 @dataclass(frozen=True)
@@ -120,28 +132,45 @@ class Next:
 
 
 def schedule(
-    known: Known, outcome: str, status: int | None, digest: str | None, cfg: CrawlConfig, now: float
+    known: Known,
+    outcome: str,
+    status: int | None,
+    content: Content | None,
+    cfg: CrawlConfig,
+    now: float,
 ) -> Next:
     """The schedule rule of the module docstring."""
     low, high = cfg.revisit_bounds()
     interval = known.interval or min(high, max(low, cfg.revisit))
-    if outcome == "fetched":
-        if known.digest is None:
-            change = NEW
-        elif digest == known.digest and not known.missing:
-            change, interval = UNCHANGED, min(high, interval * GROW)
+    if outcome == "fetched" and content is not None:
+        if content.not_modified:
+            seen = UNCHANGED
+        elif known.missing:  # back after a 404, even with the same body
+            seen = CHANGED if known.digest else NEW
         else:
-            change, interval = CHANGED, max(low, interval / SHRINK)
-        return Next(SCHEDULED, now + interval, interval, 0, 0, change)
+            seen = change(known.digest, known.simhash, content.digest, content.simhash)
+        if seen == UNCHANGED:
+            interval = min(high, interval * GROW)
+        elif seen == CHANGED:
+            interval = max(low, interval / SHRINK)
+        return Next(SCHEDULED, now + interval, interval, 0, 0, seen)
     if outcome not in FAILED_OUTCOMES:
         return Next(SKIPPED, None, interval, 0, 0, None)
     failures = known.failures + 1
     missing = known.missing + 1 if status in GONE_STATUSES else 0
-    change = GONE if missing else None
+    gone = GONE if missing else None
     if missing >= cfg.revisit_gone_after:
-        return Next(GONE, None, interval, failures, missing, change)
+        return Next(GONE, None, interval, failures, missing, gone)
     wait = interval * min(2**failures, MAX_BACKOFF)
-    return Next(SCHEDULED, now + wait, interval, failures, missing, change)
+    return Next(SCHEDULED, now + wait, interval, failures, missing, gone)
+
+
+class Visited(NamedTuple):
+    """A visit as the table numbered and judged it."""
+
+    visit: int
+    change: str | None
+    duplicate_of: str | None = None
 
 
 def url_key(url: str) -> str:
@@ -161,35 +190,65 @@ class TaskTable:
         depth: int,
         outcome: str,
         status: int | None,
-        digest: str | None,
+        content: Content | None,
         cfg: CrawlConfig,
         priority: int = 0,
-    ) -> tuple[int, str | None]:
-        """Record a visit that ended (`outcome` as in the record) and schedule the next one;
-        returns the visit's number (1, 2...) and its change."""
+    ) -> Visited:
+        """Record a visit that ended (`outcome` as in the record; `content` what a fetched
+        visit saw) and schedule the next one; returns the visit's number (1, 2...), its
+        change, and the URL whose body this one repeats, if any."""
         key, now = url_key(url), time.time()
         where = and_(TASKS.c.crawl == crawl, TASKS.c.key == key)
         with self.engine.begin() as conn:
             row = conn.execute(select(TASKS).where(where).with_for_update()).first()
             known = (
-                Known(row.visits, row.interval_s, row.failures, row.missing, row.digest)
+                Known(row.visits, row.interval_s, row.failures, row.missing, row.digest,
+                      row.simhash)
                 if row
                 else Known()
-            )
-            nxt = schedule(known, outcome, status, digest, cfg, now)
+            )  # fmt: skip
+            nxt = schedule(known, outcome, status, content, cfg, now)
             values = {
                 "state": nxt.state, "next_visit": nxt.next_visit, "interval_s": nxt.interval,
                 "failures": nxt.failures, "missing": nxt.missing, "last_status": status,
-                "digest": digest or known.digest, "visits": known.visits + 1, "queued_at": None,
-                "priority": priority,
+                "visits": known.visits + 1, "queued_at": None, "priority": priority,
             }  # fmt: skip
+            duplicate_of = None
+            if content is not None:
+                if not content.not_modified and content.digest != known.digest:  # a new body
+                    duplicate_of = self._first_with(conn, crawl, key, content.digest)
+                simhash = known.simhash if content.not_modified else content.simhash
+                values.update(
+                    digest=content.digest, simhash=simhash, etag=content.etag,
+                    last_modified=content.last_modified,
+                )  # fmt: skip
             if row:
                 conn.execute(update(TASKS).where(where).values(values))
             else:
                 conn.execute(
                     insert(TASKS).values(crawl=crawl, key=key, url=url, depth=depth, **values)
                 )
-        return known.visits + 1, nxt.change
+        return Visited(known.visits + 1, nxt.change, duplicate_of)
+
+    @staticmethod
+    def _first_with(conn, crawl: str, key: str, digest: str) -> str | None:
+        """Another URL of the crawl whose last body had `digest` (the index on (crawl,
+        digest)), if any."""
+        query = (
+            select(TASKS.c.url)
+            .where(TASKS.c.crawl == crawl, TASKS.c.digest == digest, TASKS.c.key != key)
+            .limit(1)
+        )
+        return conn.execute(query).scalar()
+
+    def prior(self, crawl: str, url: str) -> Prior | None:
+        """What the URL's last visit left for a conditional GET (None: never fetched)."""
+        query = select(TASKS.c.etag, TASKS.c.last_modified, TASKS.c.digest).where(
+            TASKS.c.crawl == crawl, TASKS.c.key == url_key(url)
+        )
+        with self.engine.connect() as conn:
+            row = conn.execute(query).first()
+        return Prior(row.etag, row.last_modified, row.digest) if row and row.digest else None
 
     def take_due(self, crawl: str, limit: int) -> list[tuple[str, int, int]]:
         """Mark up to `limit` due URLs `queued` and return them with their depths and
@@ -295,5 +354,7 @@ def _create_table(made: Engine) -> None:
     makes ours fail, which is then harmless."""
     try:
         METADATA.create_all(made)
+        DIGEST_INDEX.create(made, checkfirst=True)
     except (IntegrityError, DBAPIError):
         METADATA.create_all(made)  # raises if the table still is not there
+        DIGEST_INDEX.create(made, checkfirst=True)

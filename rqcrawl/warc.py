@@ -17,10 +17,19 @@ does not download (non-HTML pages, redirects, error responses) are archived as h
 marked `WARC-Truncated: unspecified`; responses whose body failed to download (over the size
 cap, too slow, connection lost) and robots.txt files (read by the robots gate, not by the
 page fetch) are not archived.
+
+Revisits (crawls with `revisit`): a page that did not change since the URL's last visit is a
+`revisit` record (headers only) instead of a `response`: profile `server-not-modified` for a
+304 answered to a conditional GET, `identical-payload-digest` (with the body's
+WARC-Payload-Digest) for a body whose SHA-1 is the last visit's. WARC-Refers-To-Target-URI is
+the URL itself; WARC-Refers-To-Date is left out (the table keeps no date of the capture).
 """
 
 from __future__ import annotations
 
+import base64
+import functools
+import hashlib
 import io
 import os
 import re
@@ -34,12 +43,16 @@ import requests
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
+from .changes import Prior
 from .config import CrawlConfig
 from .fetch import Archive, no_archive
 from .lru import LRU
 
 # Headers that describe bytes on the wire which the archived body no longer has.
 _WIRE_HEADERS = {"content-encoding", "transfer-encoding", "content-length"}
+_PROFILE = "http://netpreserve.org/warc/1.0/revisit/"
+NOT_MODIFIED_PROFILE = _PROFILE + "server-not-modified"
+IDENTICAL_PROFILE = _PROFILE + "identical-payload-digest"
 
 
 def _safe(text: str) -> str:
@@ -60,11 +73,14 @@ class WarcFiles:
         self._file: io.BufferedWriter | None = None
         self._writer: WARCWriter | None = None
 
-    def write(self, resp: requests.Response, body: bytes | None) -> None:
-        """Archive `resp` (and its request) with `body`, or its headers only when None."""
+    def write(
+        self, resp: requests.Response, body: bytes | None, last_digest: str | None = None
+    ) -> None:
+        """Archive `resp` (and its request) with `body`, or its headers only when None; as a
+        revisit when it is a 304 or its body's SHA-1 is `last_digest` (the last visit's)."""
         writer = self._writer or self._open()
         writer.write_request_response_pair(
-            _request_record(writer, resp), _response_record(writer, resp, body)
+            _request_record(writer, resp), _record(writer, resp, body, last_digest)
         )
         if self._file.tell() >= self.max_bytes:
             self.close()
@@ -104,29 +120,55 @@ class WarcFiles:
         return self.directory / f"{self.crawl}-{stamp}-{serial:05d}-{self.owner}.warc.gz", True
 
 
+def _record(writer: WARCWriter, resp: requests.Response, body: bytes | None, last: str | None):
+    """The response's record: a revisit when it repeats the last visit, else a response."""
+    if resp.status_code == 304:
+        return _revisit_record(writer, resp, {"WARC-Profile": NOT_MODIFIED_PROFILE})
+    sha1 = hashlib.sha1(body).digest() if body is not None and last else None
+    if sha1 is not None and sha1.hex() == last:
+        return _revisit_record(
+            writer, resp,
+            {"WARC-Profile": IDENTICAL_PROFILE,
+             "WARC-Payload-Digest": "sha1:" + base64.b32encode(sha1).decode()},
+        )  # fmt: skip
+    return _response_record(writer, resp, body)
+
+
+def _revisit_record(writer: WARCWriter, resp: requests.Response, headers: dict):
+    headers["WARC-Refers-To-Target-URI"] = resp.url
+    return writer.create_warc_record(
+        resp.url, "revisit", http_headers=_http_headers(resp, []), warc_headers_dict=headers
+    )
+
+
 def _response_record(writer: WARCWriter, resp: requests.Response, body: bytes | None):
-    headers = [(k, v) for k, v in resp.raw.headers.items() if k.lower() not in _WIRE_HEADERS]
-    extra = {}
+    extra, length = {}, []
     if body is None:
         extra["WARC-Truncated"] = "unspecified"
-        length = resp.headers.get("content-length")
-        if length is not None:
-            headers.append(("Content-Length", length))
+        declared = resp.headers.get("content-length")
+        if declared is not None:
+            length.append(("Content-Length", declared))
     else:
-        headers.append(("Content-Length", str(len(body))))
-    http_version = resp.raw.version or 11
-    status = StatusAndHeaders(
-        f"{resp.status_code} {resp.reason or ''}".strip(),
-        headers,
-        protocol=f"HTTP/{http_version // 10}.{http_version % 10}",
-    )
+        length.append(("Content-Length", str(len(body))))
     return writer.create_warc_record(
         resp.url,
         "response",
         payload=io.BytesIO(body or b""),
         length=len(body or b""),
-        http_headers=status,
+        http_headers=_http_headers(resp, length),
         warc_headers_dict=extra,
+    )
+
+
+def _http_headers(resp: requests.Response, length: list[tuple[str, str]]) -> StatusAndHeaders:
+    """The response's status line and headers as received, but for those of the wire (see
+    the module docstring), with `length` as its Content-Length, if any."""
+    headers = [(k, v) for k, v in resp.raw.headers.items() if k.lower() not in _WIRE_HEADERS]
+    http_version = resp.raw.version or 11
+    return StatusAndHeaders(
+        f"{resp.status_code} {resp.reason or ''}".strip(),
+        headers + length,
+        protocol=f"HTTP/{http_version // 10}.{http_version % 10}",
     )
 
 
@@ -145,16 +187,21 @@ FILES_KEPT = 32  # (crawl, worker) pairs whose WARC file a process keeps open
 _open_files: LRU[tuple[str, str, str], WarcFiles] = LRU(FILES_KEPT, on_evict=WarcFiles.close)
 
 
-def archive(crawl: str, cfg: CrawlConfig, worker: str | None) -> Archive:
+def archive(
+    crawl: str, cfg: CrawlConfig, worker: str | None, prior: Prior | None = None
+) -> Archive:
     """Where `worker`'s responses of `crawl` go: its WARC files when the crawl has
-    `warc_dir` (a path on the worker's own machine, relative to its working directory)."""
+    `warc_dir` (a path on the worker's own machine, relative to its working directory).
+    With the `prior` visit of the URL, an unchanged response is a revisit record."""
     if not cfg.warc_dir:
         return no_archive
     key = (crawl, cfg.warc_dir, worker or "")
     files = _open_files.get(key) or _open_files.put(
         key, WarcFiles(Path(cfg.warc_dir), crawl, worker or f"pid{os.getpid()}", cfg.warc_max_bytes)
     )
-    return files.write
+    if prior is None or prior.digest is None:
+        return files.write
+    return functools.partial(files.write, last_digest=prior.digest)
 
 
 def forget(crawl: str) -> None:

@@ -1,4 +1,5 @@
-"""Running the real commands: `rqcrawl ...` and `rq worker crawl` as subprocesses."""
+"""Running the real commands (`rqcrawl ...` and worker fleets as subprocesses) and waiting for
+what they do: one `wait_until` for every test that waits."""
 
 from __future__ import annotations
 
@@ -9,11 +10,54 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
-from servers import env_with
+from redis import Redis
+from rq import Worker
 
-BIN = Path(sys.executable).parent
+from rqcrawl.runner import LocalWorkers
+
+ROOT = Path(__file__).resolve().parent.parent  # the repository
+CONF = ROOT / "conf"
+BIN = Path(sys.executable).parent  # the venv's commands: rqcrawl, warcio, rq-dashboard
+
+T = TypeVar("T")
+
+
+def wait_until(
+    condition: Callable[[], T],
+    timeout: float,
+    what: str,
+    *,
+    accept: Callable[[T], object] = bool,
+    ignoring: tuple[type[Exception], ...] = (),
+    every: float = 0.05,
+) -> T:
+    """Call `condition` every `every` seconds until `accept` holds for its value (by default:
+    until the value is truthy), and return that value. An exception in `ignoring` counts as
+    "not yet" (a server still starting). After `timeout` seconds, fail the test saying what
+    was awaited and the last value seen, so that a slow or broken run explains itself."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            value = condition()
+            if accept(value):
+                return value
+        except ignoring as exc:
+            value = exc
+        if time.monotonic() > deadline:
+            raise AssertionError(f"waited {timeout} s for {what}; last value: {value!r}")
+        time.sleep(every)
+
+
+def env_with(redis_url: str) -> dict[str, str]:
+    """This environment for a subprocess, with RQ's Redis URL set to `redis_url`."""
+    env = dict(os.environ)
+    env.pop("REDIS_URL", None)
+    env["RQ_REDIS_URL"] = redis_url
+    return env
 
 
 def rqcrawl(redis_url: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -44,58 +88,25 @@ def status(redis_url: str, crawl: str) -> dict:
 
 
 def wait_finished(redis_url: str, crawl: str, timeout: float = 120) -> dict:
-    deadline = time.monotonic() + timeout
-    while True:
-        s = status(redis_url, crawl)
-        if s["state"] == "finished":
-            return s
-        if time.monotonic() > deadline:
-            raise AssertionError(f"crawl {crawl} not finished after {timeout}s: {s}")
-        time.sleep(0.3)
+    """`rqcrawl status` until the crawl is finished (every 0.3 s: each call is a process)."""
+    return wait_until(
+        lambda: status(redis_url, crawl),
+        timeout,
+        f"crawl {crawl} to finish",
+        accept=lambda s: s["state"] == "finished",
+        every=0.3,
+    )
 
 
-class Workers:
-    """Real `rq worker crawl` processes, stopped (warm shutdown, then kill) on exit."""
+def worker_names(conn: Redis, workers: LocalWorkers, timeout: float = 30) -> list[str]:
+    """The RQ names of `workers`' processes, in their order, once each has registered (a
+    stock worker's name is random; RQ stores every worker's pid)."""
 
-    def __init__(
-        self,
-        redis_url: str,
-        count: int,
-        *extra: str,
-        log_dir: Path | None = None,
-        env: dict[str, str] | None = None,
-    ):
-        self.procs = []
-        self.names = []
-        for n in range(count):
-            name = f"w{n}-{time.monotonic_ns()}"
-            log = open(log_dir / f"{name}.log", "w") if log_dir else subprocess.DEVNULL
-            self.names.append(name)
-            self.procs.append(
-                subprocess.Popen(
-                    [str(BIN / "rq"), "worker", "crawl", "--name", name, *extra],
-                    env=env_with(redis_url) | (env or {}),
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                )
-            )
+    def names() -> list[str | None]:
+        by_pid = {w.pid: w.name for w in Worker.all(connection=conn)}
+        return [by_pid.get(p.pid) for p in workers.procs]
 
-    def __enter__(self) -> Workers:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
-    def stop(self) -> None:
-        for p in self.procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in self.procs:
-            try:
-                p.wait(15)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+    return wait_until(names, timeout, "every worker to register", accept=all)
 
 
 def child_pids(pid: int) -> list[int]:
@@ -104,19 +115,19 @@ def child_pids(pid: int) -> list[int]:
 
 def stop_pids(pids: list[int], grace: float = 5) -> None:
     """Stop processes that are not our children (orphans of a killed worker): SIGTERM, then
-    SIGKILL after `grace` seconds."""
+    SIGKILL for those still running after `grace` seconds."""
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while any(_running(pid) for pid in pids) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    with contextlib.suppress(AssertionError):  # the grace is over: what is left is killed
+        wait_until(lambda: not any(map(running, pids)), grace, "processes to exit")
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
 
 
-def _running(pid: int) -> bool:
+def running(pid: int) -> bool:
+    """Whether `pid` exists and is not a zombie."""
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:

@@ -7,7 +7,6 @@ a time limit, whichever comes first.
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import sys
@@ -19,6 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import redis
+from helpers import wait_until
 
 from rqcrawl.embedded import server_binary
 
@@ -61,16 +61,20 @@ class RedisServer:
             "noeviction",
         ]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-        conn = redis.Redis.from_url(self.url)
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                conn.ping()
-                return self
-            except redis.ConnectionError:
-                if time.monotonic() > deadline or self.proc.poll() is not None:
-                    raise RuntimeError(f"redis-server did not start on port {self.port}") from None
-                time.sleep(0.05)
+        with redis.Redis.from_url(self.url) as conn:
+            wait_until(
+                lambda: self._alive() and conn.ping(),
+                10,
+                f"redis-server to answer on port {self.port}",
+                ignoring=(redis.ConnectionError,),
+            )
+        return self
+
+    def _alive(self) -> bool:
+        """True while the process runs: a redis-server that exited will never answer."""
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"redis-server on port {self.port} exited: {self.proc.returncode}")
+        return True
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
@@ -183,10 +187,3 @@ def drip(req: BaseHTTPRequestHandler, data: bytes) -> None:
     except OSError:
         pass
     req.close_connection = True
-
-
-def env_with(redis_url: str) -> dict[str, str]:
-    env = dict(os.environ)
-    env.pop("REDIS_URL", None)
-    env["RQ_REDIS_URL"] = redis_url
-    return env

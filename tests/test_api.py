@@ -4,9 +4,9 @@ every refusal raised as one of the API's exceptions."""
 from __future__ import annotations
 
 import csv
-import time
 
 import pytest
+from helpers import wait_until
 from servers import HTTPSite
 from test_bad_input import crawl_keys
 from test_crawl_e2e import path_of
@@ -22,11 +22,13 @@ SEED = "http://example.org/"
 
 def finished(conn, name: str, timeout: float = 120) -> dict:
     """The crawl's status once it is finished (with the recovery pass, as `status` runs it)."""
-    deadline = time.monotonic() + timeout
-    while (s := api.status(conn, name))["state"] != "finished":
-        assert time.monotonic() < deadline, f"crawl {name} not finished after {timeout}s: {s}"
-        time.sleep(0.2)
-    return s
+    return wait_until(
+        lambda: api.status(conn, name),
+        timeout,
+        f"crawl {name} to finish",
+        accept=lambda s: s["state"] == "finished",
+        every=0.2,
+    )
 
 
 def test_a_crawl_driven_through_the_api_alone(redis_url, conn, tmp_path):
@@ -35,11 +37,8 @@ def test_a_crawl_driven_through_the_api_alone(redis_url, conn, tmp_path):
         started = api.start(
             conn, [http.base + "/p0.html"], max_depth=2, allow_private=True, delay=0
         )
-        pool = LocalWorkers(redis_url, 2, log_dir=tmp_path / "workers")
-        try:
+        with LocalWorkers(redis_url, 2, log_dir=tmp_path / "workers"):
             final = finished(conn, started.name)
-        finally:
-            pool.stop()
     assert started.name.startswith("127-0-0-1-") and not started.resumed
     assert started.admitted == 1 and started.cfg.scope_hosts == [http.base.split("//")[1]]
 

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import pickle
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 import redis
-from helpers import BIN, child_pids, rqcrawl
-from servers import HTTPSite, env_with, free_port
+from helpers import BIN, child_pids, env_with, rqcrawl, wait_until
+from servers import HTTPSite, free_port
 from test_cli import assert_one_line_error
 from testsite import Site
 
@@ -268,11 +267,19 @@ def test_local_workers_get_the_redis_url_from_the_environment(redis_server, conn
                 env=env_with(url), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             )  # fmt: skip
             cmdlines = {}
-            deadline = time.monotonic() + 60
-            while len(cmdlines) < 2 and proc.poll() is None and time.monotonic() < deadline:
+
+            def workers_seen() -> dict[int, bytes]:
+                """The command lines of the crawl's child processes so far."""
                 for pid in child_pids(proc.pid):
                     cmdlines[pid] = Path(f"/proc/{pid}/cmdline").read_bytes()
-                time.sleep(0.05)
+                return cmdlines
+
+            wait_until(
+                workers_seen,
+                60,
+                "two workers started (or the crawl over)",
+                accept=lambda seen: len(seen) >= 2 or proc.poll() is not None,
+            )
             _, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err
         assert len(cmdlines) == 2 and all(b"rqcrawl.worker" in c for c in cmdlines.values())

@@ -6,16 +6,16 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 from http.server import BaseHTTPRequestHandler
 
 import click
 import pytest
-from helpers import BIN, Workers, read_jsonl, rqcrawl, seed_local, wait_finished
-from servers import HTTPSite, env_with, free_port, reply
+from helpers import BIN, env_with, read_jsonl, rqcrawl, seed_local, wait_finished, wait_until
+from servers import HTTPSite, free_port, reply
 from testsite import Site
 
 from rqcrawl.cli import LAZY_SUBCOMMANDS, main
+from rqcrawl.runner import LocalWorkers
 
 
 def assert_one_line_error(proc: subprocess.CompletedProcess, *words: str) -> None:
@@ -57,7 +57,7 @@ def test_guard_refuses_loopback_unless_allowed(redis_url, tmp_path):
     site = Site(pages=5)
     with HTTPSite(site.handle, max_requests=50, max_seconds=60) as http:
         rqcrawl(redis_url, "seed", http.base + "/p0.html", "--max-depth", "2", "--crawl", "g")
-        with Workers(redis_url, 1):
+        with LocalWorkers(redis_url, 1, worker_class=None):
             s = wait_finished(redis_url, "g")
     assert http.hits == {}  # refused before a single byte was sent
     assert s["skipped"] == {"refused_address": 1}
@@ -92,7 +92,7 @@ def test_redirect_hops_are_checked_against_scope_and_loops(redis_url, tmp_path):
         }
         with HTTPSite(redirecting(routes), max_requests=50, max_seconds=60) as http:
             seed_local(redis_url, http.base + "/", "r", 1)
-            with Workers(redis_url, 1):
+            with LocalWorkers(redis_url, 1, worker_class=None):
                 wait_finished(redis_url, "r")
         assert other.hits == {}  # the out-of-scope hop was never requested
     out = tmp_path / "r.jsonl"
@@ -120,9 +120,7 @@ def test_embedded_crawl_resumes_after_ctrl_c_without_refetching(tmp_path):
     out = tmp_path / "pages.jsonl"
     with HTTPSite(site.handle, max_requests=300, max_seconds=240) as http:
         first = run_crawl(http.base, tmp_path / "data", out)
-        deadline = time.monotonic() + 60
-        while sum(http.hits.values()) < 8 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: sum(http.hits.values()) >= 8, 60, "8 pages requested")
         first.send_signal(signal.SIGINT)
         _, err = first.communicate(timeout=60)
         assert first.returncode != 0

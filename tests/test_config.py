@@ -6,9 +6,9 @@ import json
 import math
 import tomllib
 from dataclasses import asdict, fields
-from pathlib import Path
 
 import pytest
+from helpers import CONF
 
 from rqcrawl import config
 from rqcrawl.config import ConfigError, CrawlConfig
@@ -196,7 +196,7 @@ def test_from_toml_invalid_toml(tmp_path):
 
 # --- conf/default.toml ----------------------------------------------------------------------
 
-DEFAULT_TOML = Path(__file__).resolve().parent.parent / "conf" / "default.toml"
+DEFAULT_TOML = CONF / "default.toml"
 
 
 def test_default_toml_equals_the_built_in_defaults():

@@ -11,30 +11,38 @@ import time
 import tomllib
 from http.server import BaseHTTPRequestHandler
 
-from helpers import BIN, Workers, read_jsonl, rqcrawl, seed_local, status, wait_finished
-from rq import Queue
-from servers import HTTPSite, env_with, free_port, reply
+from helpers import (
+    BIN,
+    env_with,
+    read_jsonl,
+    rqcrawl,
+    seed_local,
+    status,
+    wait_finished,
+    wait_until,
+)
+from rq import Queue, Worker
+from servers import HTTPSite, free_port, reply
 from test_cli import assert_one_line_error
-from test_politeness import CRAWL_WORKER
 from testsite import Site
 
 from rqcrawl import keys
-
-
-def wait_until(check, timeout: float = 30, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while not (result := check()):
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
-    return result
+from rqcrawl.runner import LocalWorkers
 
 
 def settled(redis_url: str, crawl: str) -> dict:
     """Wait until nothing of a paused crawl is in flight; returns its status."""
     return wait_until(
-        lambda: (s := status(redis_url, crawl))["in_flight"] == 0 and s,
-        what=f"{crawl} to settle",
+        lambda: status(redis_url, crawl),
+        30,
+        f"{crawl} to settle",
+        accept=lambda s: s["in_flight"] == 0,
     )
+
+
+def all_idle(conn) -> bool:
+    """Whether every registered worker waits for a job (none is running one)."""
+    return all(w.get_state() == "idle" for w in Worker.all(connection=conn))
 
 
 def counter(conn, crawl: str, field: str) -> int:
@@ -51,21 +59,21 @@ def test_pause_gives_work_back_and_resume_finishes_exactly(redis_url, conn, tmp_
         seed_local(redis_url, http.base + "/missing0", "pz", 3)  # admitted, not released
         s = status(redis_url, "pz")
         assert (s["state"], s["in_flight"], s["held"]) == ("paused", 1, 1)
-        with Workers(redis_url, 2, *CRAWL_WORKER, log_dir=tmp_path):
+        with LocalWorkers(redis_url, 2, log_dir=tmp_path):
             # The first seed's job was queued before the pause: a worker gives it back.
-            wait_until(lambda: counter(conn, "pz", "put_back") == 1, what="put back")
+            wait_until(lambda: counter(conn, "pz", "put_back") == 1, 30, "the job put back")
             s = settled(redis_url, "pz")
             assert (s["state"], s["held"], s["fetched"]) == ("paused", 2, 0)
             assert http.hits == {}
 
             rqcrawl(redis_url, "resume", "pz")
-            wait_until(lambda: sum(http.hits.values()) >= 8, what="8 pages")
+            wait_until(lambda: sum(http.hits.values()) >= 8, 30, "8 pages requested")
             rqcrawl(redis_url, "pause", "pz")
             s = settled(redis_url, "pz")
             assert s["state"] == "paused" and s["held"] > 0
             requested = sum(http.hits.values())
-            time.sleep(1.5)
-            assert sum(http.hits.values()) == requested  # nothing released while paused
+            time.sleep(1.5)  # the behaviour under test: nothing is released while paused
+            assert sum(http.hits.values()) == requested
             listed = rqcrawl(redis_url, "list").stdout.splitlines()
             # the last column: failures, and their reasons if any
             assert re.match(r"pz\s+paused\s+\d+/\d+\s+[\d.]+\s+\d+( \(.+\))?$", listed[1]), listed
@@ -86,16 +94,17 @@ def test_cancel_drops_pending_work_and_says_how_much(redis_url, conn, tmp_path):
     site = Site(pages=60, slow={i: 0.2 for i in range(60)})
     with HTTPSite(site.handle, max_requests=300, max_seconds=180) as http:
         seed_local(redis_url, http.base + "/p0.html", "cx", 3)
-        with Workers(redis_url, 2, *CRAWL_WORKER, log_dir=tmp_path):
-            wait_until(lambda: sum(http.hits.values()) >= 6, what="6 pages")
+        with LocalWorkers(redis_url, 2, log_dir=tmp_path):
+            wait_until(lambda: sum(http.hits.values()) >= 6, 30, "6 pages requested")
             said = rqcrawl(redis_url, "cancel", "cx").stdout
             dropped = int(re.search(r"cancelled: (\d+) URL\(s\) dropped", said).group(1))
             assert dropped > 0
             queued = Queue(keys.QUEUE_NAME, connection=conn).job_ids
             assert not [j for j in queued if j.startswith("rqcrawl-cx-")]
-            time.sleep(1)  # the pages being fetched at the cancel end, unrecorded
+            # The pages being fetched at the cancel end, unrecorded; then nothing more.
+            wait_until(lambda: all_idle(conn), 30, "the workers to finish their pages")
             requested = sum(http.hits.values())
-            time.sleep(1)
+            time.sleep(1)  # the behaviour under test: no request during this second
             assert sum(http.hits.values()) == requested
     s = status(redis_url, "cx")
     assert (s["state"], s["in_flight"], s["held"], s["dropped"]) == ("cancelled", 0, 0, dropped)
@@ -118,7 +127,7 @@ def test_cancel_ends_a_one_machine_crawl_with_what_it_recorded(redis_url, tmp_pa
             env=env_with(redis_url), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         try:
-            wait_until(lambda: sum(http.hits.values()) >= 3, what="3 pages")
+            wait_until(lambda: sum(http.hits.values()) >= 3, 30, "3 pages requested")
             rqcrawl(redis_url, "cancel", "emb")
             _, err = crawl.communicate(timeout=60)
         finally:
@@ -136,13 +145,13 @@ def test_cancel_drops_a_parked_retry(redis_url, conn, tmp_path):
 
     with HTTPSite(down, max_requests=20, max_seconds=60) as http:
         seed_local(redis_url, http.base + "/", "rt", 1, "--no-robots")
-        with Workers(redis_url, 1, "--with-scheduler", log_dir=tmp_path):
+        with LocalWorkers(redis_url, 1, worker_class=None, log_dir=tmp_path):
             later = keys.CrawlKeys("rt").later  # a retry waits there for its time, as no job
-            wait_until(lambda: conn.zcard(later), what="a parked retry")
+            wait_until(lambda: conn.zcard(later), 30, "a parked retry")
             said = rqcrawl(redis_url, "cancel", "rt").stdout
             assert "1 URL(s) dropped (0 held, 1 in flight; 0 queued RQ job(s) removed)" in said
             assert conn.zcard(later) == 0
-            time.sleep(3)  # past the retry's 2 s backoff: nothing comes back
+            time.sleep(3)  # the behaviour under test: past the 2 s backoff, nothing comes back
     assert http.hits == {"/": 1}
     assert status(redis_url, "rt")["dropped"] == 1
 

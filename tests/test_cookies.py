@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from http.server import BaseHTTPRequestHandler
 
-from helpers import Workers, seed_local, wait_finished
+from helpers import seed_local, wait_finished
 from servers import HTTPSite, reply
-from test_politeness import CRAWL_WORKER
 
 from rqcrawl import cookies
 from rqcrawl.config import CrawlConfig
 from rqcrawl.cookies import Cookies
 from rqcrawl.fetch import fetch
+from rqcrawl.runner import LocalWorkers
 
 PAGES = 40  # pages per crawl, each setting a new 200-byte cookie: 8 KB if nothing is capped
 CAP = 4096  # the default max_cookie_bytes_per_host
@@ -51,7 +51,7 @@ def test_cookies_are_per_crawl_and_capped(redis_url, tmp_path):
     with HTTPSite(flooding(sent), max_requests=200, max_seconds=120) as http:
         seed_local(redis_url, http.base + "/a/0", "a", 1)
         seed_local(redis_url, http.base + "/b/0", "b", 1)
-        with Workers(redis_url, 1, *CRAWL_WORKER, log_dir=tmp_path):
+        with LocalWorkers(redis_url, 1, log_dir=tmp_path):
             wait_finished(redis_url, "a")
             wait_finished(redis_url, "b")
     pages = [(path, cookie) for path, cookie in sent if path != "/robots.txt"]

@@ -3,6 +3,7 @@ still ends with exactly the expected pages, each recorded once."""
 
 from __future__ import annotations
 
+import itertools
 import signal
 import time
 from contextlib import ExitStack
@@ -10,7 +11,6 @@ from urllib.parse import urlsplit
 
 import pytest
 from helpers import (
-    Workers,
     child_pids,
     read_jsonl,
     rqcrawl,
@@ -18,15 +18,16 @@ from helpers import (
     status,
     stop_pids,
     wait_finished,
+    wait_until,
+    worker_names,
 )
 from rq import Worker
 from servers import HTTPSite, RedisServer
 from testsite import Site
 
 from rqcrawl import leases, state, stats
+from rqcrawl.runner import WORKER_CLASS, LocalWorkers
 from rqcrawl.urls import canonicalize
-
-CRAWL_WORKER = ("-w", "rqcrawl.worker.CrawlWorker", "--with-scheduler")
 
 
 def path_of(url: str) -> str:
@@ -47,11 +48,32 @@ def busy(conn, name: str) -> bool:
 def finished_untouched(conn, crawl: str, timeout: float) -> dict:
     """Wait for the end reading Redis only: unlike `rqcrawl status`, this never runs a
     recovery pass, so the surviving worker's own watchdog has to bring the URL back."""
-    deadline = time.monotonic() + timeout
-    while (s := stats.status(conn, crawl))["state"] != "finished":
-        assert time.monotonic() < deadline, s
-        time.sleep(0.3)
-    return s
+    return wait_until(
+        lambda: stats.status(conn, crawl),
+        timeout,
+        f"crawl {crawl} to finish",
+        accept=lambda s: s["state"] == "finished",
+        every=0.3,
+    )
+
+
+def kill_when_busy(
+    conn, workers: LocalWorkers, progress: int, http: HTTPSite, orphans: ExitStack
+) -> None:
+    """SIGKILL `workers`' first process once `progress` pages were requested and it is in a
+    job (mid-request when pages are slow). Its RQ scheduler, if it holds the lock, outlives
+    it as it would in production: `orphans` (an ExitStack) stops it at the end."""
+    name = worker_names(conn, workers)[0]
+    wait_until(
+        lambda: sum(http.hits.values()) >= progress and busy(conn, name),
+        300,  # (RQ alone takes minutes per kill)
+        f"{progress} pages requested and worker {name} in a job",
+        every=0.01,
+    )
+    victim = workers.procs[0]
+    orphans.callback(stop_pids, child_pids(victim.pid))
+    victim.send_signal(signal.SIGKILL)
+    victim.wait()
 
 
 def test_sigkill_of_a_worker_mid_crawl_leaves_an_exact_result(redis_url, conn, tmp_path):
@@ -63,17 +85,8 @@ def test_sigkill_of_a_worker_mid_crawl_leaves_an_exact_result(redis_url, conn, t
             redis_url, http.base + "/p0.html", "k", 3, "--config", str(conf),
             "--host-concurrency", "4",
         )  # fmt: skip
-        extra = (*CRAWL_WORKER, "--job-monitoring-interval", "5")
-        with Workers(redis_url, 2, *extra, log_dir=tmp_path) as workers, ExitStack() as orphans:
-            victim = workers.procs[0]
-            deadline = time.monotonic() + 60
-            while not (sum(http.hits.values()) >= 6 and busy(conn, workers.names[0])):
-                assert time.monotonic() < deadline, "the worker never took a job"
-                time.sleep(0.02)
-            # Its RQ scheduler (if it holds the lock) outlives it, as it would in production.
-            orphans.callback(stop_pids, child_pids(victim.pid))
-            victim.send_signal(signal.SIGKILL)  # mid-request: every page takes 0.3 s
-            victim.wait()
+        with LocalWorkers(redis_url, 2, log_dir=tmp_path) as workers, ExitStack() as orphans:
+            kill_when_busy(conn, workers, 6, http, orphans)  # every page takes 0.3 s
             killed_at = time.monotonic()
             s = finished_untouched(conn, "k", timeout=240)
             recovery = time.monotonic() - killed_at
@@ -97,17 +110,8 @@ def test_a_killed_worker_frees_its_host_slot_in_seconds(redis_url, conn, tmp_pat
     site = Site(pages=40, slow={i: 0.3 for i in range(40)})
     with HTTPSite(site.handle, max_requests=400, max_seconds=300) as http:
         seed_local(redis_url, http.base + "/p0.html", "h", 3)
-        with (
-            Workers(redis_url, 2, *CRAWL_WORKER, log_dir=tmp_path) as workers,
-            ExitStack() as orphans,
-        ):
-            deadline = time.monotonic() + 60
-            while not (sum(http.hits.values()) >= 6 and busy(conn, workers.names[0])):
-                assert time.monotonic() < deadline, "the worker never took a job"
-                time.sleep(0.02)
-            orphans.callback(stop_pids, child_pids(workers.procs[0].pid))
-            workers.procs[0].send_signal(signal.SIGKILL)  # mid-request: every page takes 0.3 s
-            workers.procs[0].wait()
+        with LocalWorkers(redis_url, 2, log_dir=tmp_path) as workers, ExitStack() as orphans:
+            kill_when_busy(conn, workers, 6, http, orphans)  # every page takes 0.3 s
             killed_at = time.monotonic()
             s = finished_untouched(conn, "h", timeout=240)
             after_kill = time.monotonic() - killed_at
@@ -123,16 +127,13 @@ def test_restarting_redis_with_aof_resumes_without_refetching(tmp_path):
         with HTTPSite(site.handle, max_requests=200, max_seconds=200) as http:
             base = http.base
             seed_local(server.url, base + "/p0.html", "a", 3)
-            with Workers(server.url, 2, *CRAWL_WORKER):
-                deadline = time.monotonic() + 60
-                while sum(http.hits.values()) < 10:
-                    assert time.monotonic() < deadline
-                    time.sleep(0.05)
+            with LocalWorkers(server.url, 2):
+                wait_until(lambda: sum(http.hits.values()) >= 10, 60, "10 pages requested")
             before = sum(http.hits.values())
             server.stop()  # a clean shutdown writes the append-only file out
             server.start()
             assert status(server.url, "a")["state"] == "running"
-            with Workers(server.url, 2, *CRAWL_WORKER):
+            with LocalWorkers(server.url, 2):
                 s = wait_finished(server.url, "a", timeout=120)
     finally:
         server.stop()
@@ -153,25 +154,18 @@ def test_repeated_sigkills_recover_in_seconds(redis_url, conn, tmp_path, record_
     with HTTPSite(site.handle, max_requests=5000, max_seconds=600) as http:
         seed_local(redis_url, http.base + "/p0.html", "z", 20, "--host-concurrency", "32")
         with ExitStack() as stack:
-            slots = [
-                stack.enter_context(Workers(redis_url, 1, *CRAWL_WORKER, log_dir=tmp_path))
-                for _ in range(workers_at_once)
-            ]
+            numbers = itertools.count(1)  # each worker its own log directory
+
+            def start_worker() -> LocalWorkers:
+                logs = tmp_path / f"worker{next(numbers)}"
+                return stack.enter_context(LocalWorkers(redis_url, 1, log_dir=logs))
+
+            slots = [start_worker() for _ in range(workers_at_once)]
             for n in range(kills):
                 slot = n % 2  # slots 0 and 1 are killed again and again, slot 2 never
-                name = slots[slot].names[0]
-                deadline = time.monotonic() + 300  # (RQ alone takes minutes per kill)
                 progress = (n + 1) * len(want) // (kills + 2)  # the last at 5/7: work remains
-                while not (sum(http.hits.values()) >= progress and busy(conn, name)):
-                    assert time.monotonic() < deadline, f"kill {n}: the crawl made no progress"
-                    time.sleep(0.01)
-                victim = slots[slot].procs[0]
-                stack.callback(stop_pids, child_pids(victim.pid))  # its orphaned scheduler
-                victim.send_signal(signal.SIGKILL)
-                victim.wait()
-                slots[slot] = stack.enter_context(
-                    Workers(redis_url, 1, *CRAWL_WORKER, log_dir=tmp_path)
-                )
+                kill_when_busy(conn, slots[slot], progress, http, stack)
+                slots[slot] = start_worker()
             last_kill = time.monotonic()
             s = finished_untouched(conn, "z", timeout=400)
             after_last_kill = time.monotonic() - last_kill
@@ -194,7 +188,7 @@ def test_repeated_sigkills_recover_in_seconds(redis_url, conn, tmp_path, record_
     assert after_last_kill < 45, f"finished {after_last_kill:.1f} s after the last kill"
 
 
-@pytest.mark.parametrize("worker", [CRAWL_WORKER, ("--with-scheduler",)], ids=["crawl", "stock"])
+@pytest.mark.parametrize("worker", [WORKER_CLASS, None], ids=["crawl", "stock"])
 def test_a_slow_but_alive_job_keeps_its_url(redis_url, conn, tmp_path, worker):
     """A page that takes longer than a lease plus a recovery pass is not taken for lost
     while its worker lives: the job renews its lease (from a thread of the process running
@@ -203,7 +197,7 @@ def test_a_slow_but_alive_job_keeps_its_url(redis_url, conn, tmp_path, worker):
     site = Site(pages=4, slow={1: slow})
     with HTTPSite(site.handle, max_requests=100, max_seconds=120) as http:
         seed_local(redis_url, http.base + "/p0.html", "s", 2)
-        with Workers(redis_url, 2, *worker, log_dir=tmp_path):
+        with LocalWorkers(redis_url, 2, log_dir=tmp_path, worker_class=worker):
             s = finished_untouched(conn, "s", timeout=90)
     assert s["recovered"] == 0 and s["fetched"] == len(expected_paths(site, 2)) - 1, s
     assert all(n == 1 for n in http.hits.values()), http.hits

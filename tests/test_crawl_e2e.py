@@ -5,11 +5,12 @@ from __future__ import annotations
 import csv
 from urllib.parse import urlsplit
 
-from helpers import Workers, read_jsonl, rqcrawl, seed_local, wait_finished
+from helpers import read_jsonl, rqcrawl, seed_local, wait_finished, worker_names
 from rq import Worker
 from servers import HTTPSite
 from testsite import Site
 
+from rqcrawl.runner import LocalWorkers
 from rqcrawl.urls import canonicalize
 
 
@@ -26,10 +27,10 @@ def test_two_workers_fetch_exactly_the_pages_within_depth(redis_url, conn, tmp_p
     with HTTPSite(site.handle, max_requests=500, max_seconds=180) as http:
         seeded = seed_local(redis_url, http.base + "/p0.html", "e2e", max_depth)
         assert "e2e" in seeded.stdout
-        with Workers(redis_url, 2, log_dir=tmp_path) as workers:
+        with LocalWorkers(redis_url, 2, worker_class=None, log_dir=tmp_path) as workers:
             final = wait_finished(redis_url, "e2e")
             counts = {w.name: w.successful_job_count for w in Worker.all(connection=conn)}
-            assert set(counts) == set(workers.names)
+            assert set(counts) == set(worker_names(conn, workers))
             assert all(n > 0 for n in counts.values()), counts
 
     expected = site.expected(max_depth)

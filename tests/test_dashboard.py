@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 import urllib.request
 
 import pytest
-from helpers import BIN, Workers, seed_local
+from helpers import BIN, seed_local, wait_until, worker_names
 from servers import HTTPSite, free_port
-from test_politeness import CRAWL_WORKER
 from testsite import Site
+
+from rqcrawl.runner import LocalWorkers
 
 DASHBOARD = BIN / "rq-dashboard"
 NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -23,18 +23,10 @@ def get_json(url: str) -> dict:
         return json.load(resp)
 
 
-def poll(url: str, check, timeout: float = 30) -> dict:
+def poll(url: str, check) -> dict:
     """GET `url` until `check(data)` holds (the server may still be starting)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            data = get_json(url)
-            if check(data):
-                return data
-        except OSError:
-            pass
-        assert time.monotonic() < deadline, f"{url} never satisfied the check"
-        time.sleep(0.2)
+    what = f"{url} to pass {check.__name__}"
+    return wait_until(lambda: get_json(url), 30, what, accept=check, ignoring=(OSError,), every=0.2)
 
 
 @pytest.fixture
@@ -58,7 +50,7 @@ def dashboard(redis_url, tmp_path):
     log.close()
 
 
-def test_dashboard_shows_the_crawl_queue_jobs_and_busy_workers(redis_url, dashboard):
+def test_dashboard_shows_the_crawl_queue_jobs_and_busy_workers(redis_url, conn, dashboard):
     site = Site(pages=20, slow={i: 1.0 for i in range(20)})
     with HTTPSite(site.handle, max_requests=100, max_seconds=120) as http:
         seed_local(redis_url, http.base + "/p0.html", "dash", 2, "--host-concurrency", "2")
@@ -68,11 +60,12 @@ def test_dashboard_shows_the_crawl_queue_jobs_and_busy_workers(redis_url, dashbo
         jobs = get_json(f"{dashboard}/jobs/crawl/queued/20/asc/1.json")["jobs"]
         assert [j["description"] for j in jobs] == [f"dash d0 {http.base}/p0.html"]
 
-        with Workers(redis_url, 2, *CRAWL_WORKER) as workers:
+        with LocalWorkers(redis_url, 2) as workers:
             level_1 = f"dash d1 {http.base}/"
+            names = worker_names(conn, workers)
 
             def both_on_level_1(data: dict) -> bool:
-                ours = [w for w in data["workers"] if w["name"] in workers.names]
+                ours = [w for w in data["workers"] if w["name"] in names]
                 jobs = [w["current_job"] for w in ours if w["state"] == "busy"]
                 return len(jobs) == 2 and all(
                     isinstance(j, dict) and j["description"].startswith(level_1) for j in jobs

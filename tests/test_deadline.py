@@ -8,12 +8,12 @@ import time
 from http.server import BaseHTTPRequestHandler
 
 import pytest
-from helpers import Workers, read_jsonl, rqcrawl, seed_local, wait_finished
+from helpers import read_jsonl, rqcrawl, seed_local, wait_finished
 from servers import HTTPSite, drip, reply
-from test_politeness import CRAWL_WORKER
 
 from rqcrawl.config import CrawlConfig
 from rqcrawl.fetch import FetchError, fetch
+from rqcrawl.runner import LocalWorkers
 
 CFG = CrawlConfig.from_dict({"allow_private": True, "download_timeout": 2.0, "read_timeout": 1.0})
 HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 40\r\n\r\n"
@@ -51,7 +51,7 @@ def test_a_drip_fed_page_is_retried_then_failed_not_lost(redis_url, tmp_path):
     )
     with HTTPSite(dripping, max_requests=20, max_seconds=120) as http:
         seed_local(redis_url, http.base + "/", "d", 1, "--config", str(conf))
-        with Workers(redis_url, 1, *CRAWL_WORKER, log_dir=tmp_path):
+        with LocalWorkers(redis_url, 1, log_dir=tmp_path):
             s = wait_finished(redis_url, "d", timeout=90)
     out = tmp_path / "d.jsonl"
     rqcrawl(redis_url, "export", "d", "-o", str(out))

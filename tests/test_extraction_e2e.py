@@ -6,9 +6,11 @@ from __future__ import annotations
 import csv
 import json
 
-from helpers import Workers, read_jsonl, rqcrawl, seed_local, wait_finished
+from helpers import read_jsonl, rqcrawl, seed_local, wait_finished
 from servers import HTTPSite, reply
 from test_cli import assert_one_line_error
+
+from rqcrawl.runner import LocalWorkers
 
 PAGES = {
     "/": '<h1>Home</h1><span class="price">3</span><span class="price">5</span>'
@@ -59,7 +61,7 @@ def test_fields_link_rules_and_hook_reach_the_exports(redis_url, tmp_path, monke
             "prices = { xpath = \"//span[@class='price']/text()\", all = true }\n"
         )
         seed_local(redis_url, http.base + "/", "fields", 2, "--config", str(settings))
-        with Workers(redis_url, 2, log_dir=tmp_path):
+        with LocalWorkers(redis_url, 2, worker_class=None, log_dir=tmp_path):
             final = wait_finished(redis_url, "fields")
 
     assert not DENIED & set(http.hits)

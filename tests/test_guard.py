@@ -15,19 +15,21 @@ GUARDED = CrawlConfig.from_dict({"scope_hosts": ["127.0.0.9"]})
 
 
 @pytest.mark.parametrize(
-    "ip",
+    ("ip", "form", "ipv4"),
     [
-        "2002:7f00:1::",  # 6to4 of 127.0.0.1
-        "2002:a9fe:a9fe::1",  # 6to4 of 169.254.169.254 (cloud metadata)
-        "2002:c0a8:101::",  # 6to4 of 192.168.1.1
-        "2001:0:4136:e378:8000:63bf:80ff:fffe",  # Teredo, client 127.0.0.1
-        "64:ff9b::a00:1",  # NAT64 of 10.0.0.1
-        "::7f00:1",  # IPv4-compatible 127.0.0.1
-        "::ffff:127.0.0.1",  # IPv4-mapped
+        ("2002:7f00:1::", "6to4", "127.0.0.1"),
+        ("2002:a9fe:a9fe::1", "6to4", "169.254.169.254"),  # cloud metadata
+        ("2002:c0a8:101::", "6to4", "192.168.1.1"),
+        ("2001:0:4136:e378:8000:63bf:80ff:fffe", "Teredo", "127.0.0.1"),  # the client's
+        ("64:ff9b::a00:1", "NAT64", "10.0.0.1"),
+        ("::7f00:1", "IPv4-compatible", "127.0.0.1"),
+        ("::ffff:127.0.0.1", "IPv4-mapped", "127.0.0.1"),
     ],
 )
-def test_ipv6_forms_embedding_a_refused_ipv4_are_refused(ip):
-    assert refusal(ip) is not None
+def test_ipv6_forms_embedding_a_refused_ipv4_are_refused(ip, form, ipv4):
+    why = refusal(ipv4)
+    assert why is not None  # the carried address is refused itself
+    assert refusal(ip) == f"{form} of {ipv4}: {why}"  # and so, for that reason, is its form
 
 
 @pytest.mark.parametrize("ip", ["2002:808:808::1", "64:ff9b::808:808", "8.8.8.8", "2606:4700::1"])

@@ -7,8 +7,10 @@ import gzip
 import time
 from http.server import BaseHTTPRequestHandler
 
-from helpers import Workers, read_jsonl, rqcrawl, seed_local, wait_finished
+from helpers import read_jsonl, rqcrawl, seed_local, wait_finished
 from servers import HTTPSite, reply
+
+from rqcrawl.runner import LocalWorkers
 
 PAGES = ["slow", "trickle", "endless", "bomb", "pdf", "latin1", "meta1251", "broken", "ok"]
 BOMB = gzip.compress(b"\0" * 30_000_000, compresslevel=9)  # 30 MB of zeros in ~30 KB
@@ -69,7 +71,7 @@ def test_every_misbehaving_page_ends_with_a_precise_outcome(redis_url, tmp_path)
     with HTTPSite(hostile, max_requests=40, max_seconds=120) as http:
         seed_local(redis_url, http.base + "/", "h", 2, "--config", str(conf))
         started = time.monotonic()
-        with Workers(redis_url, 2, "--with-scheduler"):  # the documented fleet: wake-ups
+        with LocalWorkers(redis_url, 2, worker_class=None):  # stock `rq worker`
             s = wait_finished(redis_url, "h", timeout=60)
         elapsed = time.monotonic() - started
     out = tmp_path / "h.jsonl"

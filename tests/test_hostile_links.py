@@ -3,14 +3,14 @@ with 100,000 links. Every page ends recorded, its good links crawled, the bad on
 
 from __future__ import annotations
 
-import time
 from http.server import BaseHTTPRequestHandler
 
-from helpers import Workers, read_jsonl, rqcrawl, seed_local, status, wait_finished
+from helpers import read_jsonl, rqcrawl, seed_local, status, wait_finished, wait_until
 from servers import HTTPSite, reply
 
 from rqcrawl.config import CrawlConfig
 from rqcrawl.jobs import visit
+from rqcrawl.runner import LocalWorkers
 from rqcrawl.sinks import iter_records
 
 HOSTILE_PAGE = (
@@ -33,7 +33,7 @@ def hostile(req: BaseHTTPRequestHandler) -> None:
 def test_malformed_links_never_stop_a_page(redis_url, tmp_path):
     with HTTPSite(hostile, max_requests=40, max_seconds=120) as http:
         seed_local(redis_url, http.base + "/", "hl", 1)
-        with Workers(redis_url, 1, "-w", "rqcrawl.worker.CrawlWorker"):
+        with LocalWorkers(redis_url, 1):
             s = wait_finished(redis_url, "hl", timeout=60)
     out = tmp_path / "hl.jsonl"
     rqcrawl(redis_url, "export", "hl", "-o", str(out))
@@ -74,11 +74,10 @@ def test_a_page_with_100000_links_is_recorded_in_short_redis_calls(redis_url, co
     with HTTPSite(site, max_requests=3000, max_seconds=240) as http:
         seed_local(redis_url, http.base + "/", "big", 1, "--no-robots")
         conn.slowlog_reset()  # creating the Bloom filter is once per crawl, not per page
-        with Workers(redis_url, 1, "-w", "rqcrawl.worker.CrawlWorker"):
-            deadline = time.monotonic() + 180
-            while status(redis_url, "big")["fetched"] == 0:
-                assert time.monotonic() < deadline, "the page was never recorded"
-                time.sleep(0.2)
+        with LocalWorkers(redis_url, 1):
+            wait_until(
+                lambda: status(redis_url, "big")["fetched"], 180, "the page recorded", every=0.2
+            )
             rqcrawl(redis_url, "cancel", "big")
     s = status(redis_url, "big")
     [first] = [r for r in iter_records(conn, "big") if r["url"] == http.base + "/"]

@@ -10,8 +10,10 @@ import json
 from collections import Counter
 from http.server import BaseHTTPRequestHandler
 
-from helpers import Workers, read_jsonl, rqcrawl, wait_finished
+from helpers import read_jsonl, rqcrawl, wait_finished
 from servers import HTTPSite, drip, reply
+
+from rqcrawl.runner import LocalWorkers
 
 # The proxy is the crawl's "internet": it answers for these hosts itself. Their addresses are
 # ones the crawl allows (`allow_networks`); the redirect target's is not. The drip-fed page
@@ -25,7 +27,6 @@ HOSTS = [SITE, SLOW, HUGE, LEAVES]
 COOKIE_PAGES = 30
 HUGE_LINKS = 100_000
 LINK_CAP = 300
-CRAWL_WORKER = ("-w", "rqcrawl.worker.CrawlWorker", "--with-scheduler")
 SLOW_US = 100_000  # what "slow" means for a Redis command here: 100 ms
 
 
@@ -92,7 +93,7 @@ def test_a_hostile_site_through_a_proxy_ends_with_every_url_recorded_truthfully(
             rqcrawl(redis_url, "seed", *seeds, "--crawl", "hostile", "--max-depth", "1",
                     "--config", str(settings))  # fmt: skip
             proxy_env = {"HTTP_PROXY": proxy.base, "NO_PROXY": "", "no_proxy": ""}
-            with Workers(redis_url, 2, *CRAWL_WORKER, log_dir=tmp_path, env=proxy_env):
+            with LocalWorkers(redis_url, 2, log_dir=tmp_path, env=proxy_env):
                 status = wait_finished(redis_url, "hostile", timeout=180)
     out = tmp_path / "hostile.jsonl"
     rqcrawl(redis_url, "export", "hostile", "-o", str(out))

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import time
 from pathlib import Path
 
-from helpers import BIN, _running, child_pids, stop_pids
+from helpers import BIN, child_pids, running, stop_pids, wait_until
 from servers import HTTPSite
 from testsite import Site
 
@@ -44,26 +43,33 @@ def test_sigterm_stops_the_embedded_redis_and_the_workers(tmp_path):
     with HTTPSite(site.handle, max_requests=300, max_seconds=120) as http:
         proc = start_crawl(http.base + "/p0.html", tmp_path / "data", tmp_path / "out.jsonl")
         family: set[int] = set()
+
+        def gather() -> tuple[int, int]:
+            """Collects the crawl's processes into `family`: how many, and pages requested."""
+            assert proc.poll() is None, proc.communicate()
+            family.update(descendants(proc.pid))
+            return len(family), sum(http.hits.values())
+
         try:
-            deadline = time.monotonic() + 60
-            # Redis, two workers and the RQ scheduler one of them forks, all working.
-            while len(family) < 4 or sum(http.hits.values()) < 5:
-                assert time.monotonic() < deadline, (family, http.hits)
-                assert proc.poll() is None, proc.communicate()
-                family |= descendants(proc.pid)
-                time.sleep(0.05)
+            wait_until(
+                gather,
+                60,
+                "Redis, two workers and the scheduler one forks, and 5 pages requested",
+                accept=lambda seen: seen[0] >= 4 and seen[1] >= 5,
+            )
             proc.send_signal(signal.SIGTERM)
             _, err = proc.communicate(timeout=30)
-            deadline = time.monotonic() + 10
-            while any(_running(p) for p in family) and time.monotonic() < deadline:
-                time.sleep(0.05)
-            left = [p for p in family if _running(p)]
+            wait_until(
+                lambda: [p for p in family if running(p)],
+                10,
+                f"every process of the crawl to exit (its stderr: {err})",
+                accept=lambda left: not left,
+            )
         finally:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-            stop_pids([p for p in family if _running(p)])
-    assert not left, (left, err)
+            stop_pids([p for p in family if running(p)])
     assert "run the same command again to resume it" in err, err
     assert "Traceback" not in err
 

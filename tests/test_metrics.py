@@ -7,29 +7,26 @@ import errno
 import os
 import socket
 import subprocess
-import time
 import urllib.request
 from http.server import BaseHTTPRequestHandler
 
-from helpers import BIN, Workers, rqcrawl, seed_local, wait_finished
+from helpers import BIN, env_with, rqcrawl, seed_local, wait_finished, wait_until
 from prometheus_client.parser import text_string_to_metric_families
-from servers import HTTPSite, env_with, free_port, reply
-from test_politeness import CRAWL_WORKER
+from servers import HTTPSite, free_port, reply
+
+from rqcrawl.runner import LocalWorkers
 
 NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
-def scrape(url: str, timeout: float = 30) -> dict[tuple[str, tuple], float]:
+def get(url: str) -> str:
+    with NO_PROXY.open(url, timeout=10) as resp:
+        return resp.read().decode()
+
+
+def scrape(url: str) -> dict[tuple[str, tuple], float]:
     """Every sample of the endpoint as {(name, sorted labels): value}, once it answers."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            with NO_PROXY.open(url, timeout=10) as resp:
-                text = resp.read().decode()
-            break
-        except OSError:
-            assert time.monotonic() < deadline, f"{url} never answered"
-            time.sleep(0.2)
+    text = wait_until(lambda: get(url), 30, f"{url} to answer", ignoring=(OSError,), every=0.2)
     return {
         (s.name, tuple(sorted(s.labels.items()))): s.value
         for family in text_string_to_metric_families(text)
@@ -65,16 +62,15 @@ def test_metrics_are_scraped_while_a_crawl_runs_and_after(redis_url):
                 "--retries", "0",
             )  # fmt: skip
             env = {"RQCRAWL_METRICS_PORT": str(worker_port)}
-            with Workers(redis_url, 1, *CRAWL_WORKER, env=env):
-                deadline = time.monotonic() + 60
-                while True:  # 13 URLs 0.3 s apart: scrape mid-crawl
-                    during = scrape(f"http://127.0.0.1:{port}/metrics")
-                    fetched = during.get(("rqcrawl_pages_fetched_total", crawl), 0)
-                    if fetched >= 2:
-                        break
-                    assert time.monotonic() < deadline, during
-                    time.sleep(0.1)
-                assert fetched < 12
+            with LocalWorkers(redis_url, 1, env=env):
+                during = wait_until(  # 13 URLs 0.3 s apart: scrape mid-crawl
+                    lambda: scrape(f"http://127.0.0.1:{port}/metrics"),
+                    60,
+                    "2 pages fetched",
+                    accept=lambda m: m.get(("rqcrawl_pages_fetched_total", crawl), 0) >= 2,
+                    every=0.1,
+                )
+                assert during[("rqcrawl_pages_fetched_total", crawl)] < 12
                 assert during[("rqcrawl_urls_in_flight", crawl)] >= 1
                 assert during[("rqcrawl_urls_admitted_total", crawl)] == 13
                 from_worker = scrape(f"http://127.0.0.1:{worker_port}/metrics")

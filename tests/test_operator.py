@@ -5,19 +5,18 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
 import time
 from http.server import BaseHTTPRequestHandler
 
-from helpers import BIN, Workers, rqcrawl, seed_local, status, wait_finished
+from helpers import rqcrawl, seed_local, status, wait_finished, wait_until
 from rq import Worker
 from rq.job import Job
-from servers import HTTPSite, env_with, free_port, reply
+from servers import HTTPSite, free_port, reply
 from test_dashboard import dashboard, get_json  # noqa: F401 (a fixture)
-from test_politeness import CRAWL_WORKER
 
 from rqcrawl import keys, stats
 from rqcrawl.keys import CrawlKeys
+from rqcrawl.runner import WORKER_CLASS, LocalWorkers
 from rqcrawl.state import RATE_BUCKET
 
 
@@ -55,7 +54,7 @@ def test_failures_by_reason_in_status_failures_and_the_dashboard(
         )
         seed_local(redis_url, http.base + "/", "fail", 1, "--config", str(conf))
         seed_local(redis_url, refused, "fail", 1)
-        with Workers(redis_url, 2, *CRAWL_WORKER):
+        with LocalWorkers(redis_url, 2):
             s = wait_finished(redis_url, "fail", timeout=90)
 
     assert s["fetched"] == 2 and s["failed"] == 4
@@ -98,7 +97,7 @@ def test_failures_by_reason_in_status_failures_and_the_dashboard(
 def test_a_stock_forking_worker_saves_the_meta_and_is_warned_about(redis_url, conn):
     with HTTPSite(failing_site(slow=0), max_requests=50, max_seconds=120) as http:
         seed_local(redis_url, http.base + "/gone", "stock", 0, "--retries", "0")
-        with Workers(redis_url, 1, "--with-scheduler"):
+        with LocalWorkers(redis_url, 1, worker_class=None):
             s = wait_finished(redis_url, "stock", timeout=60)
     assert s["failed_by_reason"] == {"http_404": 1}
     assert any("forking" in w and "RQ_WORKER_CLASS" in w for w in s["warnings"]), s
@@ -115,13 +114,14 @@ def test_status_shows_hosts_recent_rate_and_eta(redis_url):
 
     with HTTPSite(handle, max_requests=50, max_seconds=120) as http:
         seed_local(redis_url, http.base + "/", "eta", 1, "--delay", "0.4", "--no-robots")
-        with Workers(redis_url, 1, *CRAWL_WORKER):
-            deadline = time.monotonic() + 60
-            while True:
-                s = status(redis_url, "eta")
-                if s["fetched"] >= 2 and s["hosts"] and s["hosts"][0]["remaining"] >= 2:
-                    break
-                assert s["state"] != "finished" and time.monotonic() < deadline, s
+        with LocalWorkers(redis_url, 1):
+
+            def mid_crawl(s: dict) -> bool:
+                """2 pages fetched, 2 to go (a finished crawl came too far: fail now)."""
+                assert s["state"] != "finished", s
+                return s["fetched"] >= 2 and s["hosts"] and s["hosts"][0]["remaining"] >= 2
+
+            s = wait_until(lambda: status(redis_url, "eta"), 60, "mid-crawl", accept=mid_crawl)
             host = s["hosts"][0]
             assert host["host"] == f"127.0.0.1:{http.port}" and host["admitted"] == 9
             assert host["in_flight"] + host["held"] == host["remaining"] and host["in_flight"] >= 1
@@ -141,22 +141,11 @@ def test_seed_prints_the_worker_command_to_run(redis_url):
 
 
 def test_crawl_workers_are_named_host_and_pid(redis_url, conn):
-    proc = subprocess.Popen(
-        [str(BIN / "rq"), "worker", "crawl"],
-        env=env_with(redis_url) | {"RQ_WORKER_CLASS": "rqcrawl.worker.CrawlWorker"},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while not Worker.all(connection=conn):
-            assert proc.poll() is None and time.monotonic() < deadline
-            time.sleep(0.1)
-        names = [w.name for w in Worker.all(connection=conn)]
-    finally:
-        proc.terminate()
-        proc.wait(15)
-    assert names == [f"{socket.gethostname()}:{proc.pid}"]
+    # The class named as the README says (RQ_WORKER_CLASS), not by LocalWorkers' option.
+    env = {"RQ_WORKER_CLASS": WORKER_CLASS}
+    with LocalWorkers(redis_url, 1, worker_class=None, env=env) as workers:
+        found = wait_until(lambda: Worker.all(connection=conn), 30, "the worker to register")
+    assert [w.name for w in found] == [f"{socket.gethostname()}:{workers.procs[0].pid}"]
 
 
 def test_failure_reasons_are_short_stable_words():

@@ -8,10 +8,10 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from http.server import BaseHTTPRequestHandler
 
-from helpers import Workers, read_jsonl, rqcrawl, seed_local, status, wait_finished
+from helpers import read_jsonl, rqcrawl, seed_local, status, wait_finished
 from servers import HTTPSite, reply
 
-CRAWL_WORKER = ("-w", "rqcrawl.worker.CrawlWorker", "--with-scheduler")
+from rqcrawl.runner import LocalWorkers
 
 
 def tree_site(pages: int, robots: str | None = None) -> Callable[[BaseHTTPRequestHandler], None]:
@@ -53,7 +53,7 @@ def test_delay_crawl_delay_and_disallow_hold_across_two_workers(redis_url, tmp_p
             "--config", str(scope(tmp_path, a, b)),
         )  # fmt: skip
         rqcrawl(redis_url, "seed", b.base + "/0", "--crawl", "p")
-        with Workers(redis_url, 1, *CRAWL_WORKER), Workers(redis_url, 1, "--with-scheduler"):
+        with LocalWorkers(redis_url, 1), LocalWorkers(redis_url, 1, worker_class=None):
             s = wait_finished(redis_url, "p", timeout=120)
 
     assert a.hits["/robots.txt"] == 1 and b.hits["/robots.txt"] == 1
@@ -90,7 +90,7 @@ def crawl_time(redis_url: str, tmp_path, name: str, hosts: list[str]) -> float:
         )  # fmt: skip
         if len(sites) > 1:
             rqcrawl(redis_url, "seed", *(s.base + "/0" for s in sites[1:]), "--crawl", name)
-        with Workers(redis_url, 2, *CRAWL_WORKER):
+        with LocalWorkers(redis_url, 2):
             started = time.monotonic()
             wait_finished(redis_url, name, timeout=150)
             elapsed = time.monotonic() - started
@@ -132,7 +132,7 @@ def test_budget_stops_a_calendar_trap_and_trap_rules_are_recorded(redis_url, tmp
         seed_local(
             redis_url, http.base + "/", "t", 1000, "--max-pages-per-host", "30", "--no-robots"
         )
-        with Workers(redis_url, 2, *CRAWL_WORKER):
+        with LocalWorkers(redis_url, 2):
             s = wait_finished(redis_url, "t", timeout=100)
     assert s["admitted"] == 30 and s["fetched"] == 30 and sum(http.hits.values()) == 30
     assert s["skipped"] == {"max_pages_per_host": 2, "repeated_segments": 1, "too_many_params": 1}
@@ -175,7 +175,7 @@ def test_robots_5xx_means_wait_and_retry_never_crawl_blindly(redis_url, tmp_path
     ):
         seed_local(redis_url, flaky.base + "/", "rb", 2, "--config", str(conf))
         seed_local(redis_url, down.base + "/", "rd", 2, "--config", str(conf))
-        with Workers(redis_url, 2, *CRAWL_WORKER):
+        with LocalWorkers(redis_url, 2):
             wait_finished(redis_url, "rb", timeout=60)
             s = wait_finished(redis_url, "rd", timeout=60)
 

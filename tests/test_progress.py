@@ -6,8 +6,8 @@ import os
 import pty
 import subprocess
 
-from helpers import BIN, rqcrawl
-from servers import HTTPSite, env_with
+from helpers import BIN, env_with, rqcrawl
+from servers import HTTPSite
 from test_watch import read_until
 from testsite import Site
 

@@ -7,13 +7,13 @@ import time
 
 import pytest
 import redis
-from helpers import Workers, read_jsonl, rqcrawl, seed_local, wait_finished
+from helpers import read_jsonl, rqcrawl, seed_local, wait_finished, wait_until, worker_names
 from rq import Worker
 from servers import HTTPSite, RedisServer
 from test_crash import expected_paths, path_of
-from test_politeness import CRAWL_WORKER
 from testsite import Site
 
+from rqcrawl.runner import LocalWorkers
 from rqcrawl.urls import canonicalize
 
 
@@ -38,26 +38,24 @@ def test_workers_ride_out_a_redis_crash_and_restart(tmp_path, outage):
         with HTTPSite(site.handle, max_requests=400, max_seconds=300) as http:
             base = http.base
             seed_local(server.url, base + "/p0.html", "rs", 3, "--host-concurrency", "2")
-            with Workers(server.url, 2, *CRAWL_WORKER, log_dir=tmp_path) as workers:
-                deadline = time.monotonic() + 60
-                while sum(http.hits.values()) < 12:
-                    assert time.monotonic() < deadline, "the crawl never started"
-                    time.sleep(0.02)
+            with LocalWorkers(server.url, 2, log_dir=tmp_path) as workers:
+                conn = redis.Redis.from_url(server.url)
+                names = worker_names(conn, workers)
+                wait_until(lambda: sum(http.hits.values()) >= 12, 60, "12 pages requested")
                 server.proc.kill()  # SIGKILL: no chance to write anything out
                 server.proc.wait()
                 killed_at = time.time()
-                while time.time() < killed_at + outage:  # the outage itself
-                    time.sleep(0.1)
+                time.sleep(outage)  # the behaviour under test: the outage itself
                 server.start()  # same port, same directory: the append-only file is read
                 restarted_at = time.time()
-                conn = redis.Redis.from_url(server.url)
-                deadline = time.monotonic() + 5  # both workers back within seconds
-                while not all(beat_since(conn, n, restarted_at) for n in workers.names):
-                    assert time.monotonic() < deadline, "a worker did not come back"
-                    time.sleep(0.1)
+                wait_until(  # both workers back within seconds
+                    lambda: all(beat_since(conn, n, restarted_at) for n in names),
+                    5,
+                    "both workers' heartbeats after the restart",
+                )
                 s = wait_finished(server.url, "rs", timeout=180)
                 alive = [p.poll() is None for p in workers.procs]
-                logs = [(tmp_path / f"{n}.log").read_text() for n in workers.names]
+                logs = [p.read_text() for p in sorted(tmp_path.glob("*.log"))]
             out = tmp_path / "rs.jsonl"
             rqcrawl(server.url, "export", "rs", "-o", str(out))
     finally:

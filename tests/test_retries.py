@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler
-from pathlib import Path
 
 import pytest
-from helpers import Workers, read_jsonl, rqcrawl, seed_local, wait_finished
+from helpers import read_jsonl, rqcrawl, seed_local, wait_finished
 from servers import HTTPSite, reply
 
-from rqcrawl.runner import LocalWorkers
+from rqcrawl.runner import WORKER_CLASS, LocalWorkers
 
 
 def flaky_site():
@@ -45,7 +42,7 @@ def test_transient_failures_are_retried_and_permanent_ones_are_not(redis_url, tm
     conf.write_text("[crawl]\nretries = 2\nretry_base = 0.2\n")
     with HTTPSite(flaky_site(), max_requests=50, max_seconds=120) as http:
         seed_local(redis_url, http.base + "/", "f", 1, "--config", str(conf))
-        with Workers(redis_url, 2, "--with-scheduler"):
+        with LocalWorkers(redis_url, 2, worker_class=None):
             s = wait_finished(redis_url, "f", timeout=90)
     out = tmp_path / "f.jsonl"
     rqcrawl(redis_url, "export", "f", "-o", str(out))
@@ -65,9 +62,6 @@ def test_transient_failures_are_retried_and_permanent_ones_are_not(redis_url, tm
     assert s["retries"] == 2 + 2 + 1 and s["fetched"] == 3 and s["failed"] == 2
 
 
-CRAWL_WORKER = ("-w", "rqcrawl.worker.CrawlWorker", "--with-scheduler")
-
-
 def test_retries_come_at_their_exact_time_with_the_recommended_worker(redis_url, tmp_path):
     """retry_base x 1, 2, 4 between the requests, on the server's clock, within 0.3 s (RQ's
     scheduler keeps whole seconds and made them 1.9, 3.0, 5.0 s)."""
@@ -84,7 +78,7 @@ def test_retries_come_at_their_exact_time_with_the_recommended_worker(redis_url,
     conf.write_text("[crawl]\nretries = 3\nretry_base = 1.0\n")
     with HTTPSite(handle, max_requests=20, max_seconds=120) as http:
         seed_local(redis_url, http.base + "/", "r", 0, "--config", str(conf), "--no-robots")
-        with Workers(redis_url, 1, *CRAWL_WORKER, log_dir=tmp_path):
+        with LocalWorkers(redis_url, 1, log_dir=tmp_path):
             s = wait_finished(redis_url, "r", timeout=60)
     times = [t for t, path in http.log if path == "/"]
     gaps = [round(b - a, 2) for a, b in zip(times, times[1:], strict=False)]
@@ -92,27 +86,14 @@ def test_retries_come_at_their_exact_time_with_the_recommended_worker(redis_url,
     assert all(abs(gap - want) <= 0.3 for gap, want in zip(gaps, (1, 2, 4), strict=True)), gaps
 
 
-@contextmanager
-def fleet(redis_url: str, kind: str, log_dir: Path) -> Iterator[None]:
-    """One worker of `kind`: the recommended one, a stock forking one, or two in threads of
-    one process (rqcrawl crawl --threads), whose job timeout is a timer, not SIGALRM."""
-    if kind == "threads":
-        pool = LocalWorkers(redis_url, 1, threads=2)
-        try:
-            yield
-        finally:
-            pool.stop(grace=20)
-    else:
-        with Workers(
-            redis_url,
-            1,
-            *(CRAWL_WORKER if kind == "crawl" else ("--with-scheduler",)),
-            log_dir=log_dir,
-        ):
-            yield
+FLEETS = {  # the recommended worker, a stock forking one, two in threads of one process
+    "crawl": {"worker_class": WORKER_CLASS},
+    "stock": {"worker_class": None},
+    "threads": {"worker_class": WORKER_CLASS, "threads": 2},  # a timer, not SIGALRM
+}
 
 
-@pytest.mark.parametrize("kind", ["crawl", "stock", "threads"])
+@pytest.mark.parametrize("kind", FLEETS)
 def test_a_job_killed_by_job_timeout_is_a_timeout_of_its_url(redis_url, tmp_path, kind):
     """RQ's job_timeout ends a job that waits on a slow server: the URL is retried like any
     timeout and finally recorded as a failed timeout, not as lost by its worker."""
@@ -131,7 +112,7 @@ def test_a_job_killed_by_job_timeout_is_a_timeout_of_its_url(redis_url, tmp_path
     )
     with HTTPSite(handle, max_requests=20, max_seconds=120) as http:
         seed_local(redis_url, http.base + "/", "t", 1, "--config", str(conf), "--no-robots")
-        with fleet(redis_url, kind, tmp_path):
+        with LocalWorkers(redis_url, 1, log_dir=tmp_path, **FLEETS[kind]):
             s = wait_finished(redis_url, "t", timeout=50)  # a lost job takes minutes
     out = tmp_path / "t.jsonl"
     rqcrawl(redis_url, "export", "t", "-o", str(out))

@@ -6,25 +6,25 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import time
 from collections import defaultdict
-from collections.abc import Callable
 
 import pytest
-from helpers import BIN, Workers, read_jsonl, rqcrawl, seed_local
-from servers import HTTPSite, env_with, reply
+from helpers import BIN, env_with, read_jsonl, rqcrawl, seed_local, wait_until
+from servers import HTTPSite, reply
 
 from rqcrawl import stats
+from rqcrawl.changes import Content
 from rqcrawl.config import CrawlConfig
+from rqcrawl.runner import LocalWorkers
 from rqcrawl.tasks import TaskTable
 
-CRAWL_WORKER = ("-w", "rqcrawl.worker.CrawlWorker", "--with-scheduler")
 GONE_AFTER = 2
 
 
 class ChangingSite:
-    """/ links to /same (never changes), /edit (changes once, on its second visit) and /gone
-    (answers 404 from its second visit on), and from its second visit on also to /new."""
+    """/ links to /same (never changes), /edit (its words change once, on its second visit)
+    and /gone (answers 404 from its second visit on), and from its second visit on also to
+    /new."""
 
     def __init__(self) -> None:
         self.visits: dict[str, int] = defaultdict(int)
@@ -39,20 +39,13 @@ class ChangingSite:
         elif path in ("/same", "/new"):
             body = "<title>same</title>always the same"
         elif path == "/edit":
-            body = f"<title>edit</title>version {1 if n == 1 else 2}"
+            body = f"<title>edit</title>{'first' if n == 1 else 'second'} version"
         elif path == "/gone" and n == 1:
             body = "<title>gone</title>here for now"
         else:
             reply(req, 404, b"not found")
             return
         reply(req, 200, f"<html>{body}</html>".encode())
-
-
-def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 @pytest.mark.timeout(120)
@@ -66,24 +59,25 @@ def test_revisits_label_every_visit_and_stop_at_a_gone_page(redis_url, conn, tmp
             redis_url, http.base + "/", "rev", 1, "--revisit", "2s", "--db", db,
             "--config", str(settings),
         )  # fmt: skip
-        with Workers(redis_url, 2, *CRAWL_WORKER, log_dir=tmp_path):
-            idle = []
+        with LocalWorkers(redis_url, 2, log_dir=tmp_path):
 
-            def idle_between_rounds() -> bool:
-                s = stats.status(conn, "rev")
+            def between_rounds(s: dict) -> bool:
                 assert s["state"] != "finished"
-                if s["state"] == "idle" and s["next_visit_at"]:
-                    idle.append(s)
-                return bool(idle)
+                return s["state"] == "idle" and bool(s["next_visit_at"])
 
-            wait_for(idle_between_rounds, 30, "an idle crawl between two rounds")
+            idle = wait_until(
+                lambda: stats.status(conn, "rev"),
+                30,
+                "an idle crawl between two rounds",
+                accept=between_rounds,
+            )
             # /gone answers 404 on visits 2 and 3, the last of them makes it gone for good:
             # while /same is visited three more times after that, /gone is not requested.
-            wait_for(lambda: http.hits["/gone"] == 1 + GONE_AFTER, 60, "/gone's last visit")
+            wait_until(lambda: http.hits["/gone"] == 1 + GONE_AFTER, 60, "/gone's last visit")
             after_gone = http.hits["/same"]
-            wait_for(lambda: http.hits["/same"] >= after_gone + 3, 60, "three more rounds")
+            wait_until(lambda: http.hits["/same"] >= after_gone + 3, 60, "three more rounds")
             assert http.hits["/gone"] == 1 + GONE_AFTER
-            assert idle[0]["due"]["hour"] >= 3 and idle[0]["known"] == 4
+            assert idle["due"]["hour"] >= 3 and idle["known"] == 4
             rqcrawl(redis_url, "cancel", "rev")
 
     out = tmp_path / "rev.jsonl"
@@ -116,17 +110,17 @@ def test_stock_workers_revisit_through_rqcrawl_pump(backend, redis_url, conn, tm
         TaskTable(db).delete("stock")  # the session's server outlives each test
     with HTTPSite(site.handle, max_requests=500, max_seconds=80) as http:
         seed_local(redis_url, http.base + "/same", "stock", 0, "--revisit", "1s", "--db", db)
-        with Workers(redis_url, 1, "--with-scheduler", log_dir=tmp_path):
-            wait_for(lambda: http.hits["/same"] == 1, 30, "the first visit")
-
-            def due_now() -> bool:
-                s = stats.status(conn, "stock")
-                return s["state"] == "idle" and s["due"]["now"] == 1
-
-            wait_for(due_now, 30, "an idle crawl with its URL due")
+        with LocalWorkers(redis_url, 1, worker_class=None, log_dir=tmp_path):
+            wait_until(lambda: http.hits["/same"] == 1, 30, "the first visit")
+            wait_until(
+                lambda: stats.status(conn, "stock"),
+                30,
+                "an idle crawl with its URL due",
+                accept=lambda s: s["state"] == "idle" and s["due"]["now"] == 1,
+            )
             pumped = rqcrawl(redis_url, "pump", "stock", "--once")  # nobody else pumps
             assert "1 URL(s) due for a revisit readmitted" in pumped.stdout
-            wait_for(lambda: http.hits["/same"] == 2, 30, "the revisit")
+            wait_until(lambda: http.hits["/same"] == 2, 30, "the revisit")
 
 
 @pytest.mark.timeout(90)
@@ -141,7 +135,7 @@ def test_crawl_with_revisits_runs_until_interrupted_then_exports(redis_url, tmp_
             env=env_with(redis_url), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         try:
-            wait_for(lambda: http.hits["/same"] >= 2, 60, "a revisit")
+            wait_until(lambda: http.hits["/same"] >= 2, 60, "a revisit")
         finally:
             proc.send_signal(signal.SIGTERM)
             _, err = proc.communicate(timeout=60)
@@ -168,7 +162,7 @@ def test_seed_keeps_the_task_table_with_the_crawl_masks_its_password_and_purge_e
     db = f"sqlite:///{tmp_path.resolve()}/.rqcrawl/tasks.db"
     assert f"task table {db}" in seeded.stdout
     cfg = CrawlConfig.from_dict({"revisit": "10m"})
-    TaskTable(db).visited("lite", "http://a.test/", 0, "fetched", 200, "d", cfg)
+    TaskTable(db).visited("lite", "http://a.test/", 0, "fetched", 200, Content("d"), cfg)
     unreachable = rqcrawl(redis_url, "status", "pg", check=False)
     assert unreachable.returncode == 1 and "Traceback" not in unreachable.stderr
     assert "crawl pg: task table: " in unreachable.stderr and "s3cret" not in unreachable.stderr

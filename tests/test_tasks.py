@@ -9,6 +9,7 @@ import time
 import pytest
 
 from rqcrawl import tasks
+from rqcrawl.changes import Content
 from rqcrawl.config import CrawlConfig
 from rqcrawl.tasks import Known, TaskTable, schedule
 
@@ -17,7 +18,7 @@ NOW = 1_000_000.0
 
 
 def after(known: Known, outcome: str = "fetched", status: int | None = 200, digest="d1"):
-    return schedule(known, outcome, status, digest, CFG, NOW)
+    return schedule(known, outcome, status, Content(digest) if digest else None, CFG, NOW)
 
 
 # -- the schedule rule ------------------------------------------------------------------------
@@ -80,7 +81,9 @@ def test_skips_are_not_revisited_and_bounds_default_to_a_quarter_and_eight_times
 
 
 def visit(table: TaskTable, url: str, outcome="fetched", status=200, digest="d1", crawl="c"):
-    return table.visited(crawl, url, 1, outcome, status, digest, CFG)
+    """The visit's number and change."""
+    content = Content(digest) if digest else None
+    return table.visited(crawl, url, 1, outcome, status, content, CFG)[:2]
 
 
 def make_due(db_url: str, crawl: str = "c") -> None:
@@ -123,7 +126,7 @@ def test_due_urls_are_taken_once_with_their_depth_earliest_first(db_url):
 def test_due_urls_are_taken_highest_priority_first(db_url):
     table = TaskTable(db_url)
     for n, priority in enumerate([0, 3, -1, 7]):
-        table.visited("c", f"http://a/{n}", 1, "fetched", 200, "d1", CFG, priority)
+        table.visited("c", f"http://a/{n}", 1, "fetched", 200, Content(f"d{n}"), CFG, priority)
     make_due(db_url)
     assert table.take_due("c", 10) == [
         ("http://a/3", 1, 7), ("http://a/1", 1, 3), ("http://a/0", 1, 0), ("http://a/2", 1, -1)

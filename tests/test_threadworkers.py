@@ -45,14 +45,11 @@ def test_one_process_of_four_threads_crawls_exactly_the_site(redis_url, conn):
     handler = Concurrency(site.handle)
     with HTTPSite(handler, max_requests=400, max_seconds=200) as http:
         seed_local(redis_url, http.base + "/p0.html", "t", 3, "--host-concurrency", "4")
-        pool = LocalWorkers(redis_url, 1, threads=4)
-        try:
+        with LocalWorkers(redis_url, 1, threads=4) as pool:
             final = wait_finished(redis_url, "t", timeout=120)
             names = sorted(w.name for w in Worker.all(connection=conn))
             host, pid = socket.gethostname(), pool.procs[0].pid
             assert names == [f"{host}:{pid}:t{i}" for i in range(4)]  # where each one runs
-        finally:
-            pool.stop(grace=20)
         assert pool.procs[0].returncode == 0  # a warm stop, not a kill
     assert http.hits.pop("/robots.txt") == 1
     assert all(n == 1 for n in http.hits.values()), http.hits

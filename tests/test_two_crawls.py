@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from contextlib import ExitStack
 
-from helpers import Workers, read_jsonl, rqcrawl, seed_local, wait_finished
+from helpers import read_jsonl, rqcrawl, seed_local, wait_finished
 from servers import HTTPSite
 from test_crawl_e2e import path_of
-from test_politeness import CRAWL_WORKER
 from testsite import Site
 
 from rqcrawl import config, keys
 from rqcrawl.bloom import BloomFilter
+from rqcrawl.runner import LocalWorkers
 from rqcrawl.urls import canonicalize
 
 
@@ -31,7 +31,7 @@ def test_two_crawls_on_the_same_workers_share_nothing(redis_url, conn, tmp_path)
         }
         for name, (_, _, depth) in plan.items():
             seed_local(redis_url, http[name].base + "/p0.html", name, depth)
-        with Workers(redis_url, 2, *CRAWL_WORKER, log_dir=tmp_path):
+        with LocalWorkers(redis_url, 2, log_dir=tmp_path):
             final = {name: wait_finished(redis_url, name) for name in plan}
 
     urls = {}

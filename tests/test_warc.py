@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers import BIN, Workers, rqcrawl, seed_local, wait_finished
+from helpers import BIN, rqcrawl, seed_local, wait_finished, worker_names
 from servers import HTTPSite, reply
 from test_cli import assert_one_line_error
 from testsite import Site
@@ -18,6 +18,7 @@ from warcio.archiveiterator import ArchiveIterator
 
 from rqcrawl.config import CrawlConfig
 from rqcrawl.fetch import FetchError, fetch
+from rqcrawl.runner import LocalWorkers
 from rqcrawl.warc import WarcFiles
 
 CFG = CrawlConfig.from_dict({"allow_private": True})
@@ -163,7 +164,7 @@ def test_crawl_with_warc_archives_every_page(redis_url, tmp_path):
     assert check.returncode == 0
 
 
-def test_seeded_crawl_rotates_files_per_worker(redis_url, tmp_path):
+def test_seeded_crawl_rotates_files_per_worker(redis_url, conn, tmp_path):
     site = Site(pages=30)
     warc_dir = tmp_path / "warc"
     settings = tmp_path / "crawl.toml"
@@ -171,12 +172,13 @@ def test_seeded_crawl_rotates_files_per_worker(redis_url, tmp_path):
     with HTTPSite(site.handle, max_requests=300) as http:
         seed_local(redis_url, http.base + "/p0.html", "rot", 2,
                    "--warc", str(warc_dir), "--config", str(settings))  # fmt: skip
-        with Workers(redis_url, 2, log_dir=tmp_path) as workers:
+        with LocalWorkers(redis_url, 2, worker_class=None, log_dir=tmp_path) as workers:
+            names = worker_names(conn, workers)
             wait_finished(redis_url, "rot")
     assert http.hits.pop("/robots.txt") == 1
     paths = warc_files(warc_dir)
-    owners = [next(w for w in workers.names if p.name.endswith(f"-{w}.warc.gz")) for p in paths]
-    assert set(owners) == set(workers.names)
+    owners = [next(w for w in names if p.name.endswith(f"-{w}.warc.gz")) for p in paths]
+    assert set(owners) == set(names)
     assert len(paths) >= 6  # about 25 pages of 1.2 KB, 4000 bytes a file
     for path in paths:
         assert records(path)[0][0] == "warcinfo"

@@ -8,35 +8,46 @@ import pty
 import select
 import signal
 import subprocess
-import time
 
-from helpers import BIN, Workers, rqcrawl, seed_local
-from servers import HTTPSite, env_with
-from test_politeness import CRAWL_WORKER
+from helpers import BIN, env_with, rqcrawl, seed_local, wait_until
+from servers import HTTPSite
 from testsite import Site
+
+from rqcrawl.runner import LocalWorkers
 
 
 def test_watch_prints_a_line_per_refresh_and_ends_with_the_crawl(redis_url):
     site = Site(pages=12, slow={i: 0.1 for i in range(12)})
     with HTTPSite(site.handle, max_requests=100, max_seconds=120) as http:
         seed_local(redis_url, http.base + "/p0.html", "wt", 2)
-        with Workers(redis_url, 1, *CRAWL_WORKER):
-            proc = rqcrawl(redis_url, "status", "wt", "--watch", "--interval", "0.2")
-    lines = proc.stdout.splitlines()
-    assert len(lines) >= 2, lines  # the crawl takes more than one interval
+        proc = subprocess.Popen(
+            [str(BIN / "rqcrawl"), "status", "wt", "--watch", "--interval", "0.2"],
+            env=env_with(redis_url), stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            first = proc.stdout.readline()  # shown before any worker runs: the crawl is ahead
+            with LocalWorkers(redis_url, 1):
+                rest, _ = proc.communicate(timeout=120)
+        finally:
+            proc.kill()  # if it is still watching: the test failed
+            proc.wait()
+    lines = [first.rstrip("\n"), *rest.splitlines()]
+    assert len(lines) >= 2, lines
     assert all(" wt  " in line for line in lines)
     assert " wt  finished  " in lines[-1] and " wt  running  " in lines[0]
-    assert "\x1b" not in proc.stdout
+    assert "\x1b" not in first + rest
 
 
 def read_until(fd: int, done, timeout: float) -> str:
-    out = b""
-    deadline = time.monotonic() + timeout
-    while not done(out.decode(errors="replace")):
-        assert time.monotonic() < deadline, out
+    """Read `fd` until `done(the text so far)`; returns that text."""
+    out = bytearray()
+
+    def text() -> str:
         if select.select([fd], [], [], 0.2)[0]:
-            out += os.read(fd, 65536)
-    return out.decode(errors="replace")
+            out.extend(os.read(fd, 65536))
+        return out.decode(errors="replace")
+
+    return wait_until(text, timeout, f"output that passes {done.__name__}", accept=done, every=0)
 
 
 def test_watch_redraws_in_place_on_a_terminal_and_ctrl_c_ends_it_cleanly(redis_url):

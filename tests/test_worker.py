@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 
+from helpers import wait_until
 from rq import Callback, Queue
 from rq.job import Job, JobStatus
 from rq.suspension import resume, suspend
@@ -24,13 +25,6 @@ def remember(job, connection, result, *args, **kwargs) -> None:
     connection.rpush("callbacks", job.id)
 
 
-def wait_for(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.05)
-
-
 def test_crawl_worker_keeps_rq_informed(conn):
     queue = Queue("trim", connection=conn)
     worker = threaded_class(CrawlWorker)([queue], connection=conn, name="trim-worker")
@@ -41,16 +35,16 @@ def test_crawl_worker_keeps_rq_informed(conn):
             queue.enqueue(square, i, on_success=Callback(remember) if i % 4 == 0 else None)
             for i in range(20)
         ]
-        wait_for(
+        wait_until(
             lambda: all(j.get_status(refresh=True) == JobStatus.FINISHED for j in jobs),
             30,
-            "jobs did not finish",
+            "every job to finish",
         )
         assert [j.return_value() for j in jobs] == [i * i for i in range(20)]
         assert sorted(conn.lrange("callbacks", 0, -1)) == sorted(j.id.encode() for j in jobs[::4])
         # After the jobs, the worker's key has its full TTL again (worker_ttl + 60), not
         # the shorter one a job's heartbeat sets, and says idle with a fresh heartbeat.
-        wait_for(lambda: conn.hget(worker.key, "state") == b"idle", 5, "never idle")
+        wait_until(lambda: conn.hget(worker.key, "state") == b"idle", 5, "the worker idle")
         assert conn.ttl(worker.key) > worker.worker_ttl
         beat = Job.fetch(jobs[-1].id, connection=conn).ended_at.timestamp()
         stored = str_to_date(conn.hget(worker.key, "last_heartbeat")).timestamp()
@@ -58,17 +52,17 @@ def test_crawl_worker_keeps_rq_informed(conn):
 
         # `rq suspend` while a job runs: the worker takes no other job after it.
         slow = queue.enqueue(time.sleep, 1.5)
-        wait_for(lambda: slow.get_status(refresh=True) == JobStatus.STARTED, 10, "not started")
+        wait_until(lambda: slow.get_status(refresh=True) == JobStatus.STARTED, 10, "slow start")
         suspend(conn)
         held = queue.enqueue(square, 7)
-        wait_for(lambda: slow.get_status(refresh=True) == JobStatus.FINISHED, 10, "slow job")
-        time.sleep(2)
+        wait_until(lambda: slow.get_status(refresh=True) == JobStatus.FINISHED, 10, "slow's end")
+        time.sleep(2)  # the behaviour under test: suspended, it takes nothing meanwhile
         assert held.get_status(refresh=True) == JobStatus.QUEUED
         resume(conn)
-        wait_for(
+        wait_until(
             lambda: held.get_status(refresh=True) == JobStatus.FINISHED,
             10,
-            "the job did not run after rq resume",
+            "the held job to run after rq resume",
         )
     finally:
         resume(conn)

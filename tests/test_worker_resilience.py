@@ -6,23 +6,16 @@ from __future__ import annotations
 import threading
 import time
 
-from helpers import Workers, seed_local, status
+from helpers import seed_local, status, wait_until
 from rq import Queue, Worker
 from servers import HTTPSite, reply
-from test_politeness import CRAWL_WORKER
 
 from rqcrawl import control, keys
 from rqcrawl.config import CrawlConfig
 from rqcrawl.frontier import Frontier
+from rqcrawl.runner import LocalWorkers
 from rqcrawl.state import InFlight
 from rqcrawl.worker import CrawlWorker, Tender
-
-
-def wait_for(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.02)
 
 
 def deferred_crawl(conn, name: str, url: str) -> Frontier:
@@ -50,8 +43,8 @@ def test_tender_outlives_a_crawl_it_cannot_read(conn):
         for name in ("a-good", "z-good"):
             frontier = deferred_crawl(conn, name, "http://example.test/")
             tender.refreshed = 0.0  # read the set of crawls again now
-            wait_for(
-                lambda f=frontier: conn.zcard(f.state.keys.later) == 0, 10, f"{name} never released"
+            wait_until(
+                lambda f=frontier: conn.zcard(f.state.keys.later) == 0, 10, f"{name} released"
             )
             assert thread.is_alive()
     finally:
@@ -81,17 +74,17 @@ def test_an_idle_crawl_worker_takes_new_work_within_a_second(redis_url, conn, tm
 
     with (
         HTTPSite(handle, max_requests=20, max_seconds=120) as site,
-        Workers(redis_url, 1, *CRAWL_WORKER, log_dir=tmp_path) as workers,
+        LocalWorkers(redis_url, 1, log_dir=tmp_path),
     ):
-        wait_for(lambda: Worker.all(connection=conn), 30, "the worker never registered")
-        idle_since = time.monotonic()
-        # Idle for longer than redis-py's default 5 s socket timeout (twice over).
-        wait_for(lambda: time.monotonic() - idle_since > 12, 20, "")
+        wait_until(lambda: Worker.all(connection=conn), 30, "the worker to register")
+        # The behaviour under test: idle for longer than redis-py's default 5 s socket
+        # timeout (twice over).
+        time.sleep(12)
         cfg = CrawlConfig(scope_hosts=[site.host], allow_private=True, delay=0.0)
         seeded = time.monotonic()
         control.start(conn, "idle", cfg, [site.base + "/"])
-        wait_for(lambda: len(hits) >= 2, 30, "the seed was never fetched")  # robots.txt, page
-        log = (tmp_path / f"{workers.names[0]}.log").read_text()
+        wait_until(lambda: len(hits) >= 2, 30, "robots.txt and the seed requested")
+        log = (tmp_path / "1.log").read_text()
     assert hits[0] - seeded < 1.0, (hits[0] - seeded, log)
     assert "Timeout reading from socket" not in log, log
 
@@ -103,8 +96,12 @@ def test_status_warns_when_urls_wait_and_no_worker_starts_their_jobs(redis_url, 
     conn.hset(counters, "last_claim_at", repr(time.time() - 120))  # the last job, long ago
     warned = [w for w in status(redis_url, "stuck")["warnings"] if "no worker" in w]
     assert len(warned) == 1 and "1 URL(s) in flight" in warned[0], warned
-    with Workers(redis_url, 1, *CRAWL_WORKER):  # a worker starts the job: no more warning
-        wait_for(lambda: float(conn.hget(counters, "last_claim_at")) > time.time() - 60, 30, "")
+    with LocalWorkers(redis_url, 1):  # a worker starts the job: no more warning
+        wait_until(
+            lambda: float(conn.hget(counters, "last_claim_at")) > time.time() - 60,
+            30,
+            "a worker to claim the job",
+        )
         assert not [w for w in status(redis_url, "stuck")["warnings"] if "no worker" in w]
 
 
@@ -132,11 +129,11 @@ def test_stopping_an_idle_worker_never_strands_a_dequeued_job(
     (tmp_path / "slowjob.py").write_text(SLOW_FETCH_JOB)
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     queue = Queue(keys.QUEUE_NAME, connection=conn)  # one queue: RQ's dequeue moves the job
-    extra = ("-w", "rqcrawl.worker.CrawlWorker", "--job-class", "slowjob.SlowFetchJob")
-    with Workers(redis_url, 1, *extra, log_dir=tmp_path) as workers:
-        wait_for(lambda: Worker.all(connection=conn), 30, "the worker never registered")
+    env = {"RQ_JOB_CLASS": "slowjob.SlowFetchJob"}  # `rq worker --job-class`
+    with LocalWorkers(redis_url, 1, log_dir=tmp_path, env=env) as workers:
+        wait_until(lambda: Worker.all(connection=conn), 30, "the worker to register")
         job = queue.enqueue(len, "abc")
-        wait_for(lambda: conn.llen(queue.intermediate_queue_key), 10, "never dequeued")
+        wait_until(lambda: conn.llen(queue.intermediate_queue_key), 10, "the job dequeued")
         workers.stop()  # SIGTERM while the worker loads the job
         assert workers.procs[0].returncode == 0
     assert conn.lrange(queue.intermediate_queue_key, 0, -1) == []

@@ -3,22 +3,22 @@ used again by the same running workers with new settings."""
 
 from __future__ import annotations
 
-from helpers import Workers, read_jsonl, rqcrawl, seed_local, wait_finished
+from helpers import read_jsonl, rqcrawl, seed_local, wait_finished
 from servers import HTTPSite
 from test_crawl_e2e import path_of
-from test_politeness import CRAWL_WORKER
 from testsite import Site
 
 from rqcrawl import config, jobs, warc
 from rqcrawl.config import CrawlConfig
 from rqcrawl.keys import CrawlKeys
 from rqcrawl.robots import Robots, RobotsCache
+from rqcrawl.runner import LocalWorkers
 
 
 def test_a_purged_crawl_name_serves_a_new_crawl_with_its_own_settings(redis_url, tmp_path):
     site = Site(pages=40)
     with HTTPSite(site.handle, max_requests=400, max_seconds=180) as http:
-        with Workers(redis_url, 1, *CRAWL_WORKER, log_dir=tmp_path):
+        with LocalWorkers(redis_url, 1, log_dir=tmp_path):
             seed_local(redis_url, http.base + "/p0.html", "again", 1)
             wait_finished(redis_url, "again")
             rqcrawl(redis_url, "purge", "again")
