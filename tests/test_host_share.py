@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from helpers import Workers, read_jsonl, rqcrawl, seed_local, status, wait_finished
+from helpers import read_jsonl, rqcrawl, seed_local, status, wait_finished
 from servers import HTTPSite
-from test_politeness import CRAWL_WORKER
 from testsite import Site
+
+from rqcrawl.runner import LocalWorkers
 
 SHARE = 0.5
 
@@ -27,7 +28,7 @@ def test_a_big_host_keeps_its_share_and_its_refused_urls_are_recorded(redis_url,
             redis_url, big.base + "/p0.html", "share", 20, small.base + "/p0.html",
             "--max-host-share", str(SHARE), "--no-robots",
         )  # fmt: skip
-        with Workers(redis_url, 2, *CRAWL_WORKER):
+        with LocalWorkers(redis_url, 2):
             final = wait_finished(redis_url, "share")
     admitted = {h["host"]: h["admitted"] for h in status(redis_url, "share")["hosts"]}
     big_host, small_host = (urlsplit(s.base).netloc for s in (big, small))

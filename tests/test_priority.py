@@ -4,11 +4,11 @@ seed's pages fetched first within each level."""
 
 from __future__ import annotations
 
-from helpers import Workers, seed_local, wait_finished
+from helpers import seed_local, wait_finished
 from servers import HTTPSite
-from test_politeness import CRAWL_WORKER
 from testsite import Site
 
+from rqcrawl.runner import LocalWorkers
 from rqcrawl.urls import host_of
 
 
@@ -28,7 +28,7 @@ def test_the_higher_priority_seeds_pages_are_requested_first(redis_url, tmp_path
         common = ("--no-robots", "--config", str(settings))
         seed_local(redis_url, low.base + "/p0.html", "prio", 1, *common)
         seed_local(redis_url, high.base + "/p0.html", "prio", 1, "--priority", "4", *common)
-        with Workers(redis_url, 2, *CRAWL_WORKER):
+        with LocalWorkers(redis_url, 2):
             final = wait_finished(redis_url, "prio")
     assert final["admitted"] == len(low.hits) + len(high.hits)
     assert max(level_one_times(high)) < min(level_one_times(low))
