@@ -1,5 +1,6 @@
 """`rqcrawl bench --stock`: the stock forking `rq worker crawl` (with and without the preload)
-measured beside the recommended worker in one run."""
+measured beside the recommended worker in one run; `rqcrawl bench --revisit-memory`: what a
+crawl with revisits keeps per known URL."""
 
 from __future__ import annotations
 
@@ -24,3 +25,22 @@ def test_bench_prints_stock_and_recommended_workers_side_by_side():
     ratios = dict(re.findall(r"/ (rq-stock\S*) pages/s = ([\d.]+)x", proc.stdout))
     assert set(ratios) == {"rq-stock", "rq-stock+preload"}
     assert float(ratios["rq-stock"]) > 1  # forking per job is never the faster one
+
+
+def test_bench_measures_a_revisit_crawls_bytes_per_known_url(postgres_url):
+    """SQLite and PostgreSQL rows per known URL in the hundreds of bytes; Redis beyond the
+    Bloom filter (sized to the crawl) and the records stream a few keys, not bytes per URL."""
+    proc = subprocess.run(
+        [str(BIN / "rqcrawl"), "bench", "--revisit-memory", "200", "--db-url", postgres_url],
+        capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "crawl with revisits, 200 known URLs" in proc.stdout, proc.stdout
+    table = re.search(r"SQLite (\d+), PostgreSQL (\d+)", proc.stdout)
+    assert table and all(100 < int(b) < 2000 for b in table.groups()), proc.stdout
+    redis = re.search(
+        r"Bloom filter ([\d.]+), records stream (\d+); other keys ([\d,]+)", proc.stdout
+    )
+    bloom, records, other = (float(x.replace(",", "")) for x in redis.groups())
+    assert 1 < bloom < 20 and records > 100, proc.stdout
+    assert other < 5000, proc.stdout  # a few keys in all (2.5 KB at 200 or 1,000 URLs)

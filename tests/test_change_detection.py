@@ -1,8 +1,9 @@
 """Change detection end to end: a loopback site crawled with --revisit and --warc by a real
 worker. Pages with an ETag or a Last-Modified answer 304 to the revisit's conditional GET, a
-page whose only change is a timestamp is unchanged, a page rewritten is changed, a body at
-two URLs is recorded as a duplicate, unchanged revisits are WARC revisit records, and the
-change feed gives what changed."""
+page whose only change is a timestamp is unchanged, a page rewritten (with a link to a new
+page) is changed, a page answering 404 is gone, a page failing with 500 is revisited after
+twice its interval, a body at two URLs is recorded as a duplicate, unchanged revisits are
+WARC revisit records, and the change feed gives what changed."""
 
 from __future__ import annotations
 
@@ -14,17 +15,21 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from helpers import read_jsonl, rqcrawl, seed_local, wait_until
 from servers import HTTPSite, reply
+from sqlalchemy import select
 from test_warc import records as warc_records
 from test_warc import warc_files
 
-from rqcrawl import api
+from rqcrawl import api, tasks
+from rqcrawl.frontier import PUMP_EVERY
 from rqcrawl.runner import LocalWorkers
+from rqcrawl.tasks import TASKS
 from rqcrawl.warc import IDENTICAL_PROFILE, NOT_MODIFIED_PROFILE
 
 ETAG = '"v1"'
 LAST_MODIFIED = "Mon, 23 Nov 2026 12:00:00 GMT"
 INDEX = b"".join(
-    b'<a href="/%s">%s</a>' % (p, p) for p in (b"etag", b"lm", b"stamp", b"edit", b"dup1", b"dup2")
+    b'<a href="/%s">%s</a>' % (p, p)
+    for p in (b"etag", b"lm", b"stamp", b"edit", b"dup1", b"dup2", b"gone", b"fail")
 )
 ARTICLE = (
     "<html><title>harbour</title><p>Updated {stamp}.</p><p>The harbour authority met to "
@@ -33,6 +38,8 @@ ARTICLE = (
 )
 COPY = b'<html><p>the same text at two addresses</p><a href="/dupchild">c</a></html>'
 PAGES = {"/", "/etag", "/lm", "/stamp", "/edit", "/dup1", "/dup2", "/child", "/dupchild"}
+PAGES |= {"/gone", "/fail"}
+INTERVAL = 2.0  # revisit_min = revisit_max: every page's interval
 
 
 class Site:
@@ -64,11 +71,15 @@ class Site:
             stamp = datetime(2026, 11, 23, 17, 0, tzinfo=UTC) + timedelta(seconds=n * 61)
             reply(req, 200, ARTICLE.format(stamp=stamp.isoformat()).encode())
         elif path == "/edit":
-            words = "the first draft" if n == 1 else "a wholly rewritten story"
+            words = "the first draft" if n == 1 else 'a wholly rewritten <a href="/fresh">story</a>'
             reply(req, 200, f"<html><p>{words}</p></html>".encode())
+        elif path == "/gone" and n == 1:
+            reply(req, 200, b"<html>here for now</html>")
+        elif path == "/fail":
+            reply(req, 500, b"broken")
         elif path in ("/dup1", "/dup2"):
             reply(req, 200, COPY)
-        elif path in ("/", "/child", "/dupchild"):
+        elif path in ("/", "/child", "/dupchild", "/fresh"):
             reply(req, 200, b"<html>" + (INDEX if path == "/" else b"leaf") + b"</html>")
         else:
             reply(req, 404, b"not found")
@@ -79,13 +90,16 @@ def test_304s_timestamps_edits_duplicates_warc_revisits_and_the_change_feed(
     redis_url, conn, tmp_path
 ):
     settings = tmp_path / "revisit.toml"
-    settings.write_text("revisit_min = 1\nrevisit_max = 2\n")
+    # No retries: every request of /fail is one failed visit.
+    settings.write_text(f"revisit_min = {INTERVAL}\nrevisit_max = {INTERVAL}\nretries = 0\n")
     site, warc_dir = Site(), tmp_path / "warc"
     db = f"sqlite:///{tmp_path / 'tasks.db'}"
 
     def revisited_all() -> bool:
         second = {r["url"] for r in api.records(conn, "chg") if (r["visit"] or 0) >= 2}
-        return {u.removeprefix(http.base) for u in second} >= PAGES
+        found = {r["url"] for r in api.records(conn, "chg") if r["visit"] == 1}
+        second_visits = {u.removeprefix(http.base) for u in second} >= PAGES
+        return second_visits and http.base + "/fresh" in found
 
     with HTTPSite(site.handle, max_requests=500, max_seconds=110) as http:
         seed_local(
@@ -102,16 +116,39 @@ def test_304s_timestamps_edits_duplicates_warc_revisits_and_the_change_feed(
     for row in read_jsonl(out):
         by_path[row["url"].removeprefix(http.base)].append(row)
     first = {path: rows[0] for path, rows in by_path.items()}
-    second = {path: rows[1] for path, rows in by_path.items()}
+    second = {path: rows[1] for path, rows in by_path.items() if len(rows) > 1}
 
     # Conditional GET: validators sent on the revisit only, a 304 unchanged, no body.
     for path, sent in (("/etag", (ETAG, None)), ("/lm", (None, LAST_MODIFIED))):
         assert site.conditional[path][:2] == [(None, None), sent]
         assert (second[path]["status"], second[path]["not_modified"]) == (304, True)
         assert (second[path]["change"], second[path]["bytes"]) == ("unchanged", None)
+    assert {p: r["status"] for p, r in second.items() if r["not_modified"]} == {
+        "/etag": 304,
+        "/lm": 304,
+    }
     assert site.conditional["/stamp"][1] == (None, None)  # it sent no validator
     assert len(by_path["/child"]) >= 2  # linked from /etag, revisited on its own schedule
     assert {r["depth"] for r in by_path["/child"]} == {2}
+
+    # The second visit labels every page exactly: the failing page has no change to tell.
+    assert {p: second[p]["change"] for p in PAGES} == dict.fromkeys(PAGES, "unchanged") | {
+        "/edit": "changed",
+        "/gone": "gone",
+        "/fail": None,
+    }
+    assert [r["change"] for r in by_path["/fresh"]][:1] == ["new"]  # linked from the rewrite
+    assert {(r["outcome"], r["status"]) for r in by_path["/fail"]} == {("failed", 500)}
+
+    # The failing page's second visit waited 2x its interval; the table schedules the next
+    # one 2**failures x the interval after its last visit.
+    failed_at = [t for t, p in http.log if p == "/fail"]
+    assert 2 * INTERVAL <= failed_at[1] - failed_at[0] < 2 * INTERVAL + PUMP_EVERY + 1.5
+    with tasks.engine(db).connect() as table:
+        row = table.execute(select(TASKS).where(TASKS.c.url == http.base + "/fail")).one()
+    assert row.interval_s == INTERVAL and row.failures == row.visits >= 2
+    waited = (row.next_visit - failed_at[row.visits - 1]) / INTERVAL
+    assert 2**row.failures <= waited < 2**row.failures + 0.5, waited
 
     # Change detection: a timestamp is not a change, a rewrite is.
     assert [r["change"] for r in by_path["/stamp"][:2]] == ["new", "unchanged"]
@@ -147,9 +184,11 @@ def test_304s_timestamps_edits_duplicates_warc_revisits_and_the_change_feed(
     # The change feed.
     feed = tmp_path / "feed.jsonl"
     rqcrawl(redis_url, "export", "chg", "-o", str(feed), "--change", "changed,gone")
-    assert [(r["url"], r["visit"]) for r in read_jsonl(feed)] == [(http.base + "/edit", 2)]
+    changes = {(r["url"].removeprefix(http.base), r["change"]) for r in read_jsonl(feed)}
+    assert changes == {("/edit", "changed"), ("/gone", "gone")}
     rqcrawl(redis_url, "export", "chg", "-o", str(feed), "--change", "new", "--since", "1h")
-    assert {r["url"].removeprefix(http.base) for r in read_jsonl(feed)} == PAGES
+    news = {r["url"].removeprefix(http.base) for r in read_jsonl(feed)}
+    assert news == PAGES - {"/fail"} | {"/fresh"}
     later = (datetime.now(UTC) + timedelta(minutes=1)).isoformat()
     shown = rqcrawl(redis_url, "export", "chg", "-o", str(feed), "--since", later)
     assert "0 row(s)" in shown.stderr and read_jsonl(feed) == []

@@ -1,22 +1,40 @@
 """Continuous crawling end to end: a loopback site crawled with --revisit by real workers, whose
 pages change between visits. Every visit is a record with its number and change, a page gone
-(404) stops being requested, and the crawl is `idle` between rounds, never finished."""
+(404) stops being requested, and the crawl is `idle` between rounds, never finished. Workers
+killed mid-round and `rqcrawl crawl` interrupted and run again lose no scheduled visit and
+fetch nothing before it is due."""
 
 from __future__ import annotations
 
+import itertools
 import signal
 import subprocess
+import time
 from collections import defaultdict
+from collections.abc import Callable
+from contextlib import ExitStack
 
 import pytest
-from helpers import BIN, env_with, read_jsonl, rqcrawl, seed_local, wait_until
+from helpers import (
+    BIN,
+    child_pids,
+    env_with,
+    read_jsonl,
+    rqcrawl,
+    seed_local,
+    stop_pids,
+    wait_until,
+    worker_names,
+)
 from servers import HTTPSite, reply
+from sqlalchemy import create_engine, select
+from test_crash import busy
 
-from rqcrawl import stats
+from rqcrawl import leases, state, stats
 from rqcrawl.changes import Content
 from rqcrawl.config import CrawlConfig
 from rqcrawl.runner import LocalWorkers
-from rqcrawl.tasks import TaskTable
+from rqcrawl.tasks import TASKS, TaskTable
 
 GONE_AFTER = 2
 
@@ -99,6 +117,88 @@ def test_revisits_label_every_visit_and_stop_at_a_gone_page(redis_url, conn, tmp
     assert {r["depth"] for r in by_path["/new"]} == {1}
 
 
+class SlowSite:
+    """/ links to PAGES leaves; every answer takes SLOW seconds, so that a kill lands
+    mid-fetch."""
+
+    PAGES = [f"/p{i}" for i in range(6)]
+    SLOW = 0.3
+
+    def handle(self, req) -> None:
+        time.sleep(self.SLOW)
+        links = "".join(f'<a href="{p}">{p}</a>' for p in self.PAGES) if req.path == "/" else ""
+        reply(req, 200, f"<html><title>{req.path}</title>{links}</html>".encode())
+
+
+def requests_by_path(log: list[tuple[float, str]]) -> dict[str, list[float]]:
+    times: dict[str, list[float]] = defaultdict(list)
+    for t, path in log:
+        times[path].append(t)
+    return times
+
+
+@pytest.mark.timeout(150)
+def test_killed_workers_lose_no_visit_and_fetch_nothing_twice_in_a_round(redis_url, conn, tmp_path):
+    """Every worker (and its scheduler) SIGKILLed in the middle of a round, new ones started:
+    every page is visited again in the next rounds, and no page is requested twice within a
+    round but the pages whose fetch the kill interrupted, once each."""
+    interval = 2.0
+    settings = tmp_path / "revisit.toml"  # a fixed interval: a round is `interval` long
+    settings.write_text(f"revisit_min = {interval}\nrevisit_max = {interval}\n")
+    site, pages = SlowSite(), {"/", *SlowSite.PAGES}
+    db = f"sqlite:///{tmp_path / 'tasks.db'}"
+    with HTTPSite(site.handle, max_requests=800, max_seconds=140) as http:
+        seed_local(
+            redis_url, http.base + "/", "kill", 1, "--revisit", f"{interval:g}s", "--db", db,
+            "--config", str(settings), "--host-concurrency", "4",
+        )  # fmt: skip
+        with ExitStack() as stack:
+            first = stack.enter_context(LocalWorkers(redis_url, 2, log_dir=tmp_path / "first"))
+            names = worker_names(conn, first)
+
+            def mid_second_round() -> bool:
+                started = all(http.hits[p] >= 1 for p in pages) and http.hits["/"] >= 2
+                return started and any(busy(conn, name) for name in names)
+
+            wait_until(mid_second_round, 60, "a worker busy in the second round", every=0.01)
+            orphans = [pid for p in first.procs for pid in child_pids(p.pid)]
+            for p in first.procs:
+                p.send_signal(signal.SIGKILL)
+            killed_at = time.time()
+            stop_pids(orphans, grace=0)
+            for p in first.procs:
+                p.wait()
+            stack.enter_context(LocalWorkers(redis_url, 2, log_dir=tmp_path / "second"))
+
+            def two_rounds_after_the_kill() -> bool:
+                after = requests_by_path([e for e in http.log if e[0] > killed_at])
+                return all(len(after[p]) >= 2 for p in pages)
+
+            wait_until(two_rounds_after_the_kill, 90, "every page visited twice after the kill")
+            rqcrawl(redis_url, "cancel", "kill")
+
+    times = requests_by_path(http.log)
+    times.pop("/robots.txt", None)
+    # The fetches the kill interrupted: requests started less than a fetch (plus slack)
+    # before it. Their URLs come back when their lease runs out and may be fetched again.
+    interrupted = {p for t, p in http.log if killed_at - SlowSite.SLOW - 0.5 <= t <= killed_at}
+    assert 1 <= len(interrupted) <= 2, interrupted  # one job per worker at a time
+    lost_for = interval + leases.LEASE + state.REAP_EVERY + 10  # the longest a killed URL waits
+    for path, starts in times.items():
+        gaps = [b - a for a, b in itertools.pairwise(starts)]
+        twice = [g for g in gaps if g < interval / 2]  # within one round
+        assert len(twice) <= (path in interrupted), (path, starts, killed_at)
+        assert max(gaps) < lost_for, (path, starts, killed_at)
+
+    out = tmp_path / "kill.jsonl"
+    rqcrawl(redis_url, "export", "kill", "-o", str(out))
+    visits: dict[str, list[int]] = defaultdict(list)
+    for row in read_jsonl(out):
+        visits[row["url"].removeprefix(http.base)].append(row["visit"])
+    assert set(visits) == pages
+    assert all(v == list(range(1, len(v) + 1)) for v in visits.values()), visits
+
+
 @pytest.mark.timeout(90)
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_stock_workers_revisit_through_rqcrawl_pump(backend, redis_url, conn, tmp_path, request):
@@ -143,6 +243,56 @@ def test_crawl_with_revisits_runs_until_interrupted_then_exports(redis_url, tmp_
     rows = read_jsonl(out)
     assert [r["visit"] for r in rows][:2] == [1, 2] and rows[1]["change"] == "unchanged"
     assert (tmp_path / "data" / "tasks.db").exists()
+
+
+@pytest.mark.timeout(120)
+def test_crawl_interrupted_and_run_again_resumes_its_schedule(redis_url, tmp_path):
+    """The same `rqcrawl crawl --revisit` command run again after a SIGTERM resumes the same
+    crawl and task table: no page is requested before the visit the table has scheduled."""
+    site, pages, data = SlowSite(), {"/", *SlowSite.PAGES}, tmp_path / "data"
+    out = tmp_path / "out.jsonl"
+    with HTTPSite(site.handle, max_requests=500, max_seconds=110) as http:
+        command = [
+            str(BIN / "rqcrawl"), "crawl", http.base + "/", "-o", str(out), "--revisit", "2s",
+            "--max-depth", "1", "--allow-private", "--delay", "0", "--host-concurrency", "4",
+            "--workers", "1", "--data-dir", str(data),
+        ]  # fmt: skip
+
+        def run_until(condition: Callable[[], bool], what: str) -> str:
+            proc = subprocess.Popen(
+                command, env=env_with(redis_url), stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, text=True,
+            )  # fmt: skip
+            try:
+                wait_until(condition, 60, what)
+            finally:
+                proc.send_signal(signal.SIGTERM)
+                _, err = proc.communicate(timeout=60)
+            assert proc.returncode == 0, err
+            return err
+
+        # Four visits: unchanged pages' intervals have grown to 2 s x 1.5**3, longer than a
+        # restart, so that some page is not due yet when the crawl resumes.
+        run_until(lambda: all(http.hits[p] >= 4 for p in pages), "three revisits of every page")
+        stopped_at = time.time()
+        with create_engine(f"sqlite:///{data / 'tasks.db'}").connect() as db:
+            rows = db.execute(select(TASKS.c.url, TASKS.c.state, TASKS.c.next_visit)).all()
+        scheduled = {url.removeprefix(http.base): due for url, st, due in rows if st == "scheduled"}
+
+        def after_stop() -> dict[str, list[float]]:
+            return requests_by_path([e for e in http.log if e[0] > stopped_at])
+
+        err = run_until(lambda: all(after_stop()[p] for p in pages), "every page once more")
+    assert "exists: resuming it with its own settings" in err
+    assert {url.removeprefix(http.base) for url, _, _ in rows} == pages  # one crawl, one table
+    early = {p: (after_stop()[p][0], due) for p, due in scheduled.items()}
+    resumed_at = min(first for first, _ in early.values())
+    assert max(scheduled.values()) > resumed_at, early  # not every page was due already
+    assert all(first >= due for first, due in early.values()), early
+    visits: dict[str, list[int]] = defaultdict(list)
+    for row in read_jsonl(out):
+        visits[row["url"].removeprefix(http.base)].append(row["visit"])
+    assert all(v == list(range(1, len(v) + 1)) and len(v) >= 5 for v in visits.values()), visits
 
 
 def test_seed_keeps_the_task_table_with_the_crawl_masks_its_password_and_purge_empties_it(

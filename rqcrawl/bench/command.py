@@ -313,10 +313,22 @@ def parse_list(kind):
               help="Runs of each configuration; the table shows medians.")  # fmt: skip
 @click.option("--site-procs", type=click.IntRange(min=1), default=2, show_default=True,
               help="Processes serving the site.")  # fmt: skip
+@click.option("--revisit-memory", type=click.IntRange(min=10), metavar="N",
+              help="Instead: bytes per known URL of a crawl with revisits of N pages, in its "
+                   "SQLite task table and in Redis.")  # fmt: skip
+@click.option("--db-url", metavar="URL",
+              help="With --revisit-memory: also measure the task table in this PostgreSQL "
+                   "(postgresql://...).")  # fmt: skip
 def bench(
-    pages, workers, threads, latency, with_scrapy, concurrency, stock, repeat, site_procs
-) -> None:
+    pages, workers, threads, latency, with_scrapy, concurrency, stock, repeat, site_procs,
+    revisit_memory, db_url,
+) -> None:  # fmt: skip
     """Benchmark rqcrawl against Scrapy on a generated local site and print one table."""
+    if revisit_memory:
+        from .revisit import report  # it builds on this module
+
+        report(revisit_memory, db_url)
+        return
     if with_scrapy and not scrapy_available():
         click.echo("Scrapy is not installed: rqcrawl only (pip install 'rqcrawl[bench]')", err=True)
         with_scrapy = False
