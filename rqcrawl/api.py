@@ -82,12 +82,15 @@ class Plan:
     name: str
     seeds: list[str]
     cfg: CrawlConfig
+    priority: int = 0  # the seeds'
 
     def start(self, redis: Redis) -> Started:
         """Store the settings and admit the seeds, all or nothing (control.start). An
         existing crawl of this name keeps its own settings and gets the new seeds."""
         try:
-            cfg, admitted, resumed = control.start(redis, self.name, self.cfg, self.seeds)
+            cfg, admitted, resumed = control.start(
+                redis, self.name, self.cfg, self.seeds, self.priority
+            )
         except (ConfigError, RedisError) as exc:
             raise CrawlError(f"crawl {self.name} not started: {exc}") from exc
         return Started(self.name, cfg, admitted, resumed)
@@ -112,13 +115,14 @@ def plan(
     config_file: str | os.PathLike | None = None,
     stable_name: bool = False,
     task_dir: str | os.PathLike = ".rqcrawl",
+    priority: int = 0,
     **flags: Any,
 ) -> Plan:
     """Check a crawl before starting it (see `settings` for `cfg`, `config_file` and `flags`).
     Without `name`, one is derived from the first seed's host and the time, or with
     `stable_name` from a hash of the seeds and settings, so that the same call names, and
     so resumes, the same crawl. A crawl with revisits and no `db` keeps its task table in
-    SQLite in `task_dir`."""
+    SQLite in `task_dir`. The seeds are admitted at `priority`."""
     urls = _canonical_seeds(seeds)
     scoped = settings(config_file, cfg, **flags).scoped_to(urls).with_task_table_in(task_dir)
     if name is None:
@@ -128,7 +132,7 @@ def plan(
         raise InvalidInput(
             f"invalid crawl name {name!r}: use letters, digits, _ and - (at most 64)"
         )
-    return Plan(name, urls, scoped)
+    return Plan(name, urls, scoped, priority)
 
 
 def start(

@@ -67,6 +67,8 @@ _SETTING_FLAGS = [
     click.option("--max-pages", type=int, help="URLs to admit (0: no limit)."),
     click.option("--max-pages-per-host", type=int,
                  help="URLs to admit per host (0: no limit)."),
+    click.option("--max-host-share", type=float, help="Most share (0 to 1) of the admitted "
+                 "URLs one host may have past the first 100 (0: no limit)."),
     click.option("--warc", "warc_dir", help="Archive responses as WARC files in this "
                  "directory (on each worker's machine)."),
     click.option("--revisit", help="Visit every URL again after DURATION (30s, 10m, 12h, "
@@ -114,11 +116,13 @@ def main() -> None:
 @main.command()
 @click.argument("urls", nargs=-1, required=True)
 @click.option("--crawl", "name", default=None, help="Crawl name (default: derived, printed).")
+@click.option("--priority", type=int, default=0, show_default=True,
+              help="The seeds' priority: within a level the higher goes first.")  # fmt: skip
 @setting_flags
 @redis_option
-def seed(urls, name, config_file, url, **flags) -> None:
+def seed(urls, name, priority, config_file, url, **flags) -> None:
     """Store a crawl's settings in Redis and queue its seed URLs at depth 0."""
-    planned = api.plan(urls, name, config_file=config_file, **flags)
+    planned = api.plan(urls, name, config_file=config_file, priority=priority, **flags)
     started = started_crawl(connect(redis_url(url)), planned)
     click.echo(
         f"crawl {started.name}: {started.admitted} of {len(planned.seeds)} seed(s) queued "

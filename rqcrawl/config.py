@@ -84,6 +84,8 @@ class CrawlConfig:
     robots_ttl: int = 24 * 3600
     max_pages: int = 0
     max_pages_per_host: int = 0
+    priority_share: float = 0.5  # share of a page's priority its links get (rounded toward 0)
+    max_host_share: float = 0.0  # most share of the admitted URLs per host; 0: off
     max_segment_repeats: int = 3
     max_query_params: int = 20
     # Extraction: {name: {css|xpath = "...", all = bool}}, see extract.field_problem.
@@ -378,6 +380,8 @@ _BOUNDS: dict[str, Bounds] = {
     "robots_ttl": Bounds(1),
     "max_pages": Bounds(0),
     "max_pages_per_host": Bounds(0),
+    "max_host_share": Bounds(0, 1),
+    "priority_share": Bounds(0, 1),
     "max_segment_repeats": Bounds(1),
     "max_query_params": Bounds(0),
     "warc_max_bytes": Bounds(1),

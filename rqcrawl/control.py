@@ -93,7 +93,7 @@ def cancel(redis: Redis, crawl: str, state: str) -> Cancelled:
 
 
 def start(
-    redis: Redis, crawl: str, cfg: CrawlConfig, seeds: list[str]
+    redis: Redis, crawl: str, cfg: CrawlConfig, seeds: list[str], priority: int = 0
 ) -> tuple[CrawlConfig, int, bool]:
     """Store the config of a new crawl and admit its seeds, all or nothing: if seeding fails,
     what it wrote is deleted before the error goes on. An existing crawl keeps its own config.
@@ -101,14 +101,14 @@ def start(
     stored = config.load(redis, crawl, fresh=True)
     if stored is None and config.save(redis, crawl, cfg):
         try:
-            admitted = Frontier(redis, crawl, cfg).seed(seeds)
+            admitted = Frontier(redis, crawl, cfg).seed(seeds, priority)
         except BaseException:
             with contextlib.suppress(RedisError):  # the seeding's own error matters more
                 discard(redis, crawl)
             raise
     else:
         cfg = stored or config.load(redis, crawl, fresh=True)  # or another client just made it
-        admitted = Frontier(redis, crawl, cfg).seed(seeds)
+        admitted = Frontier(redis, crawl, cfg).seed(seeds, priority)
     CrawlState(redis, crawl, cfg).register()  # last: a listed crawl is a whole one
     return cfg, admitted, stored is not None
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -82,10 +83,10 @@ class Frontier:
         self.state = CrawlState(redis, crawl, cfg)
         self.queue = Queue(keys.QUEUE_NAME, connection=redis, job_class=CompactJob)
 
-    def seed(self, urls: list[str]) -> int:
-        """Admit `urls` at depth 0 and queue what the window allows; returns how many were
-        new to the crawl."""
-        admitted, released = self.state.seed(urls)
+    def seed(self, urls: list[str], priority: int = 0) -> int:
+        """Admit `urls` at depth 0 and `priority` and queue what the window allows; returns
+        how many were new to the crawl."""
+        admitted, released = self.state.seed(urls, priority)
         self._enqueue(released)
         return admitted
 
@@ -111,6 +112,7 @@ class Frontier:
         children: Children,
         child_depth: int,
         content: Content | None = None,
+        priority: int = 0,
     ) -> None:
         """End `url` for good (CrawlState.finish) and queue what that released. With
         revisits, the visit is first written to the task table, which schedules the next
@@ -118,16 +120,18 @@ class Frontier:
         two leaves the URL in flight, fetched again, rather than ended with no next visit.
         A page whose body an earlier URL of the crawl had is recorded `duplicate_of` it and
         its links are not admitted: they were with the first. `content`: what a fetched
-        visit saw of the page."""
+        visit saw of the page; `priority`: the URL's (its links' is inherited from it)."""
         if self.cfg.revisit:
             visited = self.table.visited(
                 self.crawl, url, child_depth - 1, record["outcome"], record["status"], content,
-                self.cfg,
+                self.cfg, priority,
             )  # fmt: skip
             record["visit"], record["change"] = visited.visit, visited.change
             if visited.duplicate_of:
                 record["duplicate_of"], children = visited.duplicate_of, []
-        released, reap_due = self.state.finish(url, counts, record, children, child_depth)
+        released, reap_due = self.state.finish(
+            url, counts, record, children, child_depth, self.state.inherited(priority)
+        )
         self._enqueue(released)
         if reap_due:
             self.reap()
@@ -141,12 +145,12 @@ class Frontier:
         """Park the next attempt of `url` until `delay` seconds from now, at that exact time
         (like a deferral, not on RQ's scheduler's whole seconds); False if the job was
         stale."""
-        nxt = InFlight(entry.depth, time.time() + delay, entry.attempt + 1)
+        nxt = replace(entry, released_at=time.time() + delay, attempt=entry.attempt + 1, turn=0)
         return self._park(url, entry, nxt, keys.RETRIES)
 
     def defer(self, url: str, entry: InFlight, until: float) -> bool:
         """Park `url` until `until` without using a worker; False if the job was stale."""
-        return self._park(url, entry, InFlight(entry.depth, until, entry.attempt, entry.turn + 1))
+        return self._park(url, entry, replace(entry, released_at=until, turn=entry.turn + 1))
 
     def _park(self, url: str, entry: InFlight, nxt: InFlight, counter: str = "") -> bool:
         if not self.state.park(url, entry, nxt, counter):
@@ -252,7 +256,7 @@ class Frontier:
             self.state.requeue(url, None, None)
         lost += self._jobless(unleased)
         for url, entry in lost:
-            nxt = InFlight(entry.depth, time.time(), entry.attempt + 1)
+            nxt = replace(entry, released_at=time.time(), attempt=entry.attempt + 1, turn=0)
             if entry.attempt >= self.cfg.retries:
                 self._give_up(url, entry)
             elif self.state.requeue(url, entry, nxt):
@@ -279,7 +283,7 @@ class Frontier:
         attempts = entry.attempt + 1
         lost = record(url, "lost", entry.depth, error=message, attempts=attempts, reason="lost")
         counts = {keys.FAILED: 1} | outcome_counts(host_of(url), {keys.FAILED: 1}, lost, None)
-        self.finish(url, counts, lost, [], entry.depth + 1)
+        self.finish(url, counts, lost, [], entry.depth + 1, priority=entry.priority)
 
 
 def _whole_second_after(delay: float) -> datetime:

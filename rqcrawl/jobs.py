@@ -260,7 +260,10 @@ def _settle(c: Crawl, url: str, depth: int, entry: InFlight, result: Visit) -> s
             return "already ended"
         return f"retry in {delay:.1f}s: {result.error}"
     result.record["attempts"] = attempts
-    c.frontier.finish(url, result.counts, result.record, result.children, depth + 1, result.content)
+    c.frontier.finish(
+        url, result.counts, result.record, result.children, depth + 1, result.content,
+        entry.priority,
+    )  # fmt: skip
     return result.record
 
 

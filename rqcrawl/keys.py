@@ -31,7 +31,9 @@ class CrawlKeys:
         self.config = self._key("config")  # string: the crawl's settings (JSON)
         self.counters = self._key("counters")  # hash: the fields below
         self.host_pages = self._key("host_pages")  # hash: host -> admitted, "kind|host" -> n
-        self.held = self._key("held")  # list of "depth url": admitted, not yet released
+        self.held = self._key("held")  # list of "depth url": admitted, not yet released, at
+        # priority 0; `held:P` the same at priority P (made in scripts.HELD_LIB)
+        self.priorities = self._key("priorities")  # zset: the priorities with a held list
         self.inflight = self._key("inflight")  # hash: url -> state.InFlight
         self.later = self._key("later")  # zset: in-flight URLs parked until their score
         self.leased = self._key("leased")  # zset: url -> lease expiry of the job holding it

@@ -109,6 +109,21 @@ local function bloom_test(shard_key0, shard_bits, k, pos, first, add)
 end
 """
 
+# Admitted URLs wait in one list per priority: `held` itself for priority 0, `held:P` for
+# priority P; the zset `priorities` names the priorities that have a list (score: P). The
+# lists share the crawl's hash tag, so the keys made here are in the script's slot.
+HELD_LIB = """
+local function held_list(held, p)
+  if tonumber(p) == 0 then return held end
+  return held .. ':' .. p
+end
+
+local function hold(held, priorities, p, entry, at_head)
+  redis.call(at_head and 'LPUSH' or 'RPUSH', held_list(held, p), entry)
+  redis.call('ZADD', priorities, tonumber(p), p)
+end
+"""
+
 # Check (and with add = '1', add) URLs in the Bloom filter: k positions per URL in the tail.
 # Returns 1 (new) or 0 per URL.
 BLOOM_BATCH = Script(
@@ -129,29 +144,31 @@ return out
 )
 
 # The one step that ends a URL: forget it from `inflight`, count its outcome, record it,
-# admit its children through the Bloom filter (budgets apply; a refused child is recorded
-# once, from `skip_record`), and release the next URLs of the current level while fewer than
-# `window` are in flight.
+# admit its children through the Bloom filter (budgets apply: max_pages, max_host_pages, and
+# max_host_share once `share_floor` URLs were admitted; a refused child is recorded once, from
+# `skip_record`, and stays refused: it is in the filter), and release the next URLs of the
+# current level while fewer than `window` are in flight.
 # done: the ending URL ('' when seeding or resuming). final: '1' to end it, '0' to only admit
 # its children while it stays in flight (a page with more links than one call should take).
 # increments: "field n field n"; a field "kind|host" goes to the per-host hash.
 # record: the URL's record as JSON, or ''. skip_record: the JSON of a refused child's record
 # without its url and outcome. n: number of children; the tail holds 3 arguments per child
-# (verdict, '-' to admit; host; url), then k Bloom positions per child.
-# Returns {1 | 0 (done had already ended), admitted, reap due, released "depth url"...}.
+# (verdict, '-' to admit; host; url), then k Bloom positions per child. Children are held at
+# `child_priority`; the level is released highest priority first (HELD_LIB).
+# Returns {1 | 0 (done had already ended), admitted, reap due, released "priority depth url"...}.
 FINISH = Script(
     keys=(
         "counters", "inflight", "held", "items", "reap_lock", "host_pages", "later", "leased",
-        "revisiting",
+        "revisiting", "priorities",
     ),
     args=(
-        "done", "final", "increments", "record", "child_depth", "window", "shard_bits", "k",
-        "now", "reap_every", "max_pages", "max_host_pages", "skip_record", "skip_prefix", "n",
-        "bits",
+        "done", "final", "increments", "record", "child_depth", "child_priority", "window",
+        "shard_bits", "k", "now", "reap_every", "max_pages", "max_host_pages", "max_host_share",
+        "share_floor", "skip_record", "skip_prefix", "n", "bits",
     ),
     key_tail="bloom0",
     arg_tail="children",
-    lib=BLOOM_LIB,
+    lib=BLOOM_LIB + HELD_LIB,
     body="""
 local reap_due = 0
 if done ~= '' and final ~= '1' then
@@ -171,6 +188,7 @@ elseif done ~= '' then
 end
 local sbits, kk = tonumber(shard_bits), tonumber(k)
 local max_total, max_host = tonumber(max_pages), tonumber(max_host_pages)
+local max_share, floor = tonumber(max_host_share), tonumber(share_floor)
 local count = tonumber(n)
 if count > 0 then bloom_alloc(bloom0, sbits, tonumber(bits)) end
 local total = tonumber(redis.call('HGET', counters, 'admitted') or '0')
@@ -182,14 +200,18 @@ for i = 1, count do
     local at = children + 3 * (i - 1)
     local verdict, host, url = ARGV[at], ARGV[at + 1], ARGV[at + 2]
     if verdict == '-' then
-      if max_total > 0 and total + admitted >= max_total then
+      local so_far = total + admitted
+      local of_host = tonumber(redis.call('HGET', host_pages, host) or '0')
+      if max_total > 0 and so_far >= max_total then
         verdict = 'max_pages'
-      elseif max_host > 0 and tonumber(redis.call('HGET', host_pages, host) or '0') >= max_host then
+      elseif max_host > 0 and of_host >= max_host then
         verdict = 'max_pages_per_host'
+      elseif max_share > 0 and so_far >= floor and of_host + 1 > max_share * (so_far + 1) then
+        verdict = 'max_host_share'
       end
     end
     if verdict == '-' then
-      redis.call('RPUSH', held, child_depth .. ' ' .. url)
+      hold(held, priorities, child_priority, child_depth .. ' ' .. url, false)
       redis.call('HINCRBY', host_pages, host, 1)
       admitted = admitted + 1
     else
@@ -206,25 +228,45 @@ local out = {1, admitted, reap_due}
 local level = tonumber(redis.call('HGET', counters, 'level') or '0')
 local room = tonumber(window) - redis.call('HLEN', inflight)
 if redis.call('HEXISTS', counters, 'paused_at') == 1 then room = 0 end
-while room > 0 do
-  -- in small batches: while a level drains, the head waits for the next level, and copying
-  -- `room` entries on every call to look at the first one was half of Redis's CPU per page
-  local head = redis.call('LRANGE', held, 0, math.min(room, 64) - 1)
-  if #head == 0 then break end
+
+-- Release the head of priority p's list while it is at the current level: in small batches,
+-- since while a level drains the head waits for the next level, and copying `room` entries on
+-- every call to look at the first one was half of Redis's CPU per page.
+local function release(p)
+  local list = held_list(held, p)
   local taken = 0
-  for _, entry in ipairs(head) do
-    local sp = string.find(entry, ' ', 1, true)
-    local depth = tonumber(string.sub(entry, 1, sp - 1))
-    if depth > level then break end
-    local url = string.sub(entry, sp + 1)
-    if redis.call('HSETNX', inflight, url, depth .. ' ' .. now .. ' 0 0') == 1 then
-      out[#out + 1] = entry
+  while room > 0 do
+    local head = redis.call('LRANGE', list, 0, math.min(room, 64) - 1)
+    local batch = 0
+    for _, entry in ipairs(head) do
+      local sp = string.find(entry, ' ', 1, true)
+      local depth = tonumber(string.sub(entry, 1, sp - 1))
+      if depth > level then break end
+      local url = string.sub(entry, sp + 1)
+      if redis.call('HSETNX', inflight, url, depth .. ' ' .. now .. ' 0 0 ' .. p) == 1 then
+        out[#out + 1] = p .. ' ' .. entry
+      end
+      batch = batch + 1
     end
-    taken = taken + 1
+    if batch == 0 then break end
+    redis.call('LTRIM', list, batch, -1)
+    room, taken = room - batch, taken + batch
+    if batch < #head then break end
+  end
+  if redis.call('EXISTS', list) == 0 then redis.call('ZREM', priorities, p) end
+  return taken
+end
+
+while room > 0 do
+  local ps = redis.call('ZREVRANGE', priorities, 0, -1)
+  if #ps == 0 then break end
+  local taken = 0
+  for _, p in ipairs(ps) do
+    if room <= 0 then break end
+    taken = taken + release(p)
   end
   if taken > 0 then
-    redis.call('LTRIM', held, taken, -1)
-    room = room - taken
+    break  -- every list was released down to the level or the window is full
   elseif redis.call('HLEN', inflight) == 0 then
     level = level + 1
     redis.call('HSET', counters, 'level', level)
@@ -262,7 +304,7 @@ CLAIM = Script(
     body="""
 local entry = redis.call('HGET', inflight, url)
 if entry then
-  local a, t = string.match(entry, ' (%d+) (%d+)$')
+  local a, t = string.match(entry, '^%S+ %S+ (%d+) (%d+)')
   if a == attempt and t == turn then redis.call('ZADD', leased, expiry, url) end
 end
 return entry
@@ -304,12 +346,13 @@ return out
 )
 
 # If the crawl is halted and the job is still the live attempt for the URL, put the URL back
-# on the head of `held` (it belongs to the current level), or drop it if the crawl was
-# cancelled (a retry scheduled by a job that was running during the cancel). A running job's
-# URL is never in `later`: deferral gives it a new job.
+# on the head of its priority's list (it belongs to the current level), or drop it if the
+# crawl was cancelled (a retry scheduled by a job that was running during the cancel). A
+# running job's URL is never in `later`: deferral gives it a new job.
 PUT_BACK = Script(
-    keys=("counters", "inflight", "held"),
-    args=("url", "expected", "depth"),
+    keys=("counters", "inflight", "held", "priorities"),
+    args=("url", "expected", "depth", "priority"),
+    lib=HELD_LIB,
     body="""
 if redis.call('HEXISTS', counters, 'paused_at') == 0 then return 0 end
 if redis.call('HGET', inflight, url) ~= expected then return 0 end
@@ -317,28 +360,30 @@ redis.call('HDEL', inflight, url)
 if redis.call('HEXISTS', counters, 'cancelled_at') == 1 then
   redis.call('HINCRBY', counters, 'dropped', 1)
 else
-  redis.call('LPUSH', held, depth .. ' ' .. url)
+  hold(held, priorities, priority, depth .. ' ' .. url, true)
   redis.call('HINCRBY', counters, 'put_back', 1)
 end
 return 1
 """,
 )
 
-# Readmit URLs due for a revisit (from the task table) into `held`, past the Bloom filter
-# (seen is not done), unless the URL is already waiting for its revisit or in flight, or the
-# crawl is cancelled. The tail holds "depth url" entries. Returns how many were readmitted.
+# Readmit URLs due for a revisit (from the task table) into the held lists, past the Bloom
+# filter (seen is not done), unless the URL is already waiting for its revisit or in flight,
+# or the crawl is cancelled. The tail holds "priority depth url" entries. Returns how many
+# were readmitted.
 READMIT = Script(
-    keys=("counters", "inflight", "held", "revisiting"),
+    keys=("counters", "inflight", "held", "revisiting", "priorities"),
     args=(),
     arg_tail="entries",
+    lib=HELD_LIB,
     body="""
 if redis.call('HEXISTS', counters, 'cancelled_at') == 1 then return 0 end
 local added = 0
 for i = entries, #ARGV do
-  local entry = ARGV[i]
+  local p, entry = string.match(ARGV[i], '^(%S+) (.*)$')
   local url = string.sub(entry, string.find(entry, ' ', 1, true) + 1)
   if redis.call('HEXISTS', inflight, url) == 0 and redis.call('SADD', revisiting, url) == 1 then
-    redis.call('RPUSH', held, entry)
+    hold(held, priorities, p, entry, false)
     added = added + 1
   end
 end
@@ -347,21 +392,43 @@ return added
 """,
 )
 
+HELD_COUNT_LIB = """
+local function held_count(held, priorities)
+  local n = 0
+  for _, p in ipairs(redis.call('ZRANGE', priorities, 0, -1)) do
+    n = n + redis.call('LLEN', held_list(held, p))
+  end
+  return n
+end
+"""
+
+# The number of admitted URLs not yet released, over every priority's list.
+HELD = Script(
+    keys=("held", "priorities"),
+    args=(),
+    lib=HELD_LIB + HELD_COUNT_LIB,
+    body="return held_count(held, priorities)",
+)
+
 # Halt the crawl for good and drop its pending work (held, in flight, deferred) in one step,
 # so that no release can slip in between. Returns false if it was already cancelled, else
 # {held count, url, entry, url, entry...} of the dropped in-flight URLs.
 CANCEL = Script(
-    keys=("counters", "inflight", "held", "later", "revisiting"),
+    keys=("counters", "inflight", "held", "later", "revisiting", "priorities"),
     args=("now",),
+    lib=HELD_LIB + HELD_COUNT_LIB,
     body="""
 if redis.call('HEXISTS', counters, 'cancelled_at') == 1 then return false end
 redis.call('HSETNX', counters, 'paused_at', now)
 redis.call('HSET', counters, 'cancelled_at', now)
-local held_count = redis.call('LLEN', held)
+local n_held = held_count(held, priorities)
+for _, p in ipairs(redis.call('ZRANGE', priorities, 0, -1)) do
+  redis.call('DEL', held_list(held, p))
+end
 local flying = redis.call('HGETALL', inflight)
-redis.call('DEL', inflight, held, later, revisiting)
-redis.call('HINCRBY', counters, 'dropped', held_count + #flying / 2)
-local out = {held_count}
+redis.call('DEL', inflight, held, later, revisiting, priorities)
+redis.call('HINCRBY', counters, 'dropped', n_held + #flying / 2)
+local out = {n_held}
 for _, v in ipairs(flying) do out[#out + 1] = v end
 return out
 """,

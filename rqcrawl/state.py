@@ -1,8 +1,11 @@
 """A crawl's state in Redis, and every change of it: the one owner of a crawl's keys.
 
-Admitted URLs wait in one Redis list per crawl (`held`, entries "depth url") and are released
-only while fewer than `window` are in flight, and only at the current level: level d+1 starts
-once every URL of level d has ended. So a URL is always first discovered along a shortest
+Admitted URLs wait in Redis lists, one per priority (`held` for priority 0, entries "depth url";
+see scripts.HELD_LIB), and are released only while fewer than `window` are in flight, and only
+at the current level: level d+1 starts once every URL of level d has ended. Within a level the
+higher priority goes first (a list per priority keeps a held URL's memory that of a list entry,
+and a release step O(batch + priorities)); a page's links are held at `inherited` of its
+priority. So a URL is always first discovered along a shortest
 path, its depth is exact whatever the number of workers, and RQ holds at most `window` jobs
 of a crawl at a time. A released URL has an entry in `inflight` (InFlight) until it ends.
 
@@ -27,7 +30,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -56,6 +59,8 @@ CHILD_COST = 4
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 RATE_BUCKET = 10  # seconds per `rate:N` counter of fetched pages (the recent rate)
 RECENT = 60  # seconds of rate buckets kept (and over which `status` reports the recent rate)
+# URLs a crawl admits before max_host_share applies: a small crawl is not cut by it.
+SHARE_FLOOR = 100
 FORKED_TTL = 60  # seconds a job run by a forking worker keeps the `status` warning up
 
 Children = Sequence[tuple[str | None, str]]  # (verdict, url): a verdict refuses the URL
@@ -64,20 +69,24 @@ Children = Sequence[tuple[str | None, str]]  # (verdict, url): a verdict refuses
 @dataclass(frozen=True)
 class InFlight:
     """A released URL: its depth, when it was (re)released or may run, its attempt number
-    (retries and recoveries) and its turn (deferrals within an attempt)."""
+    (retries and recoveries), its turn (deferrals within an attempt) and its priority."""
 
     depth: int
     released_at: float
     attempt: int
     turn: int = 0
+    priority: int = 0
 
     @classmethod
     def parse(cls, raw: bytes | str) -> InFlight:
-        depth, at, attempt, turn = (raw.decode() if isinstance(raw, bytes) else raw).split(" ")
-        return cls(int(depth), float(at), int(attempt), int(turn))
+        """Entries written before priorities have four fields (priority 0)."""
+        depth, at, attempt, turn, *priority = (
+            raw.decode() if isinstance(raw, bytes) else raw
+        ).split(" ")
+        return cls(int(depth), float(at), int(attempt), int(turn), int(*priority or [0]))
 
     def encode(self) -> str:
-        return f"{self.depth} {self.released_at!r} {self.attempt} {self.turn}"
+        return f"{self.depth} {self.released_at!r} {self.attempt} {self.turn} {self.priority}"
 
     def job_id(self, crawl: str, url: str) -> str:
         """Deterministic per (URL, attempt, turn), so a stale job recognises itself."""
@@ -144,25 +153,45 @@ class CrawlState:
 
     # -- admission and ending -------------------------------------------------------------
 
-    def seed(self, urls: list[str]) -> tuple[int, Released]:
-        """Admit `urls` at depth 0 (budgets apply, trap rules do not) and release what the
-        window allows; returns how many were new to the crawl, and the released URLs."""
+    def seed(self, urls: list[str], priority: int = 0) -> tuple[int, Released]:
+        """Admit `urls` at depth 0 and `priority` (budgets apply, trap rules do not) and
+        release what the window allows; returns how many were new to the crawl, and the
+        released URLs."""
         self.redis.hsetnx(self.keys.counters, keys.STARTED_AT, repr(time.time()))
-        admitted, released, _ = self._end("", "", None, [(None, u) for u in urls], 0)
+        admitted, released, _ = self._end("", "", None, [(None, u) for u in urls], 0, priority)
         return admitted, released
 
     def finish(
-        self, url: str, counts: dict[str, int], record: dict, children: Children, child_depth: int
+        self,
+        url: str,
+        counts: dict[str, int],
+        record: dict,
+        children: Children,
+        child_depth: int,
+        child_priority: int = 0,
     ) -> tuple[Released, bool]:
         """End `url` for good: add `counts` to the counters, record it, and admit `children`
-        (a refused one is recorded once as skipped). Returns the released URLs and whether
-        a recovery pass is due."""
+        at `child_priority` (a refused one is recorded once as skipped). Returns the released
+        URLs and whether a recovery pass is due."""
         increments = " ".join(f"{name} {n}" for name, n in counts.items() if n)
-        _, released, reap_due = self._end(url, increments, record, children, child_depth)
+        _, released, reap_due = self._end(
+            url, increments, record, children, child_depth, child_priority
+        )
         return released, reap_due
 
+    def inherited(self, priority: int) -> int:
+        """The priority of a page's links: `priority_share` of the page's, rounded toward 0
+        (so a seed's priority fades with the clicks from it unless the share is 1)."""
+        return int(priority * self.cfg.priority_share)
+
     def _end(
-        self, done: str, increments: str, record: dict | None, children: Children, depth: int
+        self,
+        done: str,
+        increments: str,
+        record: dict | None,
+        children: Children,
+        depth: int,
+        priority: int = 0,
     ) -> tuple[int, Released, bool]:
         """End `done` (unless '') and admit `children`, in batches of bounded Redis time, the
         URL ending with the last one (see the module docstring)."""
@@ -170,12 +199,14 @@ class CrawlState:
         parts = list(batches(children, self.bloom.hashes + CHILD_COST)) or [[]]
         admitted, released = 0, []
         for part in parts[:-1]:
-            ended, n, _, out = self._finish_call(done, False, "", None, part, depth)
+            ended, n, _, out = self._finish_call(done, False, "", None, part, depth, priority)
             if not ended:  # a stale job: the URL ended meanwhile, its links are not ours
                 return admitted, released, False
             admitted += n
             released += out
-        _, n, reap_due, out = self._finish_call(done, True, increments, record, parts[-1], depth)
+        _, n, reap_due, out = self._finish_call(
+            done, True, increments, record, parts[-1], depth, priority
+        )
         return admitted + n, released + out, bool(reap_due)
 
     def _finish_call(
@@ -186,6 +217,7 @@ class CrawlState:
         record: dict | None,
         children: Children,
         child_depth: int,
+        child_priority: int,
     ) -> tuple[int, int, int, Released]:
         """One run of scripts.FINISH."""
         urls = [u for _, u in children]
@@ -199,11 +231,12 @@ class CrawlState:
             ],
             counters=k.counters, inflight=k.inflight, held=k.held, items=k.items,
             reap_lock=k.reap_lock, host_pages=k.host_pages, later=k.later, leased=k.leased,
-            revisiting=k.revisiting, done=done,
+            revisiting=k.revisiting, priorities=k.priorities, done=done,
             final=int(final),
             increments=increments,
             record=json.dumps(record, separators=(",", ":")) if record else "",
             child_depth=child_depth,
+            child_priority=child_priority,
             window=self.cfg.window,
             shard_bits=self.bloom.shard_bits,
             k=self.bloom.hashes,
@@ -211,6 +244,8 @@ class CrawlState:
             reap_every=REAP_EVERY,
             max_pages=self.cfg.max_pages,
             max_host_pages=self.cfg.max_pages_per_host,
+            max_host_share=repr(self.cfg.max_host_share),
+            share_floor=SHARE_FLOOR,
             skip_record=skip_template(child_depth),
             skip_prefix=keys.SKIPPED,
             n=len(children),
@@ -222,16 +257,18 @@ class CrawlState:
             self.known.update(urls)
         return ended, admitted, reap_due, [_held_entry(raw) for raw in released]
 
-    def readmit(self, due: Iterable[tuple[str, int]]) -> tuple[int, Released]:
-        """Put URLs due for a revisit (url, depth) back in `held`, bypassing the Bloom filter,
-        except those already waiting for their revisit or in flight, and release what the
-        window allows; returns how many were readmitted, and the released URLs. They join
-        the end of `held`: the level barrier applies to them as to new URLs."""
+    def readmit(self, due: Iterable[tuple[str, int, int]]) -> tuple[int, Released]:
+        """Put URLs due for a revisit (url, depth, priority) back in the held lists, bypassing
+        the Bloom filter, except those already waiting for their revisit or in flight, and
+        release what the window allows; returns how many were readmitted, and the released
+        URLs. They join the end of their priority's list: the level barrier applies to them as
+        to new URLs."""
         k = self.keys
         added = scripts.READMIT(
             self.redis,
-            tail_args=[f"{depth} {url}" for url, depth in due],
+            tail_args=[f"{priority} {depth} {url}" for url, depth, priority in due],
             counters=k.counters, inflight=k.inflight, held=k.held, revisiting=k.revisiting,
+            priorities=k.priorities,
         )  # fmt: skip
         return added, self._end("", "", None, [], 0)[1] if added else []
 
@@ -311,12 +348,13 @@ class CrawlState:
 
     def put_back(self, url: str, entry: InFlight) -> bool:
         """For a job whose claim saw the crawl paused: True if the crawl is halted, `url`
-        then being given back to `held` unfetched (or dropped if cancelled)."""
+        then being given back to its held list unfetched (or dropped if cancelled)."""
         k = self.keys
         return bool(
             scripts.PUT_BACK(
-                self.redis, counters=k.counters, inflight=k.inflight, held=k.held, url=url,
-                expected=entry.encode(), depth=entry.depth,
+                self.redis, counters=k.counters, inflight=k.inflight, held=k.held,
+                priorities=k.priorities, url=url, expected=entry.encode(), depth=entry.depth,
+                priority=entry.priority,
             )
         )  # fmt: skip
 
@@ -346,7 +384,7 @@ class CrawlState:
         k = self.keys
         out = scripts.CANCEL(
             self.redis, counters=k.counters, inflight=k.inflight, held=k.held, later=k.later,
-            revisiting=k.revisiting, now=repr(time.time()),
+            revisiting=k.revisiting, priorities=k.priorities, now=repr(time.time()),
         )  # fmt: skip
         if out is None:
             return None
@@ -419,24 +457,28 @@ class CrawlState:
     def unfinished(self) -> int:
         """URLs in flight or held: 0 exactly when the crawl has nothing left (cheaper than a
         snapshot, for polling)."""
-        with self.redis.pipeline(transaction=False) as pipe:
+
+        def queue(pipe: Pipeline) -> None:
             pipe.hlen(self.keys.inflight)
-            pipe.llen(self.keys.held)
-            return sum(pipe.execute())
+            scripts.HELD.queue(pipe, held=self.keys.held, priorities=self.keys.priorities)
+
+        return sum(self._with_held(queue))
 
     def snapshot(self) -> Snapshot:
         """The crawl's counters and queues in one round trip (rate buckets older than RECENT
         are pruned here, so the counters hash stays small however long the crawl runs)."""
         k = self.keys
-        with self.redis.pipeline(transaction=False) as pipe:
+
+        def queue(pipe: Pipeline) -> None:
             pipe.hgetall(k.counters)
             pipe.hkeys(k.inflight)  # at most `window` URLs
-            pipe.llen(k.held)
+            scripts.HELD.queue(pipe, held=k.held, priorities=k.priorities)
             pipe.zcard(k.later)
             pipe.hgetall(k.host_pages)
             pipe.hgetall(k.hosts)
             pipe.exists(k.forked)
-            raw, flying, held, deferred, host_pages, pace, forked = pipe.execute()
+
+        raw, flying, held, deferred, host_pages, pace, forked = self._with_held(queue)
         counters = {f.decode(): float(v) if b"." in v else int(v) for f, v in raw.items()}
         self._prune_rates(counters)
         return Snapshot(
@@ -452,6 +494,21 @@ class CrawlState:
             forked=bool(forked),
             bloom=self.bloom.stats(),
         )
+
+    def _with_held(self, queue: Callable[[Pipeline], None]) -> list:
+        """Run the pipeline that `queue` fills, which counts the held URLs with scripts.HELD
+        (loaded first if a restarted Redis forgot it)."""
+
+        def run() -> list:
+            with self.redis.pipeline(transaction=False) as pipe:
+                queue(pipe)
+                return pipe.execute()
+
+        try:
+            return run()
+        except NoScriptError:
+            scripts.load(self.redis, scripts.HELD)
+            return run()
 
     def _prune_rates(self, counters: dict) -> None:
         first = int(time.time()) // RATE_BUCKET - RECENT // RATE_BUCKET
@@ -541,6 +598,6 @@ def _pairs(flat: list[bytes]) -> Released:
 
 
 def _held_entry(raw: bytes) -> tuple[str, InFlight]:
-    """A released `held` entry "depth url" (its in-flight entry is attempt 0, turn 0)."""
-    depth, url = raw.decode().split(" ", 1)
-    return url, InFlight(int(depth), 0.0, 0)
+    """A released held entry "priority depth url" (its in-flight entry is attempt 0, turn 0)."""
+    priority, depth, url = raw.decode().split(" ", 2)
+    return url, InFlight(int(depth), 0.0, 0, priority=int(priority))

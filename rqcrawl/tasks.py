@@ -192,6 +192,7 @@ class TaskTable:
         status: int | None,
         content: Content | None,
         cfg: CrawlConfig,
+        priority: int = 0,
     ) -> Visited:
         """Record a visit that ended (`outcome` as in the record; `content` what a fetched
         visit saw) and schedule the next one; returns the visit's number (1, 2...), its
@@ -210,7 +211,7 @@ class TaskTable:
             values = {
                 "state": nxt.state, "next_visit": nxt.next_visit, "interval_s": nxt.interval,
                 "failures": nxt.failures, "missing": nxt.missing, "last_status": status,
-                "visits": known.visits + 1, "queued_at": None,
+                "visits": known.visits + 1, "queued_at": None, "priority": priority,
             }  # fmt: skip
             duplicate_of = None
             if content is not None:
@@ -249,18 +250,19 @@ class TaskTable:
             row = conn.execute(query).first()
         return Prior(row.etag, row.last_modified, row.digest) if row and row.digest else None
 
-    def take_due(self, crawl: str, limit: int) -> list[tuple[str, int]]:
-        """Mark up to `limit` due URLs `queued` and return them with their depths, earliest
-        first; exactly once among concurrent callers (see the module docstring)."""
+    def take_due(self, crawl: str, limit: int) -> list[tuple[str, int, int]]:
+        """Mark up to `limit` due URLs `queued` and return them with their depths and
+        priorities, the highest priority first, then the earliest; exactly once among
+        concurrent callers (see the module docstring)."""
         now = time.time()
         due = or_(
             and_(TASKS.c.state == SCHEDULED, TASKS.c.next_visit <= now),
             and_(TASKS.c.state == QUEUED, TASKS.c.queued_at <= now - QUEUED_LEASE),
         )
         query = (
-            select(TASKS.c.key, TASKS.c.url, TASKS.c.depth)
+            select(TASKS.c.key, TASKS.c.url, TASKS.c.depth, TASKS.c.priority)
             .where(TASKS.c.crawl == crawl, due)
-            .order_by(TASKS.c.next_visit)
+            .order_by(TASKS.c.priority.desc(), TASKS.c.next_visit)
             .limit(limit)
             .with_for_update(skip_locked=True)
         )
@@ -269,7 +271,7 @@ class TaskTable:
             if rows:
                 taken = and_(TASKS.c.crawl == crawl, TASKS.c.key.in_([r.key for r in rows]))
                 conn.execute(update(TASKS).where(taken).values(state=QUEUED, queued_at=now))
-        return [(r.url, r.depth) for r in rows]
+        return [(r.url, r.depth, r.priority) for r in rows]
 
     def next_visit(self, crawl: str) -> float | None:
         """When the crawl's earliest scheduled visit is due, if any is."""

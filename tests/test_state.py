@@ -30,9 +30,13 @@ def urls(released) -> list[str]:
 
 
 def end(state: CrawlState, url: str, children=(), depth: int = 1, outcome: str = "fetched"):
-    """End `url` as fetched with `children` (plain URLs, admitted unless refused)."""
+    """End `url` as fetched with `children` (plain URLs, admitted unless refused, at the
+    priority they inherit from `url`)."""
     page = record(url, outcome, depth - 1)
-    return state.finish(url, {keys.FETCHED: 1}, page, [(None, c) for c in children], depth)[0]
+    entry = state.redis.hget(state.keys.inflight, url)
+    inherited = state.inherited(InFlight.parse(entry).priority if entry else 0)
+    links = [(None, c) for c in children]
+    return state.finish(url, {keys.FETCHED: 1}, page, links, depth, inherited)[0]
 
 
 def job_of(state: CrawlState, url: str) -> tuple[InFlight, str]:
@@ -89,6 +93,50 @@ def test_budgets_refuse_links_once_each_with_a_record_built_from_the_same_fields
     snap = state.snapshot()
     assert snap.family(keys.SKIPPED) == {"max_pages": 1, "max_pages_per_host": 1}
     assert snap.count(keys.ADMITTED) == 3
+
+
+def test_the_host_share_applies_past_the_first_100_and_a_host_gets_room_as_the_crawl_grows(conn):
+    state = crawl(conn, max_host_share=0.5)
+    assert state.seed([f"{A}{i}" for i in range(100)])[0] == 100  # small crawls are not cut
+    assert state.seed([A + "x", B + "1"])[0] == 1  # A would have 101 of 102
+    refused = [(r["url"], r["outcome"]) for r in iter_records(conn, "s")]
+    assert refused == [(A + "x", "max_host_share")]
+    assert state.snapshot().family(keys.SKIPPED) == {"max_host_share": 1}
+    assert state.seed([f"{C}{i}" for i in range(100)])[0] == 100  # the crawl grows: 201
+    assert state.seed([A + "x", A + "y"])[0] == 1  # x stays refused, y fits: 101 of 202
+    assert state.snapshot().hosts["a.test"][keys.ADMITTED] == 101
+    assert len(list(iter_records(conn, "s"))) == 1  # x was recorded once
+
+
+def test_a_level_is_released_highest_priority_first_and_links_inherit_a_share(conn):
+    state = crawl(conn, window=1, priority_share=0.5)
+    assert urls(state.seed([A])[1]) == [A]  # the window's one place
+    state.seed([B], priority=5)
+    state.seed([C], priority=-2)
+    state.seed([A + "0"])
+    assert urls(end(state, A, [A + "1"])) == [B]  # before A0 (0) and C (-2), found earlier
+    assert job_of(state, B)[0].priority == 5
+    assert urls(end(state, B, [B + "1"])) == [A + "0"]  # B1 (priority 2) waits for level 1
+    assert urls(end(state, A + "0")) == [C]
+    assert urls(end(state, C, [C + "1"])) == [B + "1"]  # level 1: 2, then 0, then -1
+    assert job_of(state, B + "1")[0].priority == 2
+    assert urls(end(state, B + "1", depth=2)) == [A + "1"]
+    assert urls(end(state, A + "1", depth=2)) == [C + "1"]
+    assert job_of(state, C + "1")[0].priority == -1
+    assert state.unfinished() == 1 and not conn.exists(state.keys.priorities)
+
+
+def test_a_put_back_url_keeps_its_priority_and_cancel_drops_every_priority(conn):
+    state = crawl(conn, window=1)
+    state.seed([A], priority=3)
+    state.seed([B, C], priority=1)
+    entry, _ = job_of(state, A)
+    state.pause()
+    assert state.put_back(A, entry)
+    assert state.snapshot().held == 3
+    assert urls(state.resume()) == [A] and job_of(state, A)[0].priority == 3
+    assert state.cancel()[0] == 2
+    assert state.unfinished() == 0 and not conn.keys(state.keys.held + "*")
 
 
 def test_a_refusal_verdict_is_recorded_and_counted_not_admitted(conn):
@@ -283,13 +331,13 @@ def test_readmit_brings_ended_urls_back_past_the_bloom_filter_once_until_they_en
     end(state, A, [B])
     end(state, B, [], depth=2)
     assert state.unfinished() == 0
-    added, released = state.readmit([(A, 0), (B, 1), (A, 0)])  # seen, but not done
+    added, released = state.readmit([(A, 0, 0), (B, 1, 0), (A, 0, 0)])  # seen, but not done
     assert added == 2 and urls(released) == [A, B]
     assert job_of(state, B)[0].depth == 1
-    assert state.readmit([(A, 0), (B, 1)]) == (0, [])  # in flight: not twice
+    assert state.readmit([(A, 0, 0), (B, 1, 0)]) == (0, [])  # in flight: not twice
     end(state, A, [B])  # a revisit's links go through the filter: B is not admitted again
     assert state.snapshot().count(keys.ADMITTED) == 2
-    assert state.readmit([(A, 0)])[0] == 1  # ended: due again
+    assert state.readmit([(A, 0, 0)])[0] == 1  # ended: due again
     assert state.snapshot().count(keys.REVISITS) == 3
 
 
@@ -299,8 +347,8 @@ def test_a_readmitted_url_waiting_in_held_is_not_readmitted_twice(conn):
     end(state, A, [B])
     end(state, B, [], depth=2)
     state.seed([C])  # fills the window: the revisits wait in held
-    assert state.readmit([(A, 0), (B, 1)]) == (2, [])
-    assert state.readmit([(A, 0), (B, 1)]) == (0, [])
+    assert state.readmit([(A, 0, 0), (B, 1, 0)]) == (2, [])
+    assert state.readmit([(A, 0, 0), (B, 1, 0)]) == (0, [])
     assert conn.lrange(state.keys.held, 0, -1) == [b"0 " + A.encode(), b"1 " + B.encode()]
 
 
@@ -308,10 +356,10 @@ def test_a_cancelled_crawl_readmits_nothing_and_forgets_its_pending_revisits(con
     state = crawl(conn, window=1)
     state.seed([A, B])
     end(state, A)
-    state.readmit([(A, 0)])
+    state.readmit([(A, 0, 0)])
     state.cancel()
     assert not conn.exists(state.keys.revisiting)
-    assert state.readmit([(A, 0)]) == (0, [])
+    assert state.readmit([(A, 0, 0)]) == (0, [])
 
 
 def test_the_pump_takes_its_turn_once_per_period_whoever_asks(conn):

@@ -115,22 +115,32 @@ def test_due_urls_are_taken_once_with_their_depth_earliest_first(db_url):
     make_due(db_url)
     assert table.due_counts("c")["now"] == 5
     first = table.take_due("c", 3)
-    assert len(first) == 3 and {d for _, d in first} == {1}
+    assert len(first) == 3 and {d for _, d, _ in first} == {1}
     rest = table.take_due("c", 10)
-    assert len(rest) == 2 and not {u for u, _ in first} & {u for u, _ in rest}
+    assert len(rest) == 2 and not {u for u, _, _ in first} & {u for u, _, _ in rest}
     assert table.take_due("c", 10) == []
     visit(table, first[0][0])  # its revisit ended: scheduled again, not due yet
     assert table.known("c") == 5 and table.due_counts("c")["now"] == 0
+
+
+def test_due_urls_are_taken_highest_priority_first(db_url):
+    table = TaskTable(db_url)
+    for n, priority in enumerate([0, 3, -1, 7]):
+        table.visited("c", f"http://a/{n}", 1, "fetched", 200, Content(f"d{n}"), CFG, priority)
+    make_due(db_url)
+    assert table.take_due("c", 10) == [
+        ("http://a/3", 1, 7), ("http://a/1", 1, 3), ("http://a/0", 1, 0), ("http://a/2", 1, -1)
+    ]  # fmt: skip
 
 
 def test_a_row_left_queued_past_the_lease_is_due_again(db_url):
     table = TaskTable(db_url)
     visit(table, "http://a/")
     make_due(db_url)
-    assert table.take_due("c", 10) == [("http://a/", 1)]
+    assert table.take_due("c", 10) == [("http://a/", 1, 0)]
     with tasks.engine(db_url).begin() as conn:  # its pump died QUEUED_LEASE seconds ago
         conn.execute(tasks.update(tasks.TASKS).values(queued_at=time.time() - tasks.QUEUED_LEASE))
-    assert table.take_due("c", 10) == [("http://a/", 1)]
+    assert table.take_due("c", 10) == [("http://a/", 1, 0)]
     assert table.take_due("c", 10) == []
 
 
@@ -162,7 +172,7 @@ def test_concurrent_pumps_never_take_the_same_row(db_url):
     for t in threads:
         t.join(60)
     assert not errors
-    every = [url for mine in taken for url, _ in mine]
+    every = [url for mine in taken for url, _, _ in mine]
     assert len(every) == 600 and len(set(every)) == 600
     assert sum(1 for mine in taken if mine) > 1  # they did run side by side
 
