@@ -174,8 +174,17 @@ def status(name, as_json, show_config, watching, interval, url) -> None:
         click.echo(json.dumps(s, sort_keys=True) if as_json else stats.render(s))
 
 
+def interruptible(*signals: signal.Signals) -> None:
+    """Make `signals` raise KeyboardInterrupt, also when we were started with them ignored
+    (a shell starts a script's background job with SIGINT ignored, and children inherit it):
+    Ctrl-C and kill -INT must still stop a crawl or a watch."""
+    for sig in signals:
+        signal.signal(sig, signal.default_int_handler)
+
+
 def watch_status(conn: redis.Redis, name: str, cfg: CrawlConfig, interval: float) -> None:
     """Ctrl-C is the normal way to stop watching: no traceback, exit status 0."""
+    interruptible(signal.SIGINT)
     try:
         monitor.watch_status(conn, name, cfg, interval)
     except KeyboardInterrupt:
@@ -389,7 +398,7 @@ def crawl(urls, output, fmt, workers, threads, name, config_file, data_dir, url,
             raise click.ClickException(str(exc)) from None
     # SIGTERM (kill, a service manager) stops the crawl as Ctrl-C does: workers and the
     # embedded Redis are in sessions of their own and would otherwise outlive us.
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    interruptible(signal.SIGINT, signal.SIGTERM)
     target = configured_redis_url(url)
     server = None if target else EmbeddedRedis(Path(data_dir))
     try:
