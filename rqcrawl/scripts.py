@@ -147,7 +147,10 @@ return out
 # admit its children through the Bloom filter (budgets apply: max_pages, max_host_pages, and
 # max_host_share once `share_floor` URLs were admitted; a refused child is recorded once, from
 # `skip_record`, and stays refused: it is in the filter), and release the next URLs of the
-# current level while fewer than `window` are in flight.
+# current level while fewer than `window` are in flight. With `exact` '0' (no level barrier,
+# first-found depth) the release is not gated by depth, and URLs parked in `later` (no RQ
+# job: a host not ready, a retry not due) leave room in the window, so that one slow host's
+# deferred URLs cannot fill it and starve the other hosts.
 # done: the ending URL ('' when seeding or resuming). final: '1' to end it, '0' to only admit
 # its children while it stays in flight (a page with more links than one call should take).
 # increments: "field n field n"; a field "kind|host" goes to the per-host hash.
@@ -164,7 +167,7 @@ FINISH = Script(
     args=(
         "done", "final", "increments", "record", "child_depth", "child_priority", "window",
         "shard_bits", "k", "now", "reap_every", "max_pages", "max_host_pages", "max_host_share",
-        "share_floor", "skip_record", "skip_prefix", "n", "bits",
+        "share_floor", "skip_record", "skip_prefix", "n", "bits", "exact",
     ),
     key_tail="bloom0",
     arg_tail="children",
@@ -227,6 +230,7 @@ if admitted > 0 then redis.call('HINCRBY', counters, 'admitted', admitted) end
 local out = {1, admitted, reap_due}
 local level = tonumber(redis.call('HGET', counters, 'level') or '0')
 local room = tonumber(window) - redis.call('HLEN', inflight)
+if exact ~= '1' then room = room + redis.call('ZCARD', later) end
 if redis.call('HEXISTS', counters, 'paused_at') == 1 then room = 0 end
 
 -- Release the head of priority p's list while it is at the current level: in small batches,
@@ -241,7 +245,7 @@ local function release(p)
     for _, entry in ipairs(head) do
       local sp = string.find(entry, ' ', 1, true)
       local depth = tonumber(string.sub(entry, 1, sp - 1))
-      if depth > level then break end
+      if exact == '1' and depth > level then break end
       local url = string.sub(entry, sp + 1)
       if redis.call('HSETNX', inflight, url, depth .. ' ' .. now .. ' 0 0 ' .. p) == 1 then
         out[#out + 1] = p .. ' ' .. entry
