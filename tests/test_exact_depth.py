@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 
-from helpers import seed_local, wait_finished, wait_until, worker_names
+from helpers import rqcrawl, seed_local, wait_finished, wait_until, worker_names
 from servers import HTTPSite, reply
 
 from rqcrawl import api
@@ -135,6 +135,8 @@ def test_without_exact_depth_a_url_keeps_its_first_found_depth_and_max_depth_cut
     depths = crawl_depths(redis_url, conn, "first", "--no-exact-depth")
     # /t was found through /a2 (depth 3) while /x was still answering: /u would be depth 4.
     assert depths == {"/": 0, "/a": 1, "/x": 1, "/a2": 2, "/t": 3}
+    shown = rqcrawl(redis_url, "status", "first").stdout
+    assert "depth      first found, up to max depth 3" in shown and "\nlevel" not in shown
 
 
 def test_exact_depth_by_default_records_the_shortest_click_distance(redis_url, conn):
