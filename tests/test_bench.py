@@ -56,15 +56,17 @@ def test_bench_crawls_the_skewed_site_in_both_depth_modes_and_the_slow_host_alon
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     rows = {
-        line.rsplit(None, 7)[0]: line.rsplit(None, 7)[1:]
+        line.rsplit(None, 8)[0]: line.rsplit(None, 8)[1:]
         for line in proc.stdout.splitlines()
         if line.startswith(("exact depth", "--no-exact-depth"))
     }
     assert set(rows) == {"exact depth", "--no-exact-depth"}, proc.stdout
-    for pages, wall, _, alone_pages, alone_wall, _, ratio in rows.values():
+    for pages, wall, _, alone_pages, alone_wall, _, chain_wall, ratio in rows.values():
         assert (pages, alone_pages) == ("21", "9"), proc.stdout  # every page of each crawl
         # 7 Crawl-delays at least between the slow host's 9 pages (robots.txt's is ours)
-        assert float(alone_wall) >= 1.4 and float(ratio) == pytest.approx(
-            float(wall) / float(alone_wall), abs=0.02
+        assert (
+            float(alone_wall) >= 1.4
+            and float(chain_wall) > 0
+            and float(ratio) == pytest.approx(float(wall) / float(alone_wall), abs=0.02)
         ), proc.stdout
     assert "reproduce: rqcrawl bench --skewed --fan-pages 8" in proc.stdout

@@ -322,12 +322,12 @@ def parse_list(kind):
 @click.option("--skewed", is_flag=True,
               help="Instead: exact depth against --no-exact-depth on a skewed two-host site "
                    "(one host's pages at one level under a Crawl-delay, the other's a chain), "
-                   "with the first --workers and --threads value.")  # fmt: skip
+                   "with the largest --workers and --threads values.")  # fmt: skip
 @click.option("--fan-pages", type=click.IntRange(min=1), default=200, show_default=True,
               help="With --skewed: the slow host's pages (all at depth 1).")  # fmt: skip
 @click.option("--crawl-delay", type=click.FloatRange(min=0, max=60), default=0.05,
               show_default=True, help="With --skewed: the slow host's Crawl-delay.")  # fmt: skip
-@click.option("--chain-pages", type=click.IntRange(min=2), default=1000, show_default=True,
+@click.option("--chain-pages", type=click.IntRange(min=2), default=400, show_default=True,
               help="With --skewed: the other host's chain of pages.")  # fmt: skip
 def bench(
     pages, workers, threads, latency, with_scrapy, concurrency, stock, repeat, site_procs,
@@ -343,7 +343,7 @@ def bench(
         from .skewed import report as skewed_report  # it builds on this module
 
         fan, chain = FanSpec(fan_pages, crawl_delay), ChainSpec(chain_pages)
-        skewed_report(fan, chain, workers[0], threads[0], repeat)
+        skewed_report(fan, chain, max(workers), max(threads), repeat)
         return
     if with_scrapy and not scrapy_available():
         click.echo("Scrapy is not installed: rqcrawl only (pip install 'rqcrawl[bench]')", err=True)

@@ -79,7 +79,7 @@ class ChainSpec:
     """The skewed site's other host: page i links to page i + 1 only (page i is at depth i),
     with no robots.txt (a 404: no delay)."""
 
-    pages: int = 1000
+    pages: int = 400
     start: str = "/c0.html"
 
     def pages_at(self, origin: str) -> dict[str, bytes]:
