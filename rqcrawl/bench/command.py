@@ -323,11 +323,11 @@ def parse_list(kind):
               help="Instead: exact depth against --no-exact-depth on a skewed two-host site "
                    "(one host's pages at one level under a Crawl-delay, the other's a chain), "
                    "with the largest --workers and --threads values.")  # fmt: skip
-@click.option("--fan-pages", type=click.IntRange(min=1), default=200, show_default=True,
+@click.option("--fan-pages", type=click.IntRange(min=1), default=40, show_default=True,
               help="With --skewed: the slow host's pages (all at depth 1).")  # fmt: skip
-@click.option("--crawl-delay", type=click.FloatRange(min=0, max=60), default=0.05,
+@click.option("--crawl-delay", type=click.FloatRange(min=0, max=60), default=0.5,
               show_default=True, help="With --skewed: the slow host's Crawl-delay.")  # fmt: skip
-@click.option("--chain-pages", type=click.IntRange(min=2), default=400, show_default=True,
+@click.option("--chain-pages", type=click.IntRange(min=2), default=300, show_default=True,
               help="With --skewed: the other host's chain of pages.")  # fmt: skip
 def bench(
     pages, workers, threads, latency, with_scrapy, concurrency, stock, repeat, site_procs,

@@ -60,8 +60,8 @@ class FanSpec:
     """The skewed site's slow host: `/` links to `pages` pages, all at depth 1, and
     robots.txt asks for `crawl_delay` seconds between two requests."""
 
-    pages: int = 200
-    crawl_delay: float = 0.05
+    pages: int = 40
+    crawl_delay: float = 0.5  # wide enough that the workers' scheduling jitter is no part of it
     start: str = "/"
 
     def pages_at(self, origin: str) -> dict[str, bytes]:
@@ -79,7 +79,7 @@ class ChainSpec:
     """The skewed site's other host: page i links to page i + 1 only (page i is at depth i),
     with no robots.txt (a 404: no delay)."""
 
-    pages: int = 400
+    pages: int = 300
     start: str = "/c0.html"
 
     def pages_at(self, origin: str) -> dict[str, bytes]:
