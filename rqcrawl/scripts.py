@@ -233,7 +233,8 @@ local room = tonumber(window) - redis.call('HLEN', inflight)
 if exact ~= '1' then room = room + redis.call('ZCARD', later) end
 if redis.call('HEXISTS', counters, 'paused_at') == 1 then room = 0 end
 
--- Release the head of priority p's list while it is at the current level: in small batches,
+-- Release the head of priority p's list while it is at the current level (at any depth
+-- without `exact`): in small batches,
 -- since while a level drains the head waits for the next level, and copying `room` entries on
 -- every call to look at the first one was half of Redis's CPU per page.
 local function release(p)
