@@ -65,6 +65,7 @@ LAST_CLAIM_AT = "last_claim_at"  # when a job of the crawl last started
 PAUSED_AT = "paused_at"  # set while halted (also when cancelled)
 CANCELLED_AT = "cancelled_at"
 LEVEL = "level"  # the depth being released
+SHARD = "shard"  # this Redis's index among the crawl's shards (rqcrawl.shards)
 ADMITTED = "admitted"
 FETCHED = "fetched"
 FAILED = "failed"

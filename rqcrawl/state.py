@@ -551,6 +551,11 @@ def outcome_counts(
     return out
 
 
+def shard_index(redis: Redis, crawl: str) -> int:
+    """This Redis's index among the shards of `crawl` (0 for a crawl on one Redis)."""
+    return int(redis.hget(CrawlKeys(crawl).counters, keys.SHARD) or 0)
+
+
 def crawl_names(redis: Redis) -> list[str]:
     """The crawls listed in this Redis, sorted."""
     return sorted(n.decode(errors="backslashreplace") for n in redis.smembers(keys.CRAWLS))
