@@ -197,6 +197,8 @@ def layered(
     hook, if any, is imported here so that a bad one is reported before the crawl starts."""
     cfg = CrawlConfig.from_toml(config_file, base) if config_file else base or CrawlConfig()
     cfg = CrawlConfig.from_dict({k: v for k, v in flags.items() if v is not None}, cfg)
+    if cfg.shard_rules and not cfg.shards:
+        raise ConfigError("setting 'shard_rules' needs 'shards' (--shards)")
     hooks.check(cfg.hook)
     return cfg
 
@@ -329,6 +331,8 @@ def _check_shard_rules(config: CrawlConfig) -> None:
     mix yet (the pump would readmit every shard's URLs into one)."""
     if config.shards and config.revisit:
         raise ConfigError("settings 'shards' and 'revisit' cannot be combined yet")
+    if not config.shards:  # a file of rules may come before the --shards flag: see layered
+        return
     for pattern, url in config.shard_rules.items():
         if not isinstance(url, str) or not pattern:
             raise ConfigError("setting 'shard_rules' maps host patterns to shard URLs")

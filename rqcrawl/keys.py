@@ -45,6 +45,8 @@ class CrawlKeys:
         self.forked = self._key("forked")  # string with a TTL: a forking worker ran a job
         self.revisiting = self._key("revisiting")  # set: URLs readmitted until they end
         self.pump_lock = self._key("pump")  # string with a TTL: a pump ran lately
+        self.outbox = self._key("outbox")  # list of state.Outgoing: links to other shards
+        self.outbox_lock = self._key("outbox_lock")  # string with a TTL: the drain's token
 
     def _key(self, *parts: str) -> str:
         return self.prefix + ":".join(parts)
