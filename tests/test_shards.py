@@ -17,8 +17,9 @@ from helpers import child_pids, rqcrawl, seed_local, status, stop_pids, wait_fin
 from rq import Worker
 from servers import HTTPSite, reply
 
-from rqcrawl import api, config, keys, state
+from rqcrawl import api, config, control, keys, levels, shards, state
 from rqcrawl.config import ConfigError, CrawlConfig
+from rqcrawl.frontier import Frontier
 from rqcrawl.runner import LocalWorkers
 from rqcrawl.shards import ShardMap, all_shards, shard_map
 
@@ -236,3 +237,54 @@ def test_seeding_stores_the_crawl_in_every_shard_with_its_index(
             assert "sh" in state.crawl_names(conn)
             assert all_shards(conn, "sh")[index] is conn
             assert conn.hlen(keys.CrawlKeys("sh").inflight) == 1  # its own seed, released
+
+
+# --- the outbox and the level coordinator, step by step ---------------------------------------
+
+
+def two_shard_crawl(urls: list[str]) -> list[Frontier]:
+    """Crawl `sh` over `urls`, host a.test on the first and b.test on the second, seeded
+    with a.test's home page (in flight on the first shard)."""
+    rules = {"a.test": urls[0], "b.test": urls[1]}
+    cfg = CrawlConfig.from_dict({"shards": urls, "shard_rules": rules, "max_depth": 3})
+    control.start(shards.connect(urls[0]), "sh", cfg, ["http://a.test/"])
+    return [Frontier(shards.connect(u), "sh", cfg) for u in urls]
+
+
+def test_a_drain_that_dies_before_its_trim_admits_nothing_twice(redis_url, second_redis_url):
+    a, b = two_shard_crawl([redis_url, second_redis_url])
+    page = {"url": "http://a.test/", "outcome": "fetched", "depth": 0}
+    children = [(None, "http://b.test/x"), (None, "http://a.test/y")]
+    ended = a.state.finish("http://a.test/", {keys.FETCHED: 1}, page, children, 1)
+    assert ended.sent == 1 and ended.level_done and not ended.released  # y waits for level 1
+    dead = a.state.read_outbox("dead", 10)  # a drain reads, admits, and dies before its trim
+    assert [o.url for o in dead] == ["http://b.test/x"]
+    assert b.state.admit(dead).admitted == 1
+    assert a.drain() == 0  # the dead drain's lock holds until it runs out...
+    a.redis.pexpire(a.state.keys.outbox_lock, 1)
+    time.sleep(0.01)
+    assert a.drain() == 1  # ...then the next drain admits the batch again: a Bloom no-op
+    assert not a.state.trim_outbox("dead", 1)  # the dead drain's token no longer trims
+    views = [f.state.level_view() for f in (a, b)]
+    assert [(v.level, v.held, v.outbox, v.version[0]) for v in views] == [
+        (0, 1, 0, 2),
+        (0, 1, 0, 1),
+    ]
+    assert levels.coordinate([a, b]) == 1  # nothing in flight anywhere: level 1 everywhere
+    assert [f.state.level_view().level for f in (a, b)] == [1, 1]
+    assert [sorted(f.redis.hkeys(f.state.keys.inflight)) for f in (a, b)] == [
+        [b"http://a.test/y"],
+        [b"http://b.test/x"],
+    ]
+    assert [len(f.queue) for f in (a, b)] == [2, 1]  # their jobs on their shard (a: the seed too)
+    assert levels.coordinate([a, b]) == 0  # in flight at the lowest level: not yet
+    assert not levels.settled([a.state, b.state])
+
+
+def test_a_halted_shard_holds_every_level(redis_url, second_redis_url):
+    a, b = two_shard_crawl([redis_url, second_redis_url])
+    page = {"url": "http://a.test/", "outcome": "fetched", "depth": 0}
+    b.state.pause()
+    a.finish("http://a.test/", {keys.FETCHED: 1}, page, [(None, "http://b.test/x")], 1)
+    assert [f.state.level_view().level for f in (a, b)] == [0, 0]
+    assert b.state.level_view().held == 1 and a.state.level_view().outbox == 0
