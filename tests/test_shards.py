@@ -13,14 +13,14 @@ from contextlib import ExitStack
 
 import pytest
 import redis
-from helpers import child_pids, rqcrawl, seed_local, status, stop_pids, wait_finished, wait_until
+from helpers import child_pids, rqcrawl, seed_local, status, stop_pids, wait_until
 from rq import Worker
 from servers import HTTPSite, reply
 
-from rqcrawl import api, config, control, keys, levels, shards, state
+from rqcrawl import api, config, control, keys, levels, shards, state, stats
 from rqcrawl.config import ConfigError, CrawlConfig
 from rqcrawl.frontier import Frontier
-from rqcrawl.runner import LocalWorkers
+from rqcrawl.runner import WORKER_CLASS, LocalWorkers
 from rqcrawl.shards import ShardMap, all_shards, shard_map
 
 HOSTS = 4
@@ -101,6 +101,19 @@ def seed_sharded(urls: list[str], web: Web, tmp_path, max_depth: int, *extra: st
     )  # fmt: skip
 
 
+def finished_untouched(url: str, timeout: float = 120) -> dict:
+    """Wait for the end reading Redis only: unlike `rqcrawl status`, this runs no recovery
+    pass (which also drains and coordinates), so the workers alone must finish the crawl."""
+    with redis.Redis.from_url(url) as conn:
+        return wait_until(
+            lambda: stats.status(conn, "sh"),
+            timeout,
+            "crawl sh to finish",
+            accept=lambda s: s["state"] == "finished",
+            every=0.3,
+        )
+
+
 def records_of(url: str) -> list[dict]:
     """The records stream of one shard (export across shards is `rqcrawl export`'s)."""
     with redis.Redis.from_url(url) as conn:
@@ -130,7 +143,9 @@ def check_exact(web: Web, sites: list[HTTPSite], urls: list[str], max_depth: int
     return rows
 
 
-def test_a_crawl_over_two_shards_is_exact(redis_url, second_redis_url, tmp_path):
+@pytest.mark.parametrize("worker", [WORKER_CLASS, None], ids=["crawl", "stock"])
+def test_a_crawl_over_two_shards_is_exact(redis_url, second_redis_url, tmp_path, worker):
+    """With the recommended workers, and with bare `rq worker crawl` (no tender thread)."""
     urls = [redis_url, second_redis_url]
     web = Web(slow={(0, 1): 0.4, (2, 3): 0.2})  # late finders of short paths
     max_depth = 4
@@ -138,8 +153,9 @@ def test_a_crawl_over_two_shards_is_exact(redis_url, second_redis_url, tmp_path)
         sites = start_sites(stack, web, max_seconds=180)
         seed_sharded(urls, web, tmp_path, max_depth)
         for n, url in enumerate(urls):
-            stack.enter_context(LocalWorkers(url, 2, log_dir=tmp_path / f"shard{n}"))
-        wait_finished(urls[0], "sh")
+            logs = tmp_path / f"shard{n}"
+            stack.enter_context(LocalWorkers(url, 2, log_dir=logs, worker_class=worker))
+        finished_untouched(urls[0])
     check_exact(web, sites, urls, max_depth)
     want = web.expected(max_depth)
     for h, site in enumerate(sites):
@@ -171,7 +187,7 @@ def test_a_sigkilled_worker_loses_nothing_across_shards(redis_url, second_redis_
         stack.callback(stop_pids, child_pids(victim.pid))  # its scheduler, if it had one
         victim.send_signal(signal.SIGKILL)
         victim.wait()
-        wait_finished(urls[1], "sh", timeout=240)
+        finished_untouched(urls[1], timeout=240)
     rows = check_exact(web, sites, urls, max_depth)
     assert len(rows) == len(web.expected(max_depth))
     # The killed job's page may have been requested twice (once by the dead worker), no other
