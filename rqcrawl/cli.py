@@ -117,11 +117,23 @@ def main() -> None:
     """rqcrawl: a distributed web crawler in which every URL is an RQ job."""
 
 
+def url_list(ctx: click.Context, param: click.Parameter, value: str | None) -> list | None:
+    """A comma-separated list of URLs (--shards)."""
+    return None if value is None else [u.strip() for u in value.split(",") if u.strip()]
+
+
+shards_option = click.option(
+    "--shards", callback=url_list, help="Redis URLs, comma-separated: one crawl sharded by "
+    "host over these servers (each one holds its hosts' part; --url is then not used).",
+)  # fmt: skip
+
+
 @main.command()
 @click.argument("urls", nargs=-1, required=True)
 @click.option("--crawl", "name", default=None, help="Crawl name (default: derived, printed).")
 @click.option("--priority", type=int, default=0, show_default=True,
               help="The seeds' priority: within a level the higher goes first.")  # fmt: skip
+@shards_option
 @setting_flags
 @redis_option
 def seed(urls, name, priority, config_file, url, **flags) -> None:
@@ -172,7 +184,9 @@ def status(name, as_json, show_config, watching, interval, url) -> None:
     if show_config:
         cfg = api.crawl_config(conn, name)
         shown = json.dumps(asdict(cfg), indent=2) if as_json else cfg.to_toml()
-        click.echo(masked(shown, cfg.db))
+        for secret in (cfg.db, *cfg.shards):  # their passwords
+            shown = masked(shown, secret)
+        click.echo(shown)
     elif watching:
         watch_status(conn, name, api.crawl_config(conn, name), interval)
     else:

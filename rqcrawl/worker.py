@@ -334,17 +334,23 @@ class Tender:
         return MAX_SLEEP if nxt is None else max(0.005, nxt - time.time())
 
     def running(self) -> list[str]:
-        """The crawls with URLs in flight or with revisits: finished ones cost nothing per
-        tick. What the process kept of a crawl purged and created again meanwhile is
-        dropped."""
+        """The crawls with URLs in flight, with revisits, or over several shards with URLs
+        held or links to send here (their level may wait for a recovery pass, see
+        rqcrawl.levels): finished ones cost nothing per tick. What the process kept of a
+        crawl purged and created again meanwhile is dropped."""
         found = state.busy_crawls(self.redis, state.crawl_names(self.redis))
         for name, _, identity in found:
             check_identity(name, identity)
-        return [name for name, busy, _ in found if busy or self._revisits(name)]
+        return [name for name, busy, _ in found if busy or self._waiting(name)]
 
-    def _revisits(self, name: str) -> bool:
+    def _waiting(self, name: str) -> bool:
         try:
             cfg = config.load(self.redis, name)
         except ConfigError:  # a broken crawl is left out here, and logged by `status`
             return False
-        return bool(cfg and cfg.revisit)
+        if cfg is None or not (cfg.revisit or cfg.shards):
+            return False
+        if cfg.revisit:
+            return True
+        view = state.CrawlState(self.redis, name, cfg).level_view()
+        return bool(view.held or view.outbox)
