@@ -69,6 +69,7 @@ CANCELLED_AT = "cancelled_at"
 LEVEL = "level"  # the depth being released
 SHARD = "shard"  # this Redis's index among the crawl's shards (rqcrawl.shards)
 ADMITTED = "admitted"
+OUTBOXED = "outboxed"  # links a shard sent to other shards through its outbox
 FETCHED = "fetched"
 FAILED = "failed"
 RETRIES = "retries"

@@ -203,7 +203,8 @@ return out
 # `child_priority`; the level is released highest priority first (HELD_LIB).
 # In a crawl over several shards (sharded = '1'), `foreign` is a JSON list of the page's links
 # to other shards' hosts, appended to `outbox` in the same step (entries of
-# rqcrawl.state.Outgoing, admitted on their shard by a drain), and the level is not raised
+# rqcrawl.state.Outgoing, admitted on their shard by a drain; counted in `outboxed`, the
+# cross-shard share the bench reports), and the level is not raised
 # here: the last element of the header says that this shard has nothing in flight.
 # Returns {1 | 0 (done had already ended), admitted, reap due, level done here,
 # released "priority depth url"...}.
@@ -280,6 +281,7 @@ if foreign ~= '' then
   for i = 1, #entries, 1000 do  -- unpack's stack is bounded
     redis.call('RPUSH', outbox, unpack(entries, i, math.min(i + 999, #entries)))
   end
+  redis.call('HINCRBY', counters, 'outboxed', #entries)
 end
 
 local out = {1, admitted, reap_due, 0}
