@@ -78,9 +78,14 @@ def load(redis: Redis, *scripts: Script) -> None:
 # Shared by the Bloom filter's own script and the finish step. Shards are
 # KEYS[shard_key0 + shard], each `shard_bits` long but the last, which ends at bit `bits`.
 # bloom_alloc creates missing shards at their full length, each in one allocation.
-# bloom_test: `pos` holds k global bit positions per URL from index `first`. Returns 1 when
-# some bit was still clear (the URL is new); with `add`, also sets every bit.
+# bloom_check: `pos` holds k global bit positions for each of `count` URLs from index `first`.
+# Returns per URL 1 when some bit was still clear (the URL is new); with `add`, also sets every
+# bit. The bits go in one BITFIELD per shard (per BITFIELD_OPS bits), not one SETBIT each: a
+# page's links cost one command instead of k per link, in the same order (a URL twice in a
+# batch is new only once).
 BLOOM_LIB = """
+local BITFIELD_OPS = 512  -- 4 arguments each, well within Lua's unpack limit (8000)
+
 local function bloom_alloc(shard_key0, shard_bits, bits)
   local shards = math.ceil(bits / shard_bits)
   -- all shards are created in one call, the last one last: it stands for them all
@@ -93,16 +98,32 @@ local function bloom_alloc(shard_key0, shard_bits, bits)
   end
 end
 
-local function bloom_test(shard_key0, shard_bits, k, pos, first, add)
-  local new = 0
-  for i = first, first + k - 1 do
+local function bloom_check(shard_key0, shard_bits, k, pos, first, count, add)
+  local old, groups = {}, {}
+  local function flush(shard, g)
+    local got = redis.call('BITFIELD', KEYS[shard_key0 + shard], unpack(g.args))
+    for j, i in ipairs(g.at) do old[i] = got[j] end
+    groups[shard] = nil
+  end
+  for i = first, first + count * k - 1 do
     local p = tonumber(pos[i])
-    local key = KEYS[shard_key0 + math.floor(p / shard_bits)]
-    local off = p % shard_bits
-    if add then
-      if redis.call('SETBIT', key, off, 1) == 0 then new = 1 end
-    elseif redis.call('GETBIT', key, off) == 0 then
-      return 1
+    local shard = math.floor(p / shard_bits)
+    local g = groups[shard] or {at = {}, args = {}}
+    groups[shard] = g
+    g.at[#g.at + 1] = i
+    local a = g.args
+    a[#a + 1] = add and 'SET' or 'GET'
+    a[#a + 1] = 'u1'
+    a[#a + 1] = p % shard_bits
+    if add then a[#a + 1] = 1 end
+    if #g.at == BITFIELD_OPS then flush(shard, g) end
+  end
+  for shard, g in pairs(groups) do flush(shard, g) end
+  local new = {}
+  for u = 1, count do
+    new[u] = 0
+    for i = first + (u - 1) * k, first + u * k - 1 do
+      if old[i] == 0 then new[u] = 1 end
     end
   end
   return new
@@ -135,11 +156,7 @@ BLOOM_BATCH = Script(
     body="""
 local sbits, kk, adding = tonumber(shard_bits), tonumber(k), add == '1'
 if adding then bloom_alloc(shard0, sbits, tonumber(bits)) end
-local out = {}
-for first = positions, #ARGV, kk do
-  out[#out + 1] = bloom_test(shard0, sbits, kk, ARGV, first, adding)
-end
-return out
+return bloom_check(shard0, sbits, kk, ARGV, positions, (#ARGV - positions + 1) / kk, adding)
 """,
 )
 
@@ -194,9 +211,9 @@ if count > 0 then bloom_alloc(bloom0, sbits, tonumber(bits)) end
 local total = tonumber(redis.call('HGET', counters, 'admitted') or '0')
 local admitted = 0
 local skip = nil
+local fresh = bloom_check(bloom0, sbits, kk, ARGV, children + 3 * count, count, true)
 for i = 1, count do
-  local first_position = children + 3 * count + (i - 1) * kk
-  if bloom_test(bloom0, sbits, kk, ARGV, first_position, true) == 1 then
+  if fresh[i] == 1 then
     local at = children + 3 * (i - 1)
     local verdict, host, url = ARGV[at], ARGV[at + 1], ARGV[at + 2]
     if verdict == '-' then
