@@ -9,11 +9,11 @@ stays correct without it, only coarser: deferred URLs then wait for a job start 
 wake-up job, up to a second late.
 
 It also trims RQ's per-job bookkeeping, which at crawl speed costs more Redis round trips than
-the crawl itself (27 of 33 per page): a heartbeat that would only repeat one sent seconds
-ago with the same time-to-live is skipped and the others go in one round trip instead of
-three, the worker's state is written only when it changes, the `rq suspend` flag is read
-once a second rather than before every job, and a job without callbacks gets no heartbeat
-for them. What RQ stores is otherwise unchanged.
+the crawl itself (27 of 33 per page): a heartbeat within seconds of one that gave the
+worker's key its full time-to-live is skipped (also the shorter one RQ sends before every
+job) and the others go in one round trip instead of three, the worker's state is written
+only when it changes, the `rq suspend` flag is read once a second rather than before every
+job, and a job without callbacks gets no heartbeat for them. What RQ stores is otherwise unchanged.
 """
 
 from __future__ import annotations
@@ -158,21 +158,23 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
 
     @riding_out_redis
     def heartbeat(self, timeout: int | None = None, pipeline: Pipeline | None = None) -> None:
-        """RQ's heartbeat, skipped when a full-TTL one went less than HEARTBEAT_EVERY ago and
-        no shorter TTL was set since (the worker's key then has minutes left), else sent in
-        one round trip."""
+        """RQ's heartbeat, skipped while a full-TTL one went less than HEARTBEAT_EVERY ago:
+        the worker's key then has minutes left, more than the TTL of the heartbeat RQ sends
+        before every job (the job's timeout, at most job_monitoring_interval, plus a minute),
+        which is skipped too. Else sent with `pipeline`, or in one round trip."""
+        full, asked = self.worker_ttl + 60, timeout or self.worker_ttl + 60
+        recent = self._full_beat_at is not None and (
+            time.monotonic() - self._full_beat_at < HEARTBEAT_EVERY
+        )
+        if recent and asked <= full:
+            return
         if pipeline is not None:
             super().heartbeat(timeout, pipeline=pipeline)
         else:
-            recent = self._full_beat_at is not None and (
-                time.monotonic() - self._full_beat_at < HEARTBEAT_EVERY
-            )
-            if timeout is None and recent:
-                return
             with self.connection.pipeline(transaction=False) as pipe:
                 super().heartbeat(timeout, pipeline=pipe)
                 pipe.execute()
-        self._full_beat_at = time.monotonic() if timeout is None else None
+        self._full_beat_at = time.monotonic() if asked >= full else None
 
     def execute_job(self, job: Job, queue: Queue) -> None:
         """SimpleWorker's, with the `idle` state and the heartbeat after the job sent in one

@@ -53,6 +53,9 @@ def test_crawl_worker_keeps_rq_informed(conn):
         # `rq suspend` while a job runs: the worker takes no other job after it.
         slow = queue.enqueue(time.sleep, 1.5)
         wait_until(lambda: slow.get_status(refresh=True) == JobStatus.STARTED, 10, "slow start")
+        # The worker heartbeat RQ sends before the job (with the job's shorter TTL) was
+        # skipped: the full one sent after the dequeue stands for it, and leaves more time.
+        assert conn.ttl(worker.key) > worker.worker_ttl
         suspend(conn)
         held = queue.enqueue(square, 7)
         wait_until(lambda: slow.get_status(refresh=True) == JobStatus.FINISHED, 10, "slow's end")
