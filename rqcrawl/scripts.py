@@ -313,18 +313,42 @@ return 1
 """,
 )
 
-# The URL's inflight entry; if it is the entry of the claiming job (its attempt and turn),
-# the job takes the URL's lease until `expiry`.
+# Take the URLs of `later` that are due (also while paused: their jobs then give them back to
+# `held`, so a paused crawl settles with nothing in flight): {url, entry, url, entry...}.
+DUE_LIB = """
+local function take_due(later, inflight, now, limit)
+  local out = {}
+  for _, url in ipairs(redis.call('ZRANGEBYSCORE', later, '-inf', now, 'LIMIT', 0, limit)) do
+    redis.call('ZREM', later, url)
+    local entry = redis.call('HGET', inflight, url)
+    if entry then
+      out[#out + 1] = url
+      out[#out + 1] = entry
+    end
+  end
+  return out
+end
+"""
+
+# A starting job's one call: the URL's inflight entry (if it is the entry of the claiming job,
+# its attempt and turn, the job takes the URL's lease until `expiry`), whether the crawl is
+# paused, its identity (started_at), and the deferred URLs that are due (taken as DUE does).
+# note: '1' to note the claim's time as last_claim_at (see stats.idle_warnings).
+# Returns {entry or nil, paused (0 | 1), identity or nil, {url, entry, ...}}.
 CLAIM = Script(
-    keys=("inflight", "leased"),
-    args=("url", "attempt", "turn", "expiry"),
+    keys=("inflight", "leased", "counters", "later"),
+    args=("url", "attempt", "turn", "expiry", "now", "limit", "note"),
+    lib=DUE_LIB,
     body="""
 local entry = redis.call('HGET', inflight, url)
 if entry then
   local a, t = string.match(entry, '^%S+ %S+ (%d+) (%d+)')
   if a == attempt and t == turn then redis.call('ZADD', leased, expiry, url) end
 end
-return entry
+if note == '1' then redis.call('HSET', counters, 'last_claim_at', now) end
+local paused = redis.call('HEXISTS', counters, 'paused_at')
+local identity = redis.call('HGET', counters, 'started_at')
+return {entry, paused, identity, take_due(later, inflight, now, limit)}
 """,
 )
 
@@ -343,23 +367,12 @@ return 1
 """,
 )
 
-# Take the URLs of `later` that are due (also while paused: their jobs then give them back to
-# `held`, so a paused crawl settles with nothing in flight). Returns url, entry, url, entry...
+# Take the URLs of `later` that are due (DUE_LIB). Returns url, entry, url, entry...
 DUE = Script(
     keys=("later", "inflight"),
     args=("now", "limit"),
-    body="""
-local out = {}
-for _, url in ipairs(redis.call('ZRANGEBYSCORE', later, '-inf', now, 'LIMIT', 0, limit)) do
-  redis.call('ZREM', later, url)
-  local entry = redis.call('HGET', inflight, url)
-  if entry then
-    out[#out + 1] = url
-    out[#out + 1] = entry
-  end
-end
-return out
-""",
+    lib=DUE_LIB,
+    body="return take_due(later, inflight, now, limit)",
 )
 
 # If the crawl is halted and the job is still the live attempt for the URL, put the URL back
