@@ -32,14 +32,14 @@ from redis.backoff import ExponentialBackoff
 from redis.client import Pipeline
 from redis.retry import Retry
 from rq.exceptions import StopRequested
-from rq.job import Job
+from rq.job import Job, JobStatus
 from rq.queue import Queue
 from rq.utils import now
 from rq.worker import SimpleWorker, WorkerStatus
 
 from . import config, state
 from .config import ConfigError
-from .frontier import PUMP_EVERY
+from .frontier import JOB_FUNC, PUMP_EVERY
 from .jobs import abandon, check_identity, crawl_of
 from .metrics import serve_from_env as serve_metrics
 
@@ -92,16 +92,45 @@ def worker_name(suffix: str = "") -> str:
 
 
 class CrawlJob(Job):
-    """An RQ job whose success also saves its `meta` (the page's outcome, see
-    jobs._describe) in the worker's success pipeline: RQ's own leaves `meta` out, and
-    `job.save_meta()` would cost a round trip per page."""
+    """An RQ job whose success is written in one HSET: its status, its fields and its `meta`
+    (the page's outcome, see jobs._describe). RQ's own writes the status on its own, then
+    the job without `meta`, and `job.save_meta()` would cost a round trip per page. A crawl
+    job's expiry leaves out the keys of dependencies and dependents, which it never has."""
 
     saves_meta = True
+    _succeeding = False  # inside RQ's _handle_success
 
     def _handle_success(self, result_ttl: int, pipeline: Pipeline, **kwargs) -> None:
-        super()._handle_success(result_ttl, pipeline, **kwargs)
-        if self.meta:
-            pipeline.hset(self.key, "meta", self._serialize_meta())
+        self._succeeding = True
+        try:
+            super()._handle_success(result_ttl, pipeline, **kwargs)
+        finally:
+            self._succeeding = False
+
+    def set_status(self, status: JobStatus, pipeline: Pipeline | None = None) -> None:
+        if self._succeeding:  # the save that follows writes it
+            self._status = status
+            return
+        super().set_status(status, pipeline=pipeline)
+
+    def save(
+        self,
+        pipeline: Pipeline | None = None,
+        include_meta: bool = True,
+        include_result: bool = True,
+    ) -> None:
+        super().save(pipeline, include_meta or self._succeeding, include_result)
+
+    def cleanup(
+        self,
+        ttl: int | None = None,
+        pipeline: Pipeline | None = None,
+        remove_from_queue: bool = True,
+    ) -> None:
+        if ttl and ttl > 0 and self.func_name == JOB_FUNC:
+            (pipeline if pipeline is not None else self.connection).expire(self.key, ttl)
+            return
+        super().cleanup(ttl, pipeline, remove_from_queue)
 
 
 class CrawlWorker(StopBetweenDequeues, SimpleWorker):

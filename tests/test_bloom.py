@@ -8,6 +8,7 @@ import queue
 
 import pytest
 import redis
+from helpers import command_calls
 from redis.crc import key_slot
 
 from rqcrawl import config, stats
@@ -88,8 +89,7 @@ def test_duplicate_within_one_batch_is_new_only_the_first_time(conn):
 
 
 def bit_commands(conn: redis.Redis) -> dict[str, int]:
-    stats = conn.info("commandstats")
-    return {c: stats.get(f"cmdstat_{c}", {}).get("calls", 0) for c in ("bitfield", "setbit")}
+    return {c: command_calls(conn, c) for c in ("bitfield", "setbit")}
 
 
 @pytest.mark.parametrize("shard_limit", [2**32, 50_000], ids=["one-shard", "shards"])
