@@ -165,6 +165,7 @@ return bloom_check(shard0, sbits, kk, ARGV, positions, (#ARGV - positions + 1) /
 # max_host_share once `share_floor` URLs were admitted; a refused child is recorded once, from
 # `skip_record`, and stays refused: it is in the filter), and release the next URLs of the
 # current level while fewer than `window` are in flight.
+# reap_every: the recovery pass's period, or '0' when this process need not ask for it.
 # done: the ending URL ('' when seeding or resuming). final: '1' to end it, '0' to only admit
 # its children while it stays in flight (a page with more links than one call should take).
 # increments: "field n field n"; a field "kind|host" goes to the per-host hash.
@@ -201,7 +202,9 @@ elseif done ~= '' then
   end
   if record ~= '' then redis.call('XADD', items, '*', 'r', record) end
   redis.call('HSET', counters, 'last_at', now)
-  if redis.call('SET', reap_lock, '1', 'NX', 'EX', reap_every) then reap_due = 1 end
+  if reap_every ~= '0' and redis.call('SET', reap_lock, '1', 'NX', 'EX', reap_every) then
+    reap_due = 1
+  end
 end
 local sbits, kk = tonumber(shard_bits), tonumber(k)
 local max_total, max_host = tonumber(max_pages), tonumber(max_host_pages)
@@ -490,10 +493,15 @@ HOST_GATE = Script(
     body="""
 local t, d = tonumber(now), tonumber(delay)
 local is_booked = booked == '1'
-redis.call('ZREMRANGEBYSCORE', leases, '-inf', t)
 local ready, last_booked, step = load_state(hosts, host)
 step = math.max(step, d)
-local free = redis.call('ZCARD', leases) < tonumber(concurrency)
+-- expired leases (of killed workers) matter only once the live ones seem to fill the host
+local running = redis.call('ZCARD', leases)
+if running >= tonumber(concurrency) then
+  redis.call('ZREMRANGEBYSCORE', leases, '-inf', t)
+  running = redis.call('ZCARD', leases)
+end
+local free = running < tonumber(concurrency)
 -- Without a delay, `ready` is only the end of another worker's last request, whose clock may
 -- be a little ahead of ours: waiting for it deferred jobs for nothing, and every later job
 -- queued behind them one request duration apart.

@@ -147,6 +147,7 @@ class CrawlState:
         self.known: set[str] = set()  # see KNOWN_MAX
         self.identity: bytes | None = None  # see same_crawl
         self.claim_noted_at = 0.0  # see claim
+        self.reap_asked_at = -float(REAP_EVERY)  # see _reap_turn
 
     @cached_property
     def bloom(self) -> BloomFilter:
@@ -245,7 +246,7 @@ class CrawlState:
             shard_bits=self.bloom.shard_bits,
             k=self.bloom.hashes,
             now=repr(time.time()),
-            reap_every=REAP_EVERY,
+            reap_every=self._reap_turn(final and done != ""),
             max_pages=self.cfg.max_pages,
             max_host_pages=self.cfg.max_pages_per_host,
             max_host_share=repr(self.cfg.max_host_share),
@@ -260,6 +261,16 @@ class CrawlState:
                 self.known.clear()
             self.known.update(urls)
         return ended, admitted, reap_due, [_held_entry(raw) for raw in released]
+
+    def _reap_turn(self, final: bool) -> int:
+        """REAP_EVERY when the URL ends in this call and this process did not ask for the
+        recovery pass (the finish step's reap lock) in the last REAP_EVERY seconds, else 0:
+        asking on every page cost a Redis command per page for a lock held most of the time."""
+        now = time.monotonic()
+        if not final or now - self.reap_asked_at < REAP_EVERY:
+            return 0
+        self.reap_asked_at = now
+        return REAP_EVERY
 
     def readmit(self, due: Iterable[tuple[str, int, int]]) -> tuple[int, Released]:
         """Put URLs due for a revisit (url, depth, priority) back in the held lists, bypassing

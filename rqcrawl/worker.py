@@ -25,6 +25,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from datetime import datetime
 
 from redis import Redis, RedisError
 from redis import exceptions as redis_errors
@@ -95,7 +96,8 @@ class CrawlJob(Job):
     """An RQ job whose success is written in one HSET: its status, its fields and its `meta`
     (the page's outcome, see jobs._describe). RQ's own writes the status on its own, then
     the job without `meta`, and `job.save_meta()` would cost a round trip per page. A crawl
-    job's expiry leaves out the keys of dependencies and dependents, which it never has."""
+    job's expiry leaves out the keys of dependencies and dependents, which it never has, and
+    its start writes its heartbeat once (see heartbeat)."""
 
     saves_meta = True
     _succeeding = False  # inside RQ's _handle_success
@@ -106,6 +108,16 @@ class CrawlJob(Job):
             super()._handle_success(result_ttl, pipeline, **kwargs)
         finally:
             self._succeeding = False
+
+    def heartbeat(
+        self, timestamp: datetime, ttl: int, pipeline: Pipeline | None = None, xx: bool = False
+    ) -> None:
+        """RQ's; but the one queued in the pipeline that prepares the job's execution is only
+        noted: prepare_for_execution writes the same field next, in the same pipeline."""
+        if pipeline is not None and not xx:
+            self.last_heartbeat = timestamp
+            return
+        super().heartbeat(timestamp, ttl, pipeline=pipeline, xx=xx)
 
     def set_status(self, status: JobStatus, pipeline: Pipeline | None = None) -> None:
         if self._succeeding:  # the save that follows writes it
