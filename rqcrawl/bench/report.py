@@ -194,12 +194,14 @@ def command_usec(rd: dict) -> int:
 
 
 def command_breakdown(r: Result) -> str:
-    """Where a page's Redis commands go: calls and time per page of every command, most
-    called first, the commands run inside scripts and transactions included."""
+    """Where a page's Redis commands go: calls and time per page of every command run at
+    least once per 20 pages, most called first, those inside scripts and transactions
+    included."""
     rd, pages = r.redis, max(r.pages, 1)
     calls = ", ".join(
         f"{name} {n / pages:.1f} ({rd['usec'][name] / pages:.0f} us)"
         for name, n in sorted(rd["calls"].items(), key=lambda item: -item[1])
+        if n / pages >= 0.05
     )
     return (
         f"{r.crawler} {workers_label(r)}, {r.latency * 1000:.0f} ms: Redis commands per page "
