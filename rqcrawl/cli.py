@@ -54,6 +54,10 @@ redis_option = click.option(
 # Their ranges are checked by the config model (config._BOUNDS), as for a file.
 _SETTING_FLAGS = [
     click.option("--max-depth", type=int, help="Clicks from a seed."),
+    click.option("--exact-depth/--no-exact-depth", default=None, help="Crawl level by level "
+                 "for exact click depths (default); --no-exact-depth for broad crawls: no "
+                 "level barrier, so no slow host holds up the others, and a URL's depth is "
+                 "the one at which it was first found."),
     click.option("--allow-private", is_flag=True, default=None, help="Allow private addresses."),
     click.option("--delay", type=float, help="Seconds between two requests "
                  "to one host (default 1; robots.txt Crawl-delay may raise it)."),
@@ -113,11 +117,23 @@ def main() -> None:
     """rqcrawl: a distributed web crawler in which every URL is an RQ job."""
 
 
+def url_list(ctx: click.Context, param: click.Parameter, value: str | None) -> list | None:
+    """A comma-separated list of URLs (--shards)."""
+    return None if value is None else [u.strip() for u in value.split(",") if u.strip()]
+
+
+shards_option = click.option(
+    "--shards", callback=url_list, help="Redis URLs, comma-separated: one crawl sharded by "
+    "host over these servers (each one holds its hosts' part; --url is then not used).",
+)  # fmt: skip
+
+
 @main.command()
 @click.argument("urls", nargs=-1, required=True)
 @click.option("--crawl", "name", default=None, help="Crawl name (default: derived, printed).")
 @click.option("--priority", type=int, default=0, show_default=True,
               help="The seeds' priority: within a level the higher goes first.")  # fmt: skip
+@shards_option
 @setting_flags
 @redis_option
 def seed(urls, name, priority, config_file, url, **flags) -> None:
@@ -126,7 +142,9 @@ def seed(urls, name, priority, config_file, url, **flags) -> None:
     started = started_crawl(connect(redis_url(url)), planned)
     click.echo(
         f"crawl {started.name}: {started.admitted} of {len(planned.seeds)} seed(s) queued "
-        f"(max depth {started.cfg.max_depth})"
+        f"(max depth {started.cfg.max_depth}"
+        + ("" if started.cfg.exact_depth else ", first-found depth, no level barrier")
+        + ")"
     )
     if started.cfg.revisit:
         click.echo(
@@ -166,7 +184,9 @@ def status(name, as_json, show_config, watching, interval, url) -> None:
     if show_config:
         cfg = api.crawl_config(conn, name)
         shown = json.dumps(asdict(cfg), indent=2) if as_json else cfg.to_toml()
-        click.echo(masked(shown, cfg.db))
+        for secret in (cfg.db, *cfg.shards):  # their passwords
+            shown = masked(shown, secret)
+        click.echo(shown)
     elif watching:
         watch_status(conn, name, api.crawl_config(conn, name), interval)
     else:

@@ -21,11 +21,13 @@ from rq.exceptions import InvalidJobOperation
 from rq.job import Job, JobStatus
 from rq.queue import Queue
 
-from . import config, keys, stats
+from . import config, keys, shards, stats
 from .config import CrawlConfig
 from .frontier import Frontier
+from .shards import shard_map
 from .state import CrawlState, glob_escape
 from .tasks import TaskTable
+from .urls import host_of
 
 # RQ states of a job that no worker has started
 _PENDING = {JobStatus.QUEUED, JobStatus.SCHEDULED, JobStatus.DEFERRED}
@@ -97,20 +99,48 @@ def start(
 ) -> tuple[CrawlConfig, int, bool]:
     """Store the config of a new crawl and admit its seeds, all or nothing: if seeding fails,
     what it wrote is deleted before the error goes on. An existing crawl keeps its own config.
-    Returns the config in force, how many seeds were new, and whether the crawl existed."""
-    stored = config.load(redis, crawl, fresh=True)
-    if stored is None and config.save(redis, crawl, cfg):
+    A crawl over several shards (cfg.shards) is stored in each, and each seed goes to its
+    host's shard; `redis` is then not used unless it is one of them. Returns the config in
+    force, how many seeds were new, and whether the crawl existed."""
+    conns = _shards_of(redis, cfg)
+    stored = config.load(conns[0], crawl, fresh=True)
+    if stored is None and config.save(conns[0], crawl, cfg):
         try:
-            admitted = Frontier(redis, crawl, cfg).seed(seeds, priority)
+            for conn in conns[1:]:
+                config.save(conn, crawl, cfg)
+            admitted = _seed(conns, crawl, cfg, seeds, priority)
         except BaseException:
-            with contextlib.suppress(RedisError):  # the seeding's own error matters more
-                discard(redis, crawl)
+            for conn in conns:
+                with contextlib.suppress(RedisError):  # the seeding's own error matters more
+                    discard(conn, crawl)
             raise
     else:
-        cfg = stored or config.load(redis, crawl, fresh=True)  # or another client just made it
-        admitted = Frontier(redis, crawl, cfg).seed(seeds, priority)
-    CrawlState(redis, crawl, cfg).register()  # last: a listed crawl is a whole one
+        cfg = stored or config.load(conns[0], crawl, fresh=True)  # or another client made it
+        conns = _shards_of(conns[0], cfg)
+        admitted = _seed(conns, crawl, cfg, seeds, priority)
+    for conn in conns:
+        CrawlState(conn, crawl, cfg).register()  # last: a listed crawl is a whole one
     return cfg, admitted, stored is not None
+
+
+def _shards_of(redis: Redis, cfg: CrawlConfig) -> list[Redis]:
+    """The Redis servers of a crawl of settings `cfg`, in shard order."""
+    return [shards.connect(url) for url in cfg.shards] or [redis]
+
+
+def _seed(conns: list[Redis], crawl: str, cfg: CrawlConfig, seeds: list[str], priority: int) -> int:
+    """Admit each seed on its host's shard (every shard is seeded, with none if need be:
+    that starts its clock and records its index); returns how many were new."""
+    placement = shard_map(cfg)
+    if placement is None:
+        return Frontier(conns[0], crawl, cfg).seed(seeds, priority)
+    admitted = 0
+    for index, conn in enumerate(conns):
+        frontier = Frontier(conn, crawl, cfg)
+        frontier.state.place(index)
+        mine = [s for s in seeds if placement.index_of(host_of(s)) == index]
+        admitted += frontier.seed(mine, priority)
+    return admitted
 
 
 def purge(redis: Redis, crawl: str, state: str, force: bool = False) -> Purged:
