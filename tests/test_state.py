@@ -230,7 +230,7 @@ def test_a_process_asks_for_the_recovery_pass_at_most_once_per_period(conn):
 
     def asks(url: str) -> bool:
         page = record(url, "fetched", 0)
-        return state.finish(url, {keys.FETCHED: 1}, page, [], 1)[1]
+        return state.finish(url, {keys.FETCHED: 1}, page, [], 1).reap_due
 
     assert asks(A)  # the lock was free: this process runs the pass
     conn.delete(state.keys.reap_lock)
