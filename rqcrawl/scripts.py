@@ -211,7 +211,6 @@ return bloom_check(shard0, sbits, kk, ARGV, positions, (#ARGV - positions + 1) /
 # first-found depth) the release is not gated by depth, and URLs parked in `later` (no RQ
 # job: a host not ready, a retry not due) leave room in the window, so that one slow host's
 # deferred URLs cannot fill it and starve the other hosts.
-# reap_every: the recovery pass's period, or '0' when this process need not ask for it.
 # done: the ending URL ('' when seeding or resuming). final: '1' to end it, '0' to only admit
 # its children while it stays in flight (a page with more links than one call should take).
 # increments: "field n field n"; a field "kind|host" goes to the per-host hash.
@@ -253,9 +252,7 @@ elseif done ~= '' then
   end
   if record ~= '' then redis.call('XADD', items, '*', 'r', record) end
   redis.call('HSET', counters, 'last_at', now)
-  if reap_every ~= '0' and redis.call('SET', reap_lock, '1', 'NX', 'EX', reap_every) then
-    reap_due = 1
-  end
+  if redis.call('SET', reap_lock, '1', 'NX', 'EX', reap_every) then reap_due = 1 end
 end
 local sbits, kk = tonumber(shard_bits), tonumber(k)
 local max_total, max_host = tonumber(max_pages), tonumber(max_host_pages)

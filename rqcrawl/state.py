@@ -208,7 +208,6 @@ class CrawlState:
         self.known: set[str] = set()  # see KNOWN_MAX
         self.identity: bytes | None = None  # see same_crawl
         self.claim_noted_at = 0.0  # see claim
-        self.reap_asked_at = -float(REAP_EVERY)  # see _reap_turn
         self.shards = shard_map(cfg)  # None: the crawl lives in this Redis alone
 
     @cached_property
@@ -337,7 +336,7 @@ class CrawlState:
             shard_bits=self.bloom.shard_bits,
             k=self.bloom.hashes,
             now=repr(time.time()),
-            reap_every=self._reap_turn(final and done != ""),
+            reap_every=REAP_EVERY,
             max_pages=self.cfg.max_pages,
             max_host_pages=self.cfg.max_pages_per_host,
             max_host_share=repr(self.cfg.max_host_share),
@@ -358,16 +357,6 @@ class CrawlState:
         self.known.update(o.url for o in foreign)
         released = [_held_entry(raw) for raw in released]
         return Ended(admitted, released, bool(reap_due), bool(level_done), len(foreign))
-
-    def _reap_turn(self, final: bool) -> int:
-        """REAP_EVERY when the URL ends in this call and this process did not ask for the
-        recovery pass (the finish step's reap lock) in the last REAP_EVERY seconds, else 0:
-        asking on every page cost a Redis command per page for a lock held most of the time."""
-        now = time.monotonic()
-        if not final or now - self.reap_asked_at < REAP_EVERY:
-            return 0
-        self.reap_asked_at = now
-        return REAP_EVERY
 
     def readmit(self, due: Iterable[tuple[str, int, int]]) -> tuple[int, Released]:
         """Put URLs due for a revisit (url, depth, priority) back in the held lists, bypassing

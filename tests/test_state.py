@@ -13,7 +13,7 @@ from redis.exceptions import NoScriptError
 from rqcrawl import keys, scripts
 from rqcrawl.config import CrawlConfig
 from rqcrawl.sinks import iter_records, record, skip_template
-from rqcrawl.state import CLAIM_NOTE_EVERY, REAP_EVERY, CrawlState, InFlight
+from rqcrawl.state import CLAIM_NOTE_EVERY, CrawlState, InFlight
 
 A, B, C = "http://a.test/", "http://b.test/", "http://c.test/"
 
@@ -221,23 +221,6 @@ def test_a_process_notes_its_claims_time_at_most_once_a_second(conn):
     state.claim_noted_at -= CLAIM_NOTE_EVERY  # a second later
     state.claim(B, b_job)
     assert float(conn.hget(state.keys.counters, keys.LAST_CLAIM_AT)) > noted
-
-
-def test_a_process_asks_for_the_recovery_pass_at_most_once_per_period(conn):
-    state = crawl(conn)
-    state.seed([A, B, C])
-    conn.delete(state.keys.reap_lock)
-
-    def asks(url: str) -> bool:
-        page = record(url, "fetched", 0)
-        return state.finish(url, {keys.FETCHED: 1}, page, [], 1).reap_due
-
-    assert asks(A)  # the lock was free: this process runs the pass
-    conn.delete(state.keys.reap_lock)
-    assert not asks(B)  # it asked less than REAP_EVERY ago: not again, lock or no lock
-    assert not conn.exists(state.keys.reap_lock)
-    state.reap_asked_at -= REAP_EVERY
-    assert asks(C)
 
 
 def test_a_parked_url_waits_in_later_until_its_time_then_comes_back_as_a_new_turn(conn):
