@@ -13,7 +13,7 @@ import math
 import os
 import re
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from . import hooks, keys
 from .bloom import optimal_size
 from .extract import field_problem
 from .lru import LRU
+from .redisurl import server_key
 from .urls import host_of
 
 # Links to files a crawler of HTML pages has no use for: Scrapy's IGNORED_EXTENSIONS.
@@ -410,7 +411,7 @@ def save(redis: Redis, crawl: str, config: CrawlConfig) -> bool:
 
 
 CONFIGS_KEPT = 256  # crawls whose config a process keeps (the most recently used)
-_cache: LRU[str, CrawlConfig] = LRU(CONFIGS_KEPT)
+_cache: LRU[tuple[Hashable, str], CrawlConfig] = LRU(CONFIGS_KEPT)  # by server and name
 
 
 def load(redis: Redis, crawl: str, fresh: bool = False) -> CrawlConfig | None:
@@ -419,13 +420,14 @@ def load(redis: Redis, crawl: str, fresh: bool = False) -> CrawlConfig | None:
     `fresh` reads it from Redis all the same: readers that know no identity (status, the
     metrics, the API) must not show an earlier crawl's settings. A stored config that does
     not pass today's checks is a ConfigError naming the crawl."""
-    cfg = None if fresh else _cache.get(crawl)
+    key = (server_key(redis), crawl)
+    cfg = None if fresh else _cache.get(key)
     if cfg is None:
         raw = redis.get(keys.CrawlKeys(crawl).config)
         if raw is None:
             return None
         try:
-            cfg = _cache.put(crawl, CrawlConfig.from_dict(json.loads(raw)))
+            cfg = _cache.put(key, CrawlConfig.from_dict(json.loads(raw)))
         except ValueError as exc:  # ConfigError, bad JSON or not UTF-8
             raise ConfigError(f"crawl {crawl}: unreadable settings in Redis: {exc}") from None
     return cfg
@@ -433,4 +435,4 @@ def load(redis: Redis, crawl: str, fresh: bool = False) -> CrawlConfig | None:
 
 def forget(crawl: str) -> None:
     """Drop the cached config of `crawl` (purged, its name now used by another crawl)."""
-    _cache.pop_where(lambda name: name == crawl)
+    _cache.pop_where(lambda key: key[1] == crawl)

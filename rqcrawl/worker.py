@@ -335,7 +335,7 @@ class Tender:
         dropped."""
         found = state.busy_crawls(self.redis, state.crawl_names(self.redis))
         for name, _, identity in found:
-            check_identity(name, identity)
+            check_identity(self.redis, name, identity)
         return [name for name, busy, _ in found if busy or self._revisits(name)]
 
     def _revisits(self, name: str) -> bool:
