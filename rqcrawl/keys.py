@@ -64,6 +64,7 @@ LAST_AT = "last_at"  # when a URL last ended
 LAST_CLAIM_AT = "last_claim_at"  # when a job of the crawl last started
 PAUSED_AT = "paused_at"  # set while halted (also when cancelled)
 CANCELLED_AT = "cancelled_at"
+PURGING_AT = "purging_at"  # set on every shard before a purge deletes any (control.purge)
 LEVEL = "level"  # the depth being released
 ADMITTED = "admitted"
 FETCHED = "fetched"

@@ -373,6 +373,18 @@ class CrawlState:
         """Halt releases; False if already halted."""
         return bool(self.redis.hsetnx(self.keys.counters, keys.PAUSED_AT, repr(time.time())))
 
+    def marks(self) -> set[str]:
+        """Which of the operators' marks the crawl has here: keys.PAUSED_AT, CANCELLED_AT,
+        PURGING_AT (a sharded crawl has them per shard: control.py completes a step that a
+        crash left done on some shards only)."""
+        names = (keys.PAUSED_AT, keys.CANCELLED_AT, keys.PURGING_AT)
+        found = self.redis.hmget(self.keys.counters, names)
+        return {name for name, value in zip(names, found, strict=True) if value is not None}
+
+    def mark_purging(self) -> None:
+        """Mark the crawl as being purged, before anything of it is deleted."""
+        self.redis.hset(self.keys.counters, keys.PURGING_AT, repr(time.time()))
+
     def resume(self) -> Released:
         """Clear the halt and release the held URLs of the current level."""
         self.redis.hdel(self.keys.counters, keys.PAUSED_AT)
