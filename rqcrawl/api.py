@@ -35,6 +35,7 @@ from .changes import KINDS as CHANGE_KINDS
 from .config import ConfigError, CrawlConfig
 from .frontier import PUMP_EVERY, Frontier
 from .hooks import HookError
+from .shards import all_shards
 from .state import crawl_names, is_known
 from .urls import InvalidURL, canonicalize
 
@@ -358,8 +359,12 @@ def pump(redis: Redis, name: str, every: float = PUMP_EVERY) -> int:
 
 
 def _shards(redis: Redis, name: str) -> list[Redis]:
-    """Every shard of the crawl in shard order: this Redis until crawls can be sharded."""
-    return [redis]
+    """Every shard of the crawl in shard order (`[redis]` unless sharded). A crawl whose
+    settings cannot be read is dealt with on this Redis alone."""
+    try:
+        return all_shards(redis, name)
+    except ConfigError:
+        return [redis]
 
 
 def _controlled(redis: Redis, name: str) -> tuple[CrawlConfig, str]:

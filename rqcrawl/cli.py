@@ -113,11 +113,23 @@ def main() -> None:
     """rqcrawl: a distributed web crawler in which every URL is an RQ job."""
 
 
+def url_list(ctx: click.Context, param: click.Parameter, value: str | None) -> list | None:
+    """A comma-separated list of URLs (--shards)."""
+    return None if value is None else [u.strip() for u in value.split(",") if u.strip()]
+
+
+shards_option = click.option(
+    "--shards", callback=url_list, help="Redis URLs, comma-separated: one crawl sharded by "
+    "host over these servers (each one holds its hosts' part; --url is then not used).",
+)  # fmt: skip
+
+
 @main.command()
 @click.argument("urls", nargs=-1, required=True)
 @click.option("--crawl", "name", default=None, help="Crawl name (default: derived, printed).")
 @click.option("--priority", type=int, default=0, show_default=True,
               help="The seeds' priority: within a level the higher goes first.")  # fmt: skip
+@shards_option
 @setting_flags
 @redis_option
 def seed(urls, name, priority, config_file, url, **flags) -> None:

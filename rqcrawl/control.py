@@ -22,11 +22,13 @@ from rq.exceptions import InvalidJobOperation
 from rq.job import Job, JobStatus
 from rq.queue import Queue
 
-from . import config, keys, stats
+from . import config, keys, levels, shards, stats
 from .config import CrawlConfig
 from .frontier import Frontier
+from .shards import shard_map
 from .state import CrawlState, glob_escape
 from .tasks import TaskTable
+from .urls import host_of
 
 # RQ states of a job that no worker has started
 _PENDING = {JobStatus.QUEUED, JobStatus.SCHEDULED, JobStatus.DEFERRED}
@@ -61,26 +63,29 @@ class Purged:
     tasks: int = 0  # rows of the task table (crawls with revisits)
 
 
-def pause(shards: Sequence[Redis], crawl: str, state: str) -> bool:
+def pause(conns: Sequence[Redis], crawl: str, state: str) -> bool:
     """Stop releasing URLs of a running crawl, on every shard in shard order; False if it
     was already paused everywhere (a crash in between left the first shards paused: pause
     again completes it)."""
     if state in stats.OVER:
         raise ControlError(f"crawl {crawl} is {state}: nothing to pause")
-    return any([_state(redis, crawl).pause() for redis in shards])
+    return any([_state(redis, crawl).pause() for redis in conns])
 
 
-def resume(shards: Sequence[Redis], crawl: str, cfg: CrawlConfig, state: str) -> None:
+def resume(conns: Sequence[Redis], crawl: str, cfg: CrawlConfig, state: str) -> None:
     """Clear the halt and release the held URLs of the current level, on every shard in
     shard order (a crash in between left the last shards paused: resume again)."""
-    paused = any(keys.PAUSED_AT in _state(redis, crawl).marks() for redis in shards)
+    paused = any(keys.PAUSED_AT in _state(redis, crawl).marks() for redis in conns)
     if state in stats.OVER or not paused:
         raise ControlError(f"crawl {crawl} is {state}, not paused")
-    for redis in shards:
-        Frontier(redis, crawl, cfg).resume()
+    frontiers = [Frontier(redis, crawl, cfg) for redis in conns]
+    for frontier in frontiers:
+        frontier.resume()
+    if len(frontiers) > 1:  # a level that ended while paused: raised now, not at a reap
+        levels.coordinate(frontiers)
 
 
-def cancel(shards: Sequence[Redis], crawl: str, state: str) -> Cancelled:
+def cancel(conns: Sequence[Redis], crawl: str, state: str) -> Cancelled:
     """Stop the crawl for good: drop its held and in-flight URLs and delete the RQ jobs
     that no worker has started (a running job ends without recording anything).
 
@@ -90,12 +95,12 @@ def cancel(shards: Sequence[Redis], crawl: str, state: str) -> Cancelled:
     shard releasing while another is stopped; cancel again completes it."""
     if state == "finished":
         raise ControlError(f"crawl {crawl} is finished: nothing to cancel")
-    states = [_state(redis, crawl) for redis in shards]
+    states = [_state(redis, crawl) for redis in conns]
     if all(keys.CANCELLED_AT in s.marks() for s in states):
         raise ControlError(f"crawl {crawl} is already cancelled")
     for s in states:
         s.pause()
-    done = [_cancel_shard(redis, crawl) for redis in shards]
+    done = [_cancel_shard(redis, crawl) for redis in conns]
     return Cancelled(*(sum(column) for column in zip(*done, strict=True)))
 
 
@@ -120,23 +125,48 @@ def start(
 ) -> tuple[CrawlConfig, int, bool]:
     """Store the config of a new crawl and admit its seeds, all or nothing: if seeding fails,
     what it wrote is deleted before the error goes on. An existing crawl keeps its own config.
-    Returns the config in force, how many seeds were new, and whether the crawl existed."""
-    stored = config.load(redis, crawl, fresh=True)
-    if stored is None and config.save(redis, crawl, cfg):
+    A crawl over several shards (cfg.shards) is stored in each, and each seed goes to its
+    host's shard; `redis` is then not used unless it is one of them. Returns the config in
+    force, how many seeds were new, and whether the crawl existed."""
+    conns = _shards_of(redis, cfg)
+    stored = config.load(conns[0], crawl, fresh=True)
+    if stored is None and all([config.save(conn, crawl, cfg) for conn in conns]):
         try:
-            admitted = Frontier(redis, crawl, cfg).seed(seeds, priority)
+            admitted = _seed(conns, crawl, cfg, seeds, priority)
         except BaseException:
             with contextlib.suppress(RedisError):  # the seeding's own error matters more
-                discard(redis, crawl)
+                discard_all(conns, crawl)
             raise
     else:
-        cfg = stored or config.load(redis, crawl, fresh=True)  # or another client just made it
-        admitted = Frontier(redis, crawl, cfg).seed(seeds, priority)
-    CrawlState(redis, crawl, cfg).register()  # last: a listed crawl is a whole one
+        cfg = stored or config.load(conns[0], crawl, fresh=True)  # or another client made it
+        conns = _shards_of(conns[0], cfg)
+        admitted = _seed(conns, crawl, cfg, seeds, priority)
+    for conn in conns:
+        CrawlState(conn, crawl, cfg).register()  # last: a listed crawl is a whole one
     return cfg, admitted, stored is not None
 
 
-def purge(shards: Sequence[Redis], crawl: str, state: str, force: bool = False) -> Purged:
+def _shards_of(redis: Redis, cfg: CrawlConfig) -> list[Redis]:
+    """The Redis servers of a crawl of settings `cfg`, in shard order."""
+    return [shards.connect(url) for url in cfg.shards] or [redis]
+
+
+def _seed(conns: list[Redis], crawl: str, cfg: CrawlConfig, seeds: list[str], priority: int) -> int:
+    """Admit each seed on its host's shard (every shard is seeded, with none if need be:
+    that starts its clock and records its index); returns how many were new."""
+    placement = shard_map(cfg)
+    if placement is None:
+        return Frontier(conns[0], crawl, cfg).seed(seeds, priority)
+    admitted = 0
+    for index, conn in enumerate(conns):
+        frontier = Frontier(conn, crawl, cfg)
+        frontier.state.place(index)
+        mine = [s for s in seeds if placement.index_of(host_of(s)) == index]
+        admitted += frontier.seed(mine, priority)
+    return admitted
+
+
+def purge(conns: Sequence[Redis], crawl: str, state: str, force: bool = False) -> Purged:
     """Delete every key of the crawl and its RQ jobs, on every shard. Refused while workers
     may still be working on it, unless `force`.
 
@@ -149,19 +179,19 @@ def purge(shards: Sequence[Redis], crawl: str, state: str, force: bool = False) 
         )
     if state not in stats.OVER and not force:
         raise ControlError(f"crawl {crawl} is {state}: cancel it first, or purge with --force")
-    for redis in shards:
+    for redis in conns:
         _state(redis, crawl).mark_purging()
-    return discard_all(shards, crawl)
+    return discard_all(conns, crawl)
 
 
-def purging(shards: Sequence[Redis], crawl: str) -> bool:
+def purging(conns: Sequence[Redis], crawl: str) -> bool:
     """Whether a purge of the crawl began and was interrupted (some shard is marked)."""
-    return any(keys.PURGING_AT in _state(redis, crawl).marks() for redis in shards)
+    return any(keys.PURGING_AT in _state(redis, crawl).marks() for redis in conns)
 
 
-def discard_all(shards: Sequence[Redis], crawl: str) -> Purged:
+def discard_all(conns: Sequence[Redis], crawl: str) -> Purged:
     """`discard` on every shard, in shard order; the totals."""
-    done = [astuple(discard(redis, crawl)) for redis in shards]
+    done = [astuple(discard(redis, crawl)) for redis in conns]
     return Purged(*(sum(column) for column in zip(*done, strict=True)))
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import time
+import uuid
 from dataclasses import replace
 from datetime import UTC, datetime
 from functools import cached_property
@@ -31,7 +32,7 @@ from rq import Queue
 from rq.job import Job, JobStatus
 from rq.registry import StartedJobRegistry
 
-from . import keys
+from . import keys, levels, shards
 from .changes import Content, Prior
 from .config import CrawlConfig
 from .sinks import record
@@ -50,6 +51,7 @@ RESULT_TTL = 30
 _LIVE = {"queued", "started", "scheduled", "deferred"}
 PUMP_EVERY = 2.0  # seconds between two pumps of a crawl's due revisits (by any process)
 PUMP_BATCH = 500  # due URLs taken from the task table per transaction
+DRAIN_BATCH = 500  # links moved from a shard's outbox to their shards per round
 JOB_FUNC = "rqcrawl.jobs.crawl_url"
 WAKE_FUNC = "rqcrawl.jobs.wake"
 
@@ -129,12 +131,51 @@ class Frontier:
             record["visit"], record["change"] = visited.visit, visited.change
             if visited.duplicate_of:
                 record["duplicate_of"], children = visited.duplicate_of, []
-        released, reap_due = self.state.finish(
+        ended = self.state.finish(
             url, counts, record, children, child_depth, self.state.inherited(priority)
         )
-        self._enqueue(released)
-        if reap_due:
+        self._enqueue(ended.released)
+        if ended.sent:
+            self.drain()
+        if ended.level_done:
+            levels.coordinate(self.peers)
+        if ended.reap_due:
             self.reap()
+
+    @cached_property
+    def peers(self) -> list[Frontier]:
+        """The frontier of every shard of the crawl, in shard order (this one among them)."""
+        own = self.state.index
+        return [
+            self if i == own else Frontier(shards.connect(url), self.crawl, self.cfg)
+            for i, url in enumerate(self.cfg.shards)
+        ]
+
+    def drain(self) -> int:
+        """Admit the links waiting in this shard's outbox on their own shards and queue what
+        that releases there, then drop them from the outbox: a drain that dies in between
+        leaves them to the next one, whose admissions are no-ops of the Bloom filter.
+        Returns how many links were moved (0 also when another drain holds the outbox)."""
+        moved = 0
+        while True:
+            token = uuid.uuid4().hex
+            links = self.state.read_outbox(token, DRAIN_BATCH)
+            if links is None:
+                return moved
+            by_shard: dict[int, list] = {}
+            for link in links:
+                by_shard.setdefault(link.shard, []).append(link)
+            for shard, group in by_shard.items():
+                peer = self.peers[shard]
+                peer._enqueue(peer.state.admit(group).released)
+            self.state.trim_outbox(token, len(links))
+            moved += len(links)
+            if len(links) < DRAIN_BATCH:
+                return moved
+
+    def advance(self, level: int) -> None:
+        """Raise this shard's level past `level` (see rqcrawl.levels) and queue its URLs."""
+        self._enqueue(self.state.advance(level))
 
     def prior(self, url: str) -> Prior | None:
         """What the last visit of `url` left for a conditional GET, in a crawl with
@@ -261,6 +302,8 @@ class Frontier:
                 self._give_up(url, entry)
             elif self.state.requeue(url, entry, nxt):
                 self._enqueue([(url, nxt)])
+        if self.cfg.shards:  # a drain or a level's end that a dead worker left undone
+            levels.coordinate(self.peers)
         return len(lost)
 
     def _jobless(self, entries: Released) -> Released:

@@ -45,6 +45,8 @@ class CrawlKeys:
         self.forked = self._key("forked")  # string with a TTL: a forking worker ran a job
         self.revisiting = self._key("revisiting")  # set: URLs readmitted until they end
         self.pump_lock = self._key("pump")  # string with a TTL: a pump ran lately
+        self.outbox = self._key("outbox")  # list of state.Outgoing: links to other shards
+        self.outbox_lock = self._key("outbox_lock")  # string with a TTL: the drain's token
 
     def _key(self, *parts: str) -> str:
         return self.prefix + ":".join(parts)
@@ -66,6 +68,7 @@ PAUSED_AT = "paused_at"  # set while halted (also when cancelled)
 CANCELLED_AT = "cancelled_at"
 PURGING_AT = "purging_at"  # set on every shard before a purge deletes any (control.purge)
 LEVEL = "level"  # the depth being released
+SHARD = "shard"  # this Redis's index among the crawl's shards (rqcrawl.shards)
 ADMITTED = "admitted"
 FETCHED = "fetched"
 FAILED = "failed"

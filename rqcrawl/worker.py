@@ -37,7 +37,7 @@ from rq.queue import Queue
 from rq.utils import now
 from rq.worker import SimpleWorker, WorkerStatus
 
-from . import config, state
+from . import state
 from .config import ConfigError
 from .frontier import PUMP_EVERY
 from .jobs import abandon, check_identity, crawl_of
@@ -330,17 +330,23 @@ class Tender:
         return MAX_SLEEP if nxt is None else max(0.005, nxt - time.time())
 
     def running(self) -> list[str]:
-        """The crawls with URLs in flight or with revisits: finished ones cost nothing per
-        tick. What the process kept of a crawl purged and created again meanwhile is
-        dropped."""
+        """The crawls with URLs in flight, with revisits, or over several shards with URLs
+        held or links to send here (their level may wait for a recovery pass, see
+        rqcrawl.levels): finished ones cost nothing per tick. What the process kept of a
+        crawl purged and created again meanwhile is dropped."""
         found = state.busy_crawls(self.redis, state.crawl_names(self.redis))
         for name, _, identity in found:
             check_identity(self.redis, name, identity)
-        return [name for name, busy, _ in found if busy or self._revisits(name)]
+        return [name for name, busy, _ in found if busy or self._waiting(name)]
 
-    def _revisits(self, name: str) -> bool:
+    def _waiting(self, name: str) -> bool:
         try:
-            cfg = config.load(self.redis, name)
+            c = crawl_of(self.redis, name)
         except ConfigError:  # a broken crawl is left out here, and logged by `status`
             return False
-        return bool(cfg and cfg.revisit)
+        if c is None or not (c.cfg.revisit or c.cfg.shards):
+            return False
+        if c.cfg.revisit:
+            return True
+        view = c.frontier.state.level_view()
+        return bool(view.held or view.outbox)
