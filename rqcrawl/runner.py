@@ -18,6 +18,7 @@ from redis import Redis
 from . import config, keys, stats
 from .frontier import Frontier
 from .monitor import ProgressBar
+from .shards import all_shards
 from .worker import REDIS_DOWN
 
 WORKER_CLASS = "rqcrawl.worker.CrawlWorker"  # see worker.py
@@ -144,13 +145,15 @@ def watch(conn: Redis, crawl: str, workers: LocalWorkers, out: TextIO = sys.stde
 
     On a terminal a progress bar (monitor.ProgressBar); otherwise a plain line every 5 seconds.
     """
-    frontier = Frontier(conn, crawl, config.load(conn, crawl))
+    cfg = config.load(conn, crawl)
+    frontiers = [Frontier(shard, crawl, cfg) for shard in all_shards(conn, crawl)]
     last_line = 0.0
     with ProgressBar(out) if out.isatty() else nullcontext() as bar:
         while True:
             try:
-                frontier.maybe_reap()
-                frontier.maybe_pump()
+                for frontier in frontiers:
+                    frontier.maybe_reap()
+                    frontier.maybe_pump()
                 s = stats.status(conn, crawl)
             except REDIS_DOWN as exc:  # Redis restarting: the workers wait for it too
                 out.write(f"\nRedis unreachable ({exc}), waiting for it\n")

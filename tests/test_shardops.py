@@ -1,21 +1,26 @@
 """The operator's side of a crawl kept on several Redis servers (shards): its records merged
 from every shard, pause/resume/cancel/purge that cover every shard and that a second call
-completes after a crash between two shards, and local workers that serve every shard.
+completes after a crash between two shards, local workers that serve every shard, and the
+commands (`rqcrawl crawl --shards`, export, list, failures, pause...) from either shard.
 
-Each shard here holds the same crawl name with its own hosts, as a sharded crawl does; the
-functions under test take the shards' connections in shard order."""
+The first tests give each shard the same crawl name with its own hosts, as a sharded crawl
+does, to the functions that take the shards' connections in shard order; the last ones run
+a real sharded crawl (test_shards' four hosts)."""
 
 from __future__ import annotations
 
 import io
 import json
 import socket
+import time
+from contextlib import ExitStack
 
 import pytest
 import redis
-from helpers import wait_until
+from helpers import read_jsonl, rqcrawl, status, wait_finished, wait_until
 from rq import Worker
-from servers import HTTPSite, RedisServer
+from servers import HTTPSite
+from test_shards import HOSTS, PAGES, Web, check_exact, seed_sharded, start_sites
 from testsite import Site
 
 from rqcrawl import config, control, keys, sinks, stats
@@ -24,18 +29,10 @@ from rqcrawl.runner import LocalWorkers
 from rqcrawl.state import CrawlState
 
 
-@pytest.fixture(scope="module")
-def second_server(tmp_path_factory):
-    server = RedisServer(tmp_path_factory.mktemp("redis-b")).start()
-    yield server
-    server.stop()
-
-
 @pytest.fixture
-def shards(redis_url, second_server) -> list[redis.Redis]:
+def shards(redis_url, second_redis_url) -> list[redis.Redis]:
     """Two empty Redis servers, in shard order."""
-    conns = [redis.Redis.from_url(url) for url in (redis_url, second_server.url)]
-    conns[1].flushdb()
+    conns = [redis.Redis.from_url(url) for url in (redis_url, second_redis_url)]
     yield conns
     for c in conns:
         c.close()
@@ -181,3 +178,118 @@ def test_a_shard_without_workers_is_reported(shards, tmp_path):
         pool.procs[1].kill()
         pool.procs[1].wait()
         assert pool.unserved() == [1]
+
+
+# --- a sharded crawl, through the commands ------------------------------------------------
+
+
+def crawl_conf(web: Web, urls: list[str], tmp_path) -> str:
+    """test_shards' settings: host 1 on shard 0 and host 3 on shard 1 by rules."""
+    conf = tmp_path / "shards.toml"
+    scope = ", ".join(f'"{b.removeprefix("http://")}"' for b in web.bases)
+    conf.write_text(
+        f"[crawl]\nscope_hosts = [{scope}]\n"
+        f'shard_rules = {{ "127.0.0.1:*" = "{urls[0]}", "127.0.0.3:*" = "{urls[1]}" }}\n'
+    )
+    return str(conf)
+
+
+def crawl_keys(urls: list[str]) -> list[list[bytes]]:
+    found = []
+    for url in urls:
+        with redis.Redis.from_url(url) as conn:
+            found.append(conn.keys("rqcrawl:*"))
+    return found
+
+
+def test_rqcrawl_crawl_over_shards_then_every_command_from_either_shard(
+    redis_url, second_redis_url, tmp_path
+):
+    urls = [redis_url, second_redis_url]
+    web = Web()
+    out = tmp_path / "out.jsonl"
+    with ExitStack() as stack:
+        sites = start_sites(stack, web, max_seconds=180)
+        rqcrawl(
+            "redis://127.0.0.1:1/0",  # not used: the shards are the servers
+            "crawl", web.url(0, 0), "--shards", ",".join(urls), "--crawl", "sh",
+            "--max-depth", "3", "--allow-private", "--delay", "0", "--workers", "1",
+            "--threads", "2", "--config", crawl_conf(web, urls, tmp_path), "-o", str(out),
+            "--data-dir", str(tmp_path / "data"),
+        )  # fmt: skip
+    rows = check_exact(web, sites, urls, 3)
+    assert read_jsonl(out) == rows  # every shard's records, merged by time
+    assert {int(p.stem) for p in (tmp_path / "data" / "workers").glob("*.log")} == {1}
+    for url in urls:
+        listed = rqcrawl(url, "list").stdout.splitlines()
+        assert listed[1].split()[:2] == ["sh", "finished"], listed
+        [row] = json.loads(rqcrawl(url, "list", "--json").stdout)
+        assert (row["shards"], row["fetched"]) == (2, len(rows))
+        assert rqcrawl(url, "failures", "sh").stdout == ""
+    csv_out = tmp_path / "out.csv"
+    rqcrawl(urls[1], "export", "sh", "-o", str(csv_out))
+    assert len(csv_out.read_text().splitlines()) == 1 + len(rows)
+    assert "crawl sh purged" in rqcrawl(urls[1], "purge", "sh").stdout
+    assert crawl_keys(urls) == [[], []]
+
+
+def test_pause_resume_and_cancel_from_either_shard_with_workers_on_both(
+    redis_url, second_redis_url, tmp_path
+):
+    urls = [redis_url, second_redis_url]
+    conns = [redis.Redis.from_url(url) for url in urls]
+    web = Web(slow={(h, i): 0.1 for h in range(HOSTS) for i in range(PAGES)})
+    with ExitStack() as stack:
+        sites = start_sites(stack, web, max_seconds=240)
+        hits = lambda: sum(sum(s.hits.values()) for s in sites)  # noqa: E731
+        seed_sharded(urls, web, tmp_path, 4)
+        stack.enter_context(LocalWorkers(urls, 1, log_dir=tmp_path / "workers"))
+        wait_until(lambda: hits() >= 6, 60, "a few pages fetched")
+        assert rqcrawl(urls[1], "pause", "sh").stdout.strip() == "crawl sh paused"
+        assert marks(conns, "sh") == [{keys.PAUSED_AT}] * 2
+        wait_until(lambda: status(urls[0], "sh"), 30, "nothing in flight",
+                   accept=lambda s: s["in_flight"] == 0 and s["state"] == "paused")  # fmt: skip
+        requested = hits()
+        time.sleep(1.5)  # nothing is released on either shard while paused
+        assert hits() == requested
+        rqcrawl(urls[0], "resume", "sh")
+        assert marks(conns, "sh") == [set(), set()]
+        wait_finished(urls[1], "sh")
+        check_exact(web, sites, urls, 4)
+
+        rqcrawl(urls[0], "purge", "sh")
+        web.slow.update({(h, i): 1.0 for h in range(HOSTS) for i in range(PAGES)})
+        seed_sharded(urls, web, tmp_path, 4)  # again, from scratch, slower
+        wait_until(lambda: status(urls[0], "sh")["fetched"] >= 2, 60, "a few pages again")
+        said = rqcrawl(urls[1], "cancel", "sh").stdout
+        assert said.startswith("crawl sh cancelled:"), said
+        assert marks(conns, "sh") == [{keys.PAUSED_AT, keys.CANCELLED_AT}] * 2
+        assert [status(url, "sh")["state"] for url in urls] == ["cancelled"] * 2
+        again = rqcrawl(urls[0], "cancel", "sh", check=False)
+        assert "crawl sh is already cancelled" in again.stderr
+        wait_until(lambda: all(w.get_state() == "idle" for c in conns
+                               for w in Worker.all(connection=c)), 30, "workers idle")  # fmt: skip
+        requested = hits()
+        time.sleep(1)
+        assert hits() == requested
+    for c in conns:
+        c.close()
+
+
+def test_a_purge_interrupted_between_shards_completes_from_the_other(
+    redis_url, second_redis_url, tmp_path
+):
+    urls = [redis_url, second_redis_url]
+    web = Web()
+    web.bases = ["http://127.0.0.1:9", "http://127.0.0.2:9", "http://127.0.0.3:9",
+                 "http://127.0.0.4:9"]  # fmt: skip
+    seed_sharded(urls, web, tmp_path, 2)
+    assert "running: cancel it first" in rqcrawl(urls[1], "purge", "sh", check=False).stderr
+    with redis.Redis.from_url(urls[0]) as first, redis.Redis.from_url(urls[1]) as second:
+        for conn in (first, second):  # what control.purge does before a crash...
+            CrawlState(conn, "sh", config.CrawlConfig()).mark_purging()
+        control.discard(first, "sh")  # ...after shard 0 is gone
+    gone = rqcrawl(urls[0], "status", "sh", check=False)
+    assert "no crawl named 'sh'" in gone.stderr
+    assert "crawl sh purged" in rqcrawl(urls[1], "purge", "sh").stdout  # no --force needed
+    assert crawl_keys(urls) == [[], []]
