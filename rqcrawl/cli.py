@@ -17,7 +17,7 @@ from . import api, config, keys, monitor, stats
 from .config import ConfigError, CrawlConfig
 from .embedded import EmbeddedRedis
 from .lazygroup import LazyGroup
-from .redisurl import masked
+from .redisurl import client, masked
 from .runner import WORKER_CLASS, LocalWorkers, watch
 
 DEFAULT_REDIS_URL = "redis://localhost:6379/0"
@@ -37,7 +37,7 @@ def redis_url(option: str | None) -> str:
 def connect(url: str) -> redis.Redis:
     """A checked connection; an unreachable Redis is a one-line error, not a traceback."""
     try:
-        conn = redis.Redis.from_url(url)
+        conn = client(url)
         conn.ping()
     except ValueError as exc:
         raise click.ClickException(masked(f"invalid Redis URL {url!r}: {exc}", url)) from None

@@ -24,7 +24,7 @@ from . import hooks, keys
 from .bloom import optimal_size
 from .extract import field_problem
 from .lru import LRU
-from .redisurl import masked, server_key
+from .redisurl import check_url, masked, server_key
 from .urls import host_of
 
 # Links to files a crawler of HTML pages has no use for: Scrapy's IGNORED_EXTENSIONS.
@@ -312,11 +312,9 @@ def _check_revisit_bounds(config: CrawlConfig) -> None:
 
 
 def _check_shards(name: str, urls: list[str]) -> None:
-    from redis.connection import parse_url
-
     for url in urls:
         try:
-            parse_url(url)
+            check_url(url)
         except ValueError as exc:
             raise ConfigError(
                 f"setting {name!r}: bad Redis URL {masked(url, url)!r}: {exc}"

@@ -47,6 +47,7 @@ class CrawlKeys:
         self.pump_lock = self._key("pump")  # string with a TTL: a pump ran lately
         self.outbox = self._key("outbox")  # list of state.Outgoing: links to other shards
         self.outbox_lock = self._key("outbox_lock")  # string with a TTL: the drain's token
+        self.synced = self._key("synced")  # string with a TTL: see CrawlState.replicated
 
     def _key(self, *parts: str) -> str:
         return self.prefix + ":".join(parts)

@@ -18,6 +18,7 @@ from redis import Redis
 from . import config, keys, stats
 from .frontier import Frontier
 from .monitor import ProgressBar
+from .redisurl import CLIENT, is_sentinel
 from .shards import all_shards
 from .worker import REDIS_DOWN
 
@@ -77,6 +78,7 @@ class LocalWorkers:
                     "30",
                     "--quiet",
                     *(["--config", rq_config] if rq_config else []),
+                    *(["--connection-class", CLIENT] if any(map(is_sentinel, urls)) else []),
                 ],
                 stdout=out,
                 stderr=subprocess.STDOUT,

@@ -25,11 +25,11 @@ import os
 import signal
 import threading
 
-from redis import Redis
 from rq import Queue
 from rq.timeouts import TimerDeathPenalty
 from rq.utils import import_attribute
 
+from .redisurl import CLIENT
 from .worker import StopBetweenDequeues, worker_name
 
 
@@ -54,14 +54,16 @@ def run(
     worker_class: str,
     with_scheduler: bool,
     maintenance_interval: int,
+    connection_class: str = CLIENT,
 ) -> None:
     """Run `threads` workers per Redis until SIGINT/SIGTERM; then each finishes its
     current job."""
     cls = threaded_class(import_attribute(worker_class))
+    connect = import_attribute(connection_class).from_url
     workers = []
     for shard, redis_url in enumerate(redis_urls):
         for i in range(threads):
-            conn = Redis.from_url(redis_url)
+            conn = connect(redis_url)
             qs = [Queue(q, connection=conn) for q in queues]
             name = worker_name(f":s{shard}t{i}" if len(redis_urls) > 1 else f":t{i}")
             workers.append(
@@ -105,6 +107,7 @@ def main() -> None:
     parser.add_argument("--worker-class", default="rq.worker.SimpleWorker")
     parser.add_argument("--with-scheduler", action="store_true")
     parser.add_argument("--maintenance-interval", type=int, default=600)
+    parser.add_argument("--connection-class", default=CLIENT, help="Its from_url connects")
     parser.add_argument("--quiet", action="store_true", help="(always: warnings only)")
     args = parser.parse_args()
     run(
@@ -114,6 +117,7 @@ def main() -> None:
         args.worker_class,
         args.with_scheduler,
         args.maintenance_interval,
+        args.connection_class,
     )
 
 
