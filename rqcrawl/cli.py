@@ -178,7 +178,9 @@ def status(name, as_json, show_config, watching, interval, url) -> None:
     if show_config:
         cfg = api.crawl_config(conn, name)
         shown = json.dumps(asdict(cfg), indent=2) if as_json else cfg.to_toml()
-        click.echo(masked(shown, cfg.db))
+        for secret in (cfg.db, *cfg.shards):  # their passwords
+            shown = masked(shown, secret)
+        click.echo(shown)
     elif watching:
         watch_status(conn, name, api.crawl_config(conn, name), interval)
     else:

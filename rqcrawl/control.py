@@ -130,12 +130,15 @@ def start(
     force, how many seeds were new, and whether the crawl existed."""
     conns = _shards_of(redis, cfg)
     stored = config.load(conns[0], crawl, fresh=True)
-    if stored is None and all([config.save(conn, crawl, cfg) for conn in conns]):
+    if stored is None and config.save(conns[0], crawl, cfg):
         try:
+            for conn in conns[1:]:
+                config.save(conn, crawl, cfg)
             admitted = _seed(conns, crawl, cfg, seeds, priority)
         except BaseException:
-            with contextlib.suppress(RedisError):  # the seeding's own error matters more
-                discard_all(conns, crawl)
+            for conn in conns:
+                with contextlib.suppress(RedisError):  # the seeding's own error matters more
+                    discard(conn, crawl)
             raise
     else:
         cfg = stored or config.load(conns[0], crawl, fresh=True)  # or another client made it

@@ -54,14 +54,14 @@ def coordinate(shards: list[Frontier]) -> int:
         for f in shards:
             f.drain()
         seen = views(states)
+        low = min(v.level for v in seen)
+        if any(v.halted for v in seen) or any(v.in_flight for v in seen if v.level == low):
+            return raised
         if seen != views(states) or any(v.outbox for v in seen):
             tries += 1
             time.sleep(SETTLE_PAUSE)
             continue
-        low = min(v.level for v in seen)
-        if any(v.halted for v in seen) or not any(v.held for v in seen):
-            return raised
-        if any(v.in_flight for v in seen if v.level == low):
+        if not any(v.held for v in seen):
             return raised
         for f, v in zip(shards, seen, strict=True):
             if v.level == low:

@@ -21,6 +21,11 @@ A job that starts on a URL takes a short lease on it (`leased`), renewed while i
 (rqcrawl.leases); a URL whose lease ran out belongs to a dead worker. A URL whose host is not
 ready, or whose retry is not due, waits in `later` (still in flight) until its time.
 
+In a crawl over several Redis servers (rqcrawl.shards) this is one shard's state: the same
+step appends a page's links to other shards' hosts to the shard's `outbox` (Outgoing), from
+which a drain admits them on their shard, and the level is raised by rqcrawl.levels for the
+whole crawl rather than by the finish step.
+
 Key names and counter fields are spelled in rqcrawl.keys, the Lua in rqcrawl.scripts; the RQ
 side (jobs of released URLs, wake-ups, the recovery pass) is rqcrawl.frontier's.
 """

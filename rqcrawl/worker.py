@@ -37,7 +37,7 @@ from rq.queue import Queue
 from rq.utils import now
 from rq.worker import SimpleWorker, WorkerStatus
 
-from . import state
+from . import config, state
 from .config import ConfigError
 from .frontier import PUMP_EVERY
 from .jobs import abandon, check_identity, crawl_of
@@ -341,12 +341,12 @@ class Tender:
 
     def _waiting(self, name: str) -> bool:
         try:
-            c = crawl_of(self.redis, name)
+            cfg = config.load(self.redis, name)
         except ConfigError:  # a broken crawl is left out here, and logged by `status`
             return False
-        if c is None or not (c.cfg.revisit or c.cfg.shards):
+        if cfg is None or not (cfg.revisit or cfg.shards):
             return False
-        if c.cfg.revisit:
+        if cfg.revisit:
             return True
-        view = c.frontier.state.level_view()
+        view = state.CrawlState(self.redis, name, cfg).level_view()
         return bool(view.held or view.outbox)

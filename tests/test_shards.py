@@ -13,13 +13,14 @@ from contextlib import ExitStack
 
 import pytest
 import redis
-from helpers import child_pids, rqcrawl, seed_local, status, stop_pids, wait_finished, wait_until
+from helpers import child_pids, rqcrawl, seed_local, status, stop_pids, wait_until
 from rq import Worker
 from servers import HTTPSite, reply
 
-from rqcrawl import api, config, keys, state
+from rqcrawl import api, config, control, keys, levels, shards, state, stats
 from rqcrawl.config import ConfigError, CrawlConfig
-from rqcrawl.runner import LocalWorkers
+from rqcrawl.frontier import Frontier
+from rqcrawl.runner import WORKER_CLASS, LocalWorkers
 from rqcrawl.shards import ShardMap, all_shards, shard_map
 
 HOSTS = 4
@@ -100,6 +101,19 @@ def seed_sharded(urls: list[str], web: Web, tmp_path, max_depth: int, *extra: st
     )  # fmt: skip
 
 
+def finished_untouched(url: str, timeout: float = 120) -> dict:
+    """Wait for the end reading Redis only: unlike `rqcrawl status`, this runs no recovery
+    pass (which also drains and coordinates), so the workers alone must finish the crawl."""
+    with redis.Redis.from_url(url) as conn:
+        return wait_until(
+            lambda: stats.status(conn, "sh"),
+            timeout,
+            "crawl sh to finish",
+            accept=lambda s: s["state"] == "finished",
+            every=0.3,
+        )
+
+
 def records_of(url: str) -> list[dict]:
     """The crawl's records read from one shard's URL: every shard's, merged."""
     with redis.Redis.from_url(url) as conn:
@@ -130,7 +144,9 @@ def check_exact(web: Web, sites: list[HTTPSite], urls: list[str], max_depth: int
     return rows
 
 
-def test_a_crawl_over_two_shards_is_exact(redis_url, second_redis_url, tmp_path):
+@pytest.mark.parametrize("worker", [WORKER_CLASS, None], ids=["crawl", "stock"])
+def test_a_crawl_over_two_shards_is_exact(redis_url, second_redis_url, tmp_path, worker):
+    """With the recommended workers, and with bare `rq worker crawl` (no tender thread)."""
     urls = [redis_url, second_redis_url]
     web = Web(slow={(0, 1): 0.4, (2, 3): 0.2})  # late finders of short paths
     max_depth = 4
@@ -138,8 +154,9 @@ def test_a_crawl_over_two_shards_is_exact(redis_url, second_redis_url, tmp_path)
         sites = start_sites(stack, web, max_seconds=180)
         seed_sharded(urls, web, tmp_path, max_depth)
         for n, url in enumerate(urls):
-            stack.enter_context(LocalWorkers(url, 2, log_dir=tmp_path / f"shard{n}"))
-        wait_finished(urls[0], "sh")
+            logs = tmp_path / f"shard{n}"
+            stack.enter_context(LocalWorkers(url, 2, log_dir=logs, worker_class=worker))
+        finished_untouched(urls[0])
     check_exact(web, sites, urls, max_depth)
     want = web.expected(max_depth)
     for h, site in enumerate(sites):
@@ -171,7 +188,7 @@ def test_a_sigkilled_worker_loses_nothing_across_shards(redis_url, second_redis_
         stack.callback(stop_pids, child_pids(victim.pid))  # its scheduler, if it had one
         victim.send_signal(signal.SIGKILL)
         victim.wait()
-        wait_finished(urls[1], "sh", timeout=240)
+        finished_untouched(urls[1], timeout=240)
     rows = check_exact(web, sites, urls, max_depth)
     assert len(rows) == len(web.expected(max_depth))
     # The killed job's page may have been requested twice (once by the dead worker), no other
@@ -237,3 +254,54 @@ def test_seeding_stores_the_crawl_in_every_shard_with_its_index(
             assert "sh" in state.crawl_names(conn)
             assert all_shards(conn, "sh")[index] is conn
             assert conn.hlen(keys.CrawlKeys("sh").inflight) == 1  # its own seed, released
+
+
+# --- the outbox and the level coordinator, step by step ---------------------------------------
+
+
+def two_shard_crawl(urls: list[str]) -> list[Frontier]:
+    """Crawl `sh` over `urls`, host a.test on the first and b.test on the second, seeded
+    with a.test's home page (in flight on the first shard)."""
+    rules = {"a.test": urls[0], "b.test": urls[1]}
+    cfg = CrawlConfig.from_dict({"shards": urls, "shard_rules": rules, "max_depth": 3})
+    control.start(shards.connect(urls[0]), "sh", cfg, ["http://a.test/"])
+    return [Frontier(shards.connect(u), "sh", cfg) for u in urls]
+
+
+def test_a_drain_that_dies_before_its_trim_admits_nothing_twice(redis_url, second_redis_url):
+    a, b = two_shard_crawl([redis_url, second_redis_url])
+    page = {"url": "http://a.test/", "outcome": "fetched", "depth": 0}
+    children = [(None, "http://b.test/x"), (None, "http://a.test/y")]
+    ended = a.state.finish("http://a.test/", {keys.FETCHED: 1}, page, children, 1)
+    assert ended.sent == 1 and ended.level_done and not ended.released  # y waits for level 1
+    dead = a.state.read_outbox("dead", 10)  # a drain reads, admits, and dies before its trim
+    assert [o.url for o in dead] == ["http://b.test/x"]
+    assert b.state.admit(dead).admitted == 1
+    assert a.drain() == 0  # the dead drain's lock holds until it runs out...
+    a.redis.pexpire(a.state.keys.outbox_lock, 1)
+    time.sleep(0.01)
+    assert a.drain() == 1  # ...then the next drain admits the batch again: a Bloom no-op
+    assert not a.state.trim_outbox("dead", 1)  # the dead drain's token no longer trims
+    views = [f.state.level_view() for f in (a, b)]
+    assert [(v.level, v.held, v.outbox, v.version[0]) for v in views] == [
+        (0, 1, 0, 2),
+        (0, 1, 0, 1),
+    ]
+    assert levels.coordinate([a, b]) == 1  # nothing in flight anywhere: level 1 everywhere
+    assert [f.state.level_view().level for f in (a, b)] == [1, 1]
+    assert [sorted(f.redis.hkeys(f.state.keys.inflight)) for f in (a, b)] == [
+        [b"http://a.test/y"],
+        [b"http://b.test/x"],
+    ]
+    assert [len(f.queue) for f in (a, b)] == [2, 1]  # their jobs on their shard (a: the seed too)
+    assert levels.coordinate([a, b]) == 0  # in flight at the lowest level: not yet
+    assert not levels.settled([a.state, b.state])
+
+
+def test_a_halted_shard_holds_every_level(redis_url, second_redis_url):
+    a, b = two_shard_crawl([redis_url, second_redis_url])
+    page = {"url": "http://a.test/", "outcome": "fetched", "depth": 0}
+    b.state.pause()
+    a.finish("http://a.test/", {keys.FETCHED: 1}, page, [(None, "http://b.test/x")], 1)
+    assert [f.state.level_view().level for f in (a, b)] == [0, 0]
+    assert b.state.level_view().held == 1 and a.state.level_view().outbox == 0

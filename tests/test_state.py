@@ -36,7 +36,7 @@ def end(state: CrawlState, url: str, children=(), depth: int = 1, outcome: str =
     entry = state.redis.hget(state.keys.inflight, url)
     inherited = state.inherited(InFlight.parse(entry).priority if entry else 0)
     links = [(None, c) for c in children]
-    return state.finish(url, {keys.FETCHED: 1}, page, links, depth, inherited)[0]
+    return state.finish(url, {keys.FETCHED: 1}, page, links, depth, inherited).released
 
 
 def job_of(state: CrawlState, url: str) -> tuple[InFlight, str]:
