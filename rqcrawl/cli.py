@@ -88,13 +88,16 @@ def setting_flags(command):
 
 class Commands(LazyGroup):
     """The one place where a refusal of the API (api.CrawlError, already one line naming the
-    crawl) becomes click's one-line error."""
+    crawl) becomes click's one-line error, and so does a Redis lost or unreachable after the
+    first one answered (another shard of a sharded crawl)."""
 
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
         except api.CrawlError as exc:
             raise click.ClickException(str(exc)) from None
+        except redis.RedisError as exc:
+            raise click.ClickException(f"Redis: {exc}".splitlines()[0]) from None
 
 
 # Commands whose modules load only when they run: the benchmark imports its site and Scrapy

@@ -19,7 +19,7 @@ import pytest
 import redis
 from helpers import read_jsonl, rqcrawl, status, wait_finished, wait_until
 from rq import Worker
-from servers import HTTPSite
+from servers import HTTPSite, RedisServer
 from test_shards import HOSTS, PAGES, Web, check_exact, seed_sharded, start_sites
 from testsite import Site
 
@@ -293,3 +293,19 @@ def test_a_purge_interrupted_between_shards_completes_from_the_other(
     assert "no crawl named 'sh'" in gone.stderr
     assert "crawl sh purged" in rqcrawl(urls[1], "purge", "sh").stdout  # no --force needed
     assert crawl_keys(urls) == [[], []]
+
+
+def test_a_shard_out_of_reach_is_a_one_line_error(redis_url, tmp_path):
+    other = RedisServer(tmp_path / "other").start()
+    try:
+        web = Web()
+        web.bases = [f"http://127.0.0.{h + 1}:9" for h in range(HOSTS)]
+        seed_sharded([redis_url, other.url], web, tmp_path, 2)
+    finally:
+        other.stop()
+    for command in (["status", "sh"], ["export", "sh", "-o", "-"], ["cancel", "sh"]):
+        out = rqcrawl(redis_url, *command, check=False)
+        assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+        assert out.stderr.startswith(
+            f"Error: Redis: Error 111 connecting to 127.0.0.1:{other.port}"
+        )
