@@ -310,6 +310,7 @@ def render(s: dict) -> str:
     return "\n".join(
         [
             f"crawl      {s['crawl']}: {s['state']}"
+            + (f" (over {s['shards']} shards)" if s["shards"] > 1 else "")
             + (f" ({s['dropped']} URLs dropped)" if s["state"] == "cancelled" else "")
             + (f" ({next_visit(s)})" if s["state"] == "idle" else ""),
             *revisit_lines(s),

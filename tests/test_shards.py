@@ -139,6 +139,7 @@ def check_exact(web: Web, sites: list[HTTPSite], urls: list[str], max_depth: int
     totals = ("state", "admitted", "fetched", "failed", "in_flight", "held", "shards")
     assert {k: a[k] for k in totals} == {k: b[k] for k in totals}
     assert a["state"] == "finished" and a["shards"] == 2
+    assert "sh: finished (over 2 shards)" in rqcrawl(urls[1], "status", "sh").stdout
     assert a["admitted"] == a["fetched"] == len(want)
     assert a["level"] == max_depth
     return rows
