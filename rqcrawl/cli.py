@@ -54,6 +54,10 @@ redis_option = click.option(
 # Their ranges are checked by the config model (config._BOUNDS), as for a file.
 _SETTING_FLAGS = [
     click.option("--max-depth", type=int, help="Clicks from a seed."),
+    click.option("--exact-depth/--no-exact-depth", default=None, help="Crawl level by level "
+                 "for exact click depths (default); --no-exact-depth for broad crawls: no "
+                 "level barrier, so no slow host holds up the others, and a URL's depth is "
+                 "the one at which it was first found."),
     click.option("--allow-private", is_flag=True, default=None, help="Allow private addresses."),
     click.option("--delay", type=float, help="Seconds between two requests "
                  "to one host (default 1; robots.txt Crawl-delay may raise it)."),
@@ -141,7 +145,9 @@ def seed(urls, name, priority, config_file, url, **flags) -> None:
     started = started_crawl(connect(redis_url(url)), planned)
     click.echo(
         f"crawl {started.name}: {started.admitted} of {len(planned.seeds)} seed(s) queued "
-        f"(max depth {started.cfg.max_depth})"
+        f"(max depth {started.cfg.max_depth}"
+        + ("" if started.cfg.exact_depth else ", first-found depth, no level barrier")
+        + ")"
     )
     if started.cfg.revisit:
         click.echo(

@@ -55,6 +55,7 @@ class ConfigError(ValueError):
 @dataclass(frozen=True)
 class CrawlConfig:
     max_depth: int = 2
+    exact_depth: bool = True  # the level barrier; False: first-found depth, no barrier
     scope_hosts: list[str] = field(default_factory=list)  # empty: the seeds' hosts
     allow_private: bool = False
     allow_networks: list[str] = field(default_factory=list)  # CIDRs the guard lets through

@@ -135,7 +135,7 @@ def progress_line(s: dict, width: int = 30) -> str:
     filled = int(width * done / total)
     bar = "#" * filled + "." * (width - filled)
     return (
-        f"[{bar}] {done}/{s['admitted']} URLs  depth {s['level']}/{s['max_depth']}  "
+        f"[{bar}] {done}/{s['admitted']} URLs  {stats.depth_progress(s)}  "
         f"{s['pages_per_s']:.1f} pages/s  {s['failed']} failed  {s['skipped_total']} skipped"
     )
 

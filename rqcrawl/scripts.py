@@ -190,7 +190,10 @@ return out
 # admit its children through the Bloom filter (budgets apply: max_pages, max_host_pages, and
 # max_host_share once `share_floor` URLs were admitted; a refused child is recorded once, from
 # `skip_record`, and stays refused: it is in the filter), and release the next URLs of the
-# current level while fewer than `window` are in flight.
+# current level while fewer than `window` are in flight. With `exact` '0' (no level barrier,
+# first-found depth) the release is not gated by depth, and URLs parked in `later` (no RQ
+# job: a host not ready, a retry not due) leave room in the window, so that one slow host's
+# deferred URLs cannot fill it and starve the other hosts.
 # done: the ending URL ('' when seeding or resuming). final: '1' to end it, '0' to only admit
 # its children while it stays in flight (a page with more links than one call should take).
 # increments: "field n field n"; a field "kind|host" goes to the per-host hash.
@@ -212,7 +215,7 @@ FINISH = Script(
     args=(
         "done", "final", "increments", "record", "child_depth", "child_priority", "window",
         "shard_bits", "k", "now", "reap_every", "max_pages", "max_host_pages", "max_host_share",
-        "share_floor", "skip_record", "skip_prefix", "n", "bits", "sharded", "foreign",
+        "share_floor", "skip_record", "skip_prefix", "n", "bits", "sharded", "foreign", "exact",
     ),
     key_tail="bloom0",
     arg_tail="children",
@@ -282,9 +285,11 @@ end
 local out = {1, admitted, reap_due, 0}
 local level = tonumber(redis.call('HGET', counters, 'level') or '0')
 local room = tonumber(window) - redis.call('HLEN', inflight)
+if exact ~= '1' then room = room + redis.call('ZCARD', later) end
 if redis.call('HEXISTS', counters, 'paused_at') == 1 then room = 0 end
 while room > 0 do
-  local taken = release_held(held, priorities, inflight, level, room, now, out)
+  local taken = release_held(held, priorities, inflight, exact == '1' and level or math.huge,
+                             room, now, out)
   if taken ~= 0 then
     break  -- released (every list down to the level, or the window is full), or none held
   elseif redis.call('HLEN', inflight) == 0 and sharded ~= '1' then

@@ -9,6 +9,13 @@ priority. So a URL is always first discovered along a shortest
 path, its depth is exact whatever the number of workers, and RQ holds at most `window` jobs
 of a crawl at a time. A released URL has an entry in `inflight` (InFlight) until it ends.
 
+A broad crawl may opt out (`exact_depth = false`): held URLs are then released highest
+priority first, each priority in the order found, whatever their depth, so no host's long
+level holds up the others; a URL keeps the depth at which it was first found. A URL parked in
+`later` then leaves room in the window (it has no RQ job), so one slow host's deferred URLs
+cannot fill the window and starve the other hosts. Finishing stays exact either way: a crawl
+is over when nothing is held and nothing is in flight.
+
 One Lua step ends a URL (scripts.FINISH): it forgets it from `inflight`, records its outcome,
 admits its children through the Bloom filter and releases the next URLs, all atomically. A
 crashed worker therefore either did all of that or none of it. A page with more links than
@@ -341,6 +348,7 @@ class CrawlState:
             bits=self.bloom.bits,
             sharded=int(self.shards is not None),
             foreign=json.dumps([o.encode() for o in foreign]) if foreign else "",
+            exact=int(self.cfg.exact_depth),
         )  # fmt: skip
         if not ended:  # the script stopped before the Bloom filter (the URL had ended)
             return None

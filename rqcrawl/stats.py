@@ -93,7 +93,8 @@ def status(redis: Redis, crawl: str) -> dict | None:
         "in_flight": in_flight,
         "deferred": snap.deferred,
         "held": snap.held,
-        "level": snap.count(keys.LEVEL),
+        "exact_depth": cfg.exact_depth,
+        "level": snap.count(keys.LEVEL) if cfg.exact_depth else None,  # no levels: no barrier
         "max_depth": cfg.max_depth,
         "links_dropped": snap.family(keys.LINKS),
         "elapsed_s": round(end - started, 3),
@@ -321,8 +322,7 @@ def render(s: dict) -> str:
             f"retries    {s['retries']} (+{s['recovered']} jobs recovered from dead workers)",
             f"in flight  {s['in_flight']} (queued, scheduled, running or deferred; "
             f"{s['deferred']} deferred for politeness)",
-            f"held       {s['held']} (admitted, waiting for their level)",
-            f"level      {s['level']} of max depth {s['max_depth']}",
+            *depth_lines(s),
             f"links      dropped: {dropped}",
             f"hook       {s['hook_errors']} error(s)",
             f"speed      {s['pages_per_s']} pages/s over {s['elapsed_s']} s, "
@@ -334,6 +334,26 @@ def render(s: dict) -> str:
             *(f"WARNING    {w}" for w in s["warnings"]),
         ]
     )
+
+
+def depth_lines(s: dict) -> list[str]:
+    """Held URLs and the depth: by level with the level barrier, first-found without."""
+    if s["exact_depth"]:
+        return [
+            f"held       {s['held']} (admitted, waiting for their level)",
+            f"level      {s['level']} of max depth {s['max_depth']}",
+        ]
+    return [
+        f"held       {s['held']} (admitted, waiting for room in the window)",
+        f"depth      first found, up to max depth {s['max_depth']} (no level barrier)",
+    ]
+
+
+def depth_progress(s: dict) -> str:
+    """The depth part of a progress line: the level being crawled, when there are levels."""
+    if s["exact_depth"]:
+        return f"depth {s['level']}/{s['max_depth']}"
+    return f"max depth {s['max_depth']}"
 
 
 def next_visit(s: dict) -> str:

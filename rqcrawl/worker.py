@@ -44,7 +44,11 @@ from .jobs import abandon, check_identity, crawl_of
 from .metrics import serve_from_env as serve_metrics
 
 MAX_SLEEP = 0.1  # seconds between two looks at the running crawls when nothing is due sooner
-REFRESH_CRAWLS = 5.0  # seconds between two reads of the set of crawls (and recovery passes)
+# Seconds between two reads of the set of crawls (and tries at a recovery pass, which the
+# crawl's lock keeps to one per state.REAP_EVERY). A new crawl's deferred URLs wait for this
+# read: until then only RQ's whole-second wake-ups release them (5 s made a polite host's
+# first pages a second apart instead of its delay).
+REFRESH_CRAWLS = 1.0
 HEARTBEAT_EVERY = 5.0  # seconds a full-TTL heartbeat (minutes of TTL) stands for the next ones
 SUSPENSION_EVERY = 1.0  # seconds between two reads of RQ's suspend flag
 STOP_CHECK_S = 1  # seconds an idle worker blocks on the queue before it looks for a stop

@@ -166,6 +166,29 @@ def test_a_crawl_over_two_shards_is_exact(redis_url, second_redis_url, tmp_path,
         assert all(n == 1 for n in site.hits.values()), site.hits  # robots.txt too
 
 
+def test_without_exact_depth_two_shards_crawl_everything_once_at_first_found_depths(
+    redis_url, second_redis_url, tmp_path
+):
+    """No level barrier on any shard (the coordinator has no level to hold): every page is
+    fetched once, the crawl ends exact, and no depth is below the shortest path."""
+    urls = [redis_url, second_redis_url]
+    web = Web(slow={(0, 1): 0.4, (2, 3): 0.2})
+    deep = 20  # past every page's first-found depth: the whole web is crawled
+    with ExitStack() as stack:
+        sites = start_sites(stack, web, max_seconds=180)
+        seed_sharded(urls, web, tmp_path, deep, "--no-exact-depth")
+        for n, url in enumerate(urls):
+            stack.enter_context(LocalWorkers(url, 2, log_dir=tmp_path / f"shard{n}"))
+        final = finished_untouched(urls[0])
+    want = web.expected(deep)
+    rows = records_of(urls[0]) + records_of(urls[1])
+    assert Counter(r["url"] for r in rows) == Counter(want.keys()), "each URL recorded once"
+    assert all(r["outcome"] == "fetched" and r["depth"] >= want[r["url"]] for r in rows), rows
+    assert all(fetched_on(u) > 0 for u in urls)
+    assert final["admitted"] == final["fetched"] == len(want) and final["level"] is None
+    assert all(n == 1 for site in sites for n in site.hits.values())
+
+
 def test_a_sigkilled_worker_loses_nothing_across_shards(redis_url, second_redis_url, tmp_path):
     urls = [redis_url, second_redis_url]
     web = Web(slow={(h, i): 0.3 for h in range(HOSTS) for i in range(PAGES)})
