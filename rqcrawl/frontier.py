@@ -177,6 +177,9 @@ class Frontier:
             for shard, group in by_shard.items():
                 peer = self.peers[shard]
                 peer._enqueue(peer.state.admit(group).released)
+            if not all([self.peers[shard].state.replicated() for shard in by_shard]):
+                self.state.trim_outbox(token, 0)  # kept: the next drain admits them again
+                return moved
             self.state.trim_outbox(token, len(links))
             moved += len(links)
             if len(links) < DRAIN_BATCH:

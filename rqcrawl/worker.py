@@ -383,7 +383,7 @@ class Tender:
         crawl purged and created again meanwhile is dropped."""
         found = state.busy_crawls(self.redis, state.crawl_names(self.redis))
         for name, _, identity in found:
-            check_identity(name, identity)
+            check_identity(self.redis, name, identity)
         return [name for name, busy, _ in found if busy or self._waiting(name)]
 
     def _waiting(self, name: str) -> bool:
