@@ -13,7 +13,7 @@ import math
 import os
 import re
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,7 @@ from . import hooks, keys
 from .bloom import optimal_size
 from .extract import field_problem
 from .lru import LRU
-from .redisurl import masked
+from .redisurl import check_url, masked, server_key
 from .urls import host_of
 
 # Links to files a crawler of HTML pages has no use for: Scrapy's IGNORED_EXTENSIONS.
@@ -313,11 +313,9 @@ def _check_revisit_bounds(config: CrawlConfig) -> None:
 
 
 def _check_shards(name: str, urls: list[str]) -> None:
-    from redis.connection import parse_url
-
     for url in urls:
         try:
-            parse_url(url)
+            check_url(url)
         except ValueError as exc:
             raise ConfigError(
                 f"setting {name!r}: bad Redis URL {masked(url, url)!r}: {exc}"
@@ -452,7 +450,7 @@ def save(redis: Redis, crawl: str, config: CrawlConfig) -> bool:
 
 
 CONFIGS_KEPT = 256  # crawls whose config a process keeps (the most recently used)
-_cache: LRU[str, CrawlConfig] = LRU(CONFIGS_KEPT)
+_cache: LRU[tuple[Hashable, str], CrawlConfig] = LRU(CONFIGS_KEPT)  # by server and name
 
 
 def load(redis: Redis, crawl: str, fresh: bool = False) -> CrawlConfig | None:
@@ -461,13 +459,14 @@ def load(redis: Redis, crawl: str, fresh: bool = False) -> CrawlConfig | None:
     `fresh` reads it from Redis all the same: readers that know no identity (status, the
     metrics, the API) must not show an earlier crawl's settings. A stored config that does
     not pass today's checks is a ConfigError naming the crawl."""
-    cfg = None if fresh else _cache.get(crawl)
+    key = (server_key(redis), crawl)
+    cfg = None if fresh else _cache.get(key)
     if cfg is None:
         raw = redis.get(keys.CrawlKeys(crawl).config)
         if raw is None:
             return None
         try:
-            cfg = _cache.put(crawl, CrawlConfig.from_dict(json.loads(raw)))
+            cfg = _cache.put(key, CrawlConfig.from_dict(json.loads(raw)))
         except ValueError as exc:  # ConfigError, bad JSON or not UTF-8
             raise ConfigError(f"crawl {crawl}: unreadable settings in Redis: {exc}") from None
     return cfg
@@ -475,4 +474,4 @@ def load(redis: Redis, crawl: str, fresh: bool = False) -> CrawlConfig | None:
 
 def forget(crawl: str) -> None:
     """Drop the cached config of `crawl` (purged, its name now used by another crawl)."""
-    _cache.pop_where(lambda name: name == crawl)
+    _cache.pop_where(lambda key: key[1] == crawl)

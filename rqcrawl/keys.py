@@ -47,6 +47,7 @@ class CrawlKeys:
         self.pump_lock = self._key("pump")  # string with a TTL: a pump ran lately
         self.outbox = self._key("outbox")  # list of state.Outgoing: links to other shards
         self.outbox_lock = self._key("outbox_lock")  # string with a TTL: the drain's token
+        self.synced = self._key("synced")  # string with a TTL: see CrawlState.replicated
 
     def _key(self, *parts: str) -> str:
         return self.prefix + ":".join(parts)
@@ -66,6 +67,7 @@ LAST_AT = "last_at"  # when a URL last ended
 LAST_CLAIM_AT = "last_claim_at"  # when a job of the crawl last started
 PAUSED_AT = "paused_at"  # set while halted (also when cancelled)
 CANCELLED_AT = "cancelled_at"
+PURGING_AT = "purging_at"  # set on every shard before a purge deletes any (control.purge)
 LEVEL = "level"  # the depth being released
 SHARD = "shard"  # this Redis's index among the crawl's shards (rqcrawl.shards)
 ADMITTED = "admitted"

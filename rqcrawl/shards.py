@@ -22,6 +22,7 @@ from redis import Redis
 
 from . import config
 from .config import CrawlConfig
+from .redisurl import client
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ def connect(url: str) -> Redis:
     """The process's connection to the shard at `url` (made once per URL)."""
     conn = _connections.get(url)
     if conn is None:
-        conn = _connections[url] = Redis.from_url(url)
+        conn = _connections[url] = client(url)
     return conn
 
 

@@ -55,12 +55,17 @@ from .bloom import BloomFilter, batches
 from .config import CrawlConfig
 from .keys import CrawlKeys
 from .leases import LEASE
+from .redisurl import behind_sentinel
 from .shards import shard_map
 from .sinks import skip_template
 from .urls import host_of
 
 REAP_EVERY = 5  # seconds between two recovery passes of one crawl
+REPLICA_WAIT_MS = 2000  # most a drain waits for a shard's replica (see replicated)
 DUE_BATCH = 500  # deferred URLs released per call
+# Seconds between two notes of a claim's time by one process: `status` warns of idle workers
+# only after stats.IDLE_WARN (a minute), and a note per job was a Redis command per page.
+CLAIM_NOTE_EVERY = 1.0
 # URLs this process has passed through the Bloom filter (at most this many, about 5 MB): they
 # are in it for good, so they are not sent again. Pages of a site repeat most of their links,
 # and each link costs k bit operations in Redis.
@@ -203,7 +208,11 @@ class CrawlState:
         self.cfg = cfg
         self.keys = CrawlKeys(crawl)
         self.known: set[str] = set()  # see KNOWN_MAX
+        # Not behind a Sentinel: a failover loses what the old primary acknowledged last, so
+        # links sent then must be sent again when their page is fetched again.
+        self.remembers = not behind_sentinel(redis)
         self.identity: bytes | None = None  # see same_crawl
+        self.claim_noted_at = 0.0  # see claim
         self.shards = shard_map(cfg)  # None: the crawl lives in this Redis alone
 
     @cached_property
@@ -347,10 +356,11 @@ class CrawlState:
         )  # fmt: skip
         if not ended:  # the script stopped before the Bloom filter (the URL had ended)
             return None
-        if len(self.known) > KNOWN_MAX:
-            self.known.clear()
-        self.known.update(urls)
-        self.known.update(o.url for o in foreign)
+        if self.remembers:
+            if len(self.known) > KNOWN_MAX:
+                self.known.clear()
+            self.known.update(urls)
+            self.known.update(o.url for o in foreign)
         released = [_held_entry(raw) for raw in released]
         return Ended(admitted, released, bool(reap_due), bool(level_done), len(foreign))
 
@@ -381,33 +391,22 @@ class CrawlState:
     def claim(self, url: str, job_id: str) -> Claim:
         """The URL's entry if the job `job_id` is its live attempt and turn (the job then
         takes the URL's lease), whether the crawl is paused, and the deferred URLs that are
-        due (released in the same round trip, so that busy workers keep deferrals on time)."""
-        try:
-            raw, paused, due, identity, _ = self._claim_round_trip(url, job_id)
-        except NoScriptError:  # a restarted Redis forgot the scripts
-            scripts.load(self.redis, scripts.CLAIM, scripts.DUE)
-            raw, paused, due, identity, _ = self._claim_round_trip(url, job_id)
+        due (released in the same call, so that busy workers keep deferrals on time). The
+        claim's time is noted for `status` at most every CLAIM_NOTE_EVERY per process."""
+        attempt, turn = job_id.rsplit("-", 2)[1:]
+        k, now = self.keys, time.time()
+        note = now - self.claim_noted_at >= CLAIM_NOTE_EVERY
+        raw, paused, identity, due = scripts.CLAIM(
+            self.redis, inflight=k.inflight, leased=k.leased, counters=k.counters,
+            later=k.later, url=url, attempt=attempt, turn=turn, expiry=repr(now + LEASE),
+            now=repr(now), limit=DUE_BATCH, note=int(note),
+        )  # fmt: skip
+        if note:
+            self.claim_noted_at = now
         entry = InFlight.parse(raw) if raw is not None else None
         if entry is not None and entry.job_id(self.crawl, url) != job_id:
             entry = None
         return Claim(entry, bool(paused), _pairs(due), not self.same_crawl(identity))
-
-    def _claim_round_trip(self, url: str, job_id: str) -> list:
-        attempt, turn = job_id.rsplit("-", 2)[1:]
-        k = self.keys
-        with self.redis.pipeline(transaction=False) as pipe:
-            expiry = repr(time.time() + LEASE)
-            scripts.CLAIM.queue(
-                pipe, inflight=k.inflight, leased=k.leased, url=url, attempt=attempt,
-                turn=turn, expiry=expiry,
-            )  # fmt: skip
-            pipe.hexists(k.counters, keys.PAUSED_AT)
-            scripts.DUE.queue(
-                pipe, later=k.later, inflight=k.inflight, now=repr(time.time()), limit=DUE_BATCH
-            )
-            pipe.hget(k.counters, keys.STARTED_AT)  # the crawl's identity, see same_crawl
-            pipe.hset(k.counters, keys.LAST_CLAIM_AT, repr(time.time()))  # see stats.py
-            return pipe.execute()
 
     def same_crawl(self, identity: bytes | None) -> bool:
         """Whether `identity` (the crawl's `started_at`, set once when it is first seeded)
@@ -470,6 +469,18 @@ class CrawlState:
         """Halt releases; False if already halted."""
         return bool(self.redis.hsetnx(self.keys.counters, keys.PAUSED_AT, repr(time.time())))
 
+    def marks(self) -> set[str]:
+        """Which of the operators' marks the crawl has here: keys.PAUSED_AT, CANCELLED_AT,
+        PURGING_AT (a sharded crawl has them per shard: control.py completes a step that a
+        crash left done on some shards only)."""
+        names = (keys.PAUSED_AT, keys.CANCELLED_AT, keys.PURGING_AT)
+        found = self.redis.hmget(self.keys.counters, names)
+        return {name for name, value in zip(names, found, strict=True) if value is not None}
+
+    def mark_purging(self) -> None:
+        """Mark the crawl as being purged, before anything of it is deleted."""
+        self.redis.hset(self.keys.counters, keys.PURGING_AT, repr(time.time()))
+
     def resume(self) -> Released:
         """Clear the halt and release the held URLs of the current level."""
         self.redis.hdel(self.keys.counters, keys.PAUSED_AT)
@@ -526,6 +537,22 @@ class CrawlState:
         return bool(
             scripts.TRIM_OUTBOX(self.redis, outbox=k.outbox, lock=k.outbox_lock, token=token, n=n)
         )
+
+    def replicated(self, timeout_ms: int = REPLICA_WAIT_MS) -> bool:
+        """Whether what was written to this shard so far reached a replica, when it has any
+        or is behind a Sentinel (an old primary cut off by a failover has none left, and
+        what it acknowledges is lost): a drain trims its outbox only then, or a failover
+        in between could lose links that no other shard keeps. WAIT counts the writes of
+        its own connection, so a write goes with it (the replication stream is in order:
+        the earlier ones precede it)."""
+        role = self.redis.execute_command("ROLE")
+        replicas = role[2] if role[0] in (b"master", "master") else []
+        if not replicas and not behind_sentinel(self.redis):
+            return True
+        with self.redis.pipeline(transaction=False) as pipe:
+            pipe.set(self.keys.synced, 1, px=timeout_ms + 1000)
+            pipe.wait(1, timeout_ms)
+            return pipe.execute()[1] >= 1
 
     def level_view(self) -> LevelView:
         """This shard as the level coordinator sees it, in one round trip."""

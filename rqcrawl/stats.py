@@ -116,7 +116,7 @@ def status(redis: Redis, crawl: str) -> dict | None:
 
 
 # Counters of several shards that are not added up: the earliest, the latest, the lowest.
-_EARLIEST = (keys.STARTED_AT, keys.PAUSED_AT, keys.CANCELLED_AT)
+_EARLIEST = (keys.STARTED_AT, keys.PAUSED_AT, keys.CANCELLED_AT, keys.PURGING_AT)
 _LATEST = (keys.LAST_AT, keys.LAST_CLAIM_AT)
 
 
