@@ -117,10 +117,10 @@ def test_bench_crawls_the_same_site_over_one_and_two_shards():
     assert "reproduce: rqcrawl bench --shards 1,2 --pages 60 --hosts 4" in proc.stdout
 
 
-def test_bench_refuses_more_shards_than_workers():
+def test_bench_refuses_workers_that_do_not_split_evenly_over_shards():
     proc = subprocess.run(
-        [str(BIN / "rqcrawl"), "bench", "--shards", "3", "--workers", "2"],
+        [str(BIN / "rqcrawl"), "bench", "--shards", "1,3", "--workers", "2"],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
-    assert proc.returncode == 2 and "--shards 3 needs --workers >= that many" in proc.stderr
+    assert proc.returncode == 2 and "--shards 3 needs --workers a multiple of 3" in proc.stderr
     assert "Traceback" not in proc.stderr

@@ -4,10 +4,10 @@ commands, and the links that crossed shards (their outboxes).
 
 For each shard count N: N private embedded Redis servers, the generated site spread over
 `hosts` hosts 127.0.0.x (site.start_hosts: page i on host i % hosts, links across hosts),
-the same number of worker processes in total split over the shards (each started on its
-shard's URL, as `rq worker` is in a fleet), one crawl seeded with `shards` = the N URLs (a
-plain crawl for N = 1: what one Redis runs). Timed from the seed to the last page; CPU and
-commands as deltas over the crawl.
+the same number of worker processes in total, as many on each shard (runner.LocalWorkers:
+each started on its shard's URL, as `rq worker` is in a fleet), one crawl seeded with
+`shards` = the N URLs (a plain crawl for N = 1: what one Redis runs). Timed from the seed
+to the last page; CPU and commands as deltas over the crawl.
 """
 
 from __future__ import annotations
@@ -48,15 +48,11 @@ class ShardRun:
     outboxed: list[int]
 
 
-def split(workers: int, shards: int) -> list[int]:
-    """Worker processes per shard: `workers` spread as evenly as they go."""
-    return [workers // shards + (i < workers % shards) for i in range(shards)]
-
-
 def run(spec: SiteSpec, hosts: int, shards: int, workers: int) -> ShardRun:
-    """Crawl the site spread over `hosts` hosts with `workers` processes over `shards` Redis."""
+    """Crawl the site spread over `hosts` hosts with `workers` processes in all, as many on
+    each of `shards` Redis servers."""
     servers = start_hosts(spec, hosts)
-    pools: list[LocalWorkers] = []
+    pool = None
     with tempfile.TemporaryDirectory(prefix="rqcrawl-bench-") as tmp:
         redises: list[EmbeddedRedis] = []
         try:
@@ -64,12 +60,12 @@ def run(spec: SiteSpec, hosts: int, shards: int, workers: int) -> ShardRun:
                 (Path(tmp) / str(i)).mkdir()
                 redises.append(EmbeddedRedis(Path(tmp) / str(i)).start())
             conns = [Redis.from_url(r.url) for r in redises]
-            for r, conn, count in zip(redises, conns, split(workers, shards), strict=True):
-                pools.append(LocalWorkers(r.url, count))
-                wait_for_workers(conn, pools[-1], count)
-            return measure(servers, conns, [r.url for r in redises], pools)
+            pool = LocalWorkers([r.url for r in redises], workers // shards)
+            for conn in conns:
+                wait_for_workers(conn, pool, workers // shards)
+            return measure(servers, conns, [r.url for r in redises], pool)
         finally:
-            for pool in pools:
+            if pool is not None:
                 pool.stop()
             for r in redises:
                 r.stop()
@@ -78,15 +74,15 @@ def run(spec: SiteSpec, hosts: int, shards: int, workers: int) -> ShardRun:
 
 
 def measure(
-    servers: list[SiteServer], conns: list[Redis], urls: list[str], pools: list[LocalWorkers]
+    servers: list[SiteServer], conns: list[Redis], urls: list[str], pool: LocalWorkers
 ) -> ShardRun:
-    procs = [p for pool in pools for p in pool.procs]
+    procs = pool.procs
     cpu0 = sum(proc_cpu_s(p.pid) for p in procs)
     before = [redis_numbers(c) for c in conns]
     settings = BENCH_SETTINGS | {"scope_hosts": [s.origin.removeprefix("http://") for s in servers]}
     cfg = CrawlConfig.from_dict(settings | ({"shards": urls} if len(urls) > 1 else {}))
     api.start(conns[0], [canonicalize(servers[0].origin + "/p0.html")], CRAWL, cfg)
-    wait_settled([CrawlState(c, CRAWL, cfg) for c in conns], pools)
+    wait_settled([CrawlState(c, CRAWL, cfg) for c in conns], pool)
     cpu = sum(proc_cpu_s(p.pid) for p in procs) - cpu0
     after = [redis_numbers(c) for c in conns]
     final = stats.status(conns[0], CRAWL)
@@ -102,11 +98,11 @@ def measure(
     )
 
 
-def wait_settled(states: list[CrawlState], pools: list[LocalWorkers]) -> None:
+def wait_settled(states: list[CrawlState], pool: LocalWorkers) -> None:
     """Poll the double read that says a crawl over shards is over (levels.settled), which
     reads only counters and lengths (a full status counts the Bloom filter's bits)."""
     while not settled(states):
-        if all(pool.alive() == 0 for pool in pools):
+        if pool.alive() == 0:
             raise click.ClickException("every rq worker exited")
         time.sleep(0.1)
 
@@ -142,7 +138,7 @@ def row(r: ShardRun) -> list[str]:
     pages = max(r.pages, 1)
     return [
         str(r.shards),
-        "+".join(map(str, split(r.workers, r.shards))),
+        "+".join([str(r.workers // r.shards)] * r.shards),
         str(r.pages),
         f"{r.wall_s:.1f}",
         f"{r.pages / r.wall_s if r.wall_s else 0.0:.1f}",
@@ -168,8 +164,9 @@ def load() -> str:
 
 def report(spec: SiteSpec, hosts: int, shard_counts: list[int], workers: int, repeat: int) -> None:
     """Run and print the table, with the machine's load before and after, and the command."""
-    if workers < max(shard_counts):
-        raise click.UsageError(f"--shards {max(shard_counts)} needs --workers >= that many")
+    uneven = next((n for n in shard_counts if workers % n), None)
+    if uneven:
+        raise click.UsageError(f"--shards {uneven} needs --workers a multiple of {uneven}")
     before = load()
     results = []
     for n in shard_counts:
