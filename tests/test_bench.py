@@ -105,15 +105,28 @@ def test_bench_crawls_the_same_site_over_one_and_two_shards():
         if re.match(r"\s+[12]\s", line)
     }
     assert set(rows) == {"1", "2"}, proc.stdout
-    for n, (_, workers, pages, wall, rate, cpu, redis, per_shard, cmds, _outbox) in rows.items():
+    for n, (
+        _,
+        workers,
+        pages,
+        wall,
+        rate,
+        cpu,
+        redis,
+        per_shard,
+        fetched,
+        cmds,
+        _outbox,
+    ) in rows.items():
         assert workers == {"1": "2", "2": "1+1"}[n] and pages == "60", proc.stdout
         assert float(wall) > 0 and float(rate) == pytest.approx(60 / float(wall), rel=0.1)
         assert 0.5 < float(cpu) < 1000 and 0 < float(redis) < 100, proc.stdout
         shares = [float(x) for x in per_shard.split("/")]
         assert len(shares) == int(n) and all(x > 0 for x in shares), proc.stdout
         assert sum(shares) == pytest.approx(float(redis), abs=0.02)
+        assert sum(int(x) for x in fetched.split("/")) == 60, proc.stdout
         assert 20 < float(cmds) < 1000, proc.stdout
-    assert float(rows["1"][9]) == 0 < float(rows["2"][9]), proc.stdout
+    assert float(rows["1"][10]) == 0 < float(rows["2"][10]), proc.stdout
     assert "reproduce: rqcrawl bench --shards 1,2 --pages 60 --hosts 4" in proc.stdout
 
 

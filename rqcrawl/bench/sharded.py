@@ -46,6 +46,7 @@ class ShardRun:
     redis_cpu_s: list[float]
     redis_commands: list[int]
     outboxed: list[int]
+    fetched: list[int]
 
 
 def run(spec: SiteSpec, hosts: int, shards: int, workers: int) -> ShardRun:
@@ -95,6 +96,7 @@ def measure(
         [a["cpu_s"] - b["cpu_s"] for a, b in zip(after, before, strict=True)],
         [a["commands"] - b["commands"] for a, b in zip(after, before, strict=True)],
         [int(c.hget(CrawlKeys(CRAWL).counters, keys.OUTBOXED) or 0) for c in conns],
+        [int(c.hget(CrawlKeys(CRAWL).counters, keys.FETCHED) or 0) for c in conns],
     )
 
 
@@ -125,12 +127,13 @@ def median_run(runs: list[ShardRun]) -> ShardRun:
         per_shard(lambda r: r.redis_cpu_s),
         per_shard(lambda r: r.redis_commands),
         per_shard(lambda r: r.outboxed),
+        per_shard(lambda r: r.fetched),
     )
 
 
 COLUMNS = (
     "shards", "workers", "pages", "wall s", "pages/s", "worker CPU ms/pg",
-    "Redis CPU ms/pg", "per shard", "Redis cmd/pg", "outbox/pg",
+    "Redis CPU ms/pg", "per shard", "pages per shard", "Redis cmd/pg", "outbox/pg",
 )  # fmt: skip
 
 
@@ -145,6 +148,7 @@ def row(r: ShardRun) -> list[str]:
         f"{r.worker_cpu_s * 1000 / pages:.2f}",
         f"{sum(r.redis_cpu_s) * 1000 / pages:.2f}",
         "/".join(f"{c * 1000 / pages:.2f}" for c in r.redis_cpu_s),
+        "/".join(str(int(f)) for f in r.fetched),
         f"{sum(r.redis_commands) / pages:.1f}",
         f"{sum(r.outboxed) / pages:.2f}",
     ]
@@ -181,8 +185,9 @@ def report(spec: SiteSpec, hosts: int, shard_counts: list[int], workers: int, re
     )
     click.echo(table(results))
     click.echo(
-        "per shard: Redis CPU ms per page of the whole crawl, shard by shard; outbox/pg: "
-        "links sent to another shard per page; N = 1 is a plain crawl on one Redis"
+        "per shard: Redis CPU ms per page of the whole crawl, shard by shard (hosts are placed "
+        "by hashing the shard URLs, which differ every run); outbox/pg: links sent to another "
+        "shard per page; N = 1 is a plain crawl on one Redis"
     )
     click.echo(
         f"reproduce: rqcrawl bench --shards {','.join(map(str, shard_counts))} "
