@@ -28,6 +28,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from redis import Redis
+from redis.client import Pipeline
 from rq import Queue
 from rq.job import Job, JobStatus
 from rq.registry import StartedJobRegistry
@@ -73,6 +74,14 @@ class CompactJob(Job):
     def to_dict(self, include_meta: bool = True, include_result: bool = True) -> dict:
         fields = super().to_dict(include_meta=include_meta, include_result=include_result)
         return {k: v for k, v in fields.items() if v != ""} if self._new else fields
+
+    def set_status(self, status: JobStatus, pipeline: Pipeline | None = None) -> None:
+        """A new job's status goes in its first save, which RQ's enqueue queues right after
+        in the same pipeline: one HSET per job, not two."""
+        if self._new and pipeline is not None:
+            self._status = status
+            return
+        super().set_status(status, pipeline=pipeline)
 
 
 class Frontier:
