@@ -267,11 +267,15 @@ class Frontier:
                 break
         return readmitted
 
-    def _enqueue(self, entries: Released) -> None:
-        """Create the RQ jobs of released URLs in one pipeline."""
+    def _enqueue(self, entries: Released, at_front: bool = False) -> None:
+        """Create the RQ jobs of released URLs in one pipeline (`at_front`: at the head of
+        the queue, for a URL that already waited)."""
         if not entries:
             return
-        datas = [Queue.prepare_data(JOB_FUNC, **self._job_kwargs(u, e)) for u, e in entries]
+        datas = [
+            Queue.prepare_data(JOB_FUNC, at_front=at_front, **self._job_kwargs(u, e))
+            for u, e in entries
+        ]
         with self.redis.pipeline() as pipe:
             # A job id comes back when a paused URL is released again: its finished
             # predecessor's hash (and expiry) must not outlive into the new job.
@@ -313,7 +317,9 @@ class Frontier:
             if entry.attempt >= self.cfg.retries:
                 self._give_up(url, entry)
             elif self.state.requeue(url, entry, nxt):
-                self._enqueue([(url, nxt)])
+                # at the head of the queue: a dead worker's URL has waited a lease already,
+                # and must not wait again behind a window of queued jobs
+                self._enqueue([(url, nxt)], at_front=True)
         if self.cfg.shards:  # a drain or a level's end that a dead worker left undone
             levels.coordinate(self.peers)
         return len(lost)
