@@ -119,7 +119,7 @@ def test_bench_crawls_the_same_site_over_one_and_two_shards():
         _outbox,
     ) in rows.items():
         assert workers == {"1": "2", "2": "1+1"}[n] and pages == "60", proc.stdout
-        assert float(wall) > 0 and float(rate) == pytest.approx(60 / float(wall), rel=0.1)
+        assert float(wall) > 0 and abs(60 / float(rate) - float(wall)) <= 0.051  # wall to 0.1 s
         assert 0.5 < float(cpu) < 1000 and 0 < float(redis) < 100, proc.stdout
         shares = [float(x) for x in per_shard.split("/")]
         assert len(shares) == int(n) and all(x > 0 for x in shares), proc.stdout

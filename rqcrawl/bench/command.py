@@ -285,7 +285,9 @@ def scrapy_available() -> bool:
 def parse_list(kind):
     """A click callback for comma-separated lists such as `--workers 1,2`."""
 
-    def parse(ctx, param, value: str) -> list:
+    def parse(ctx, param, value: str | None) -> list:
+        if value is None:  # an option without a default, not given
+            return []
         try:
             return [kind(v) for v in value.split(",") if v.strip()]
         except ValueError:
