@@ -45,6 +45,10 @@ class CrawlKeys:
         self.forked = self._key("forked")  # string with a TTL: a forking worker ran a job
         self.revisiting = self._key("revisiting")  # set: URLs readmitted until they end
         self.pump_lock = self._key("pump")  # string with a TTL: a pump ran lately
+        self.sitemapped = self._key("sitemapped")  # set: URLs a sitemap admitted, until they end
+        # hash: sitemap document URL -> 1 (held once), "docs|site" and "urls|site" -> how many
+        # documents were held and page URLs taken for the site (rqcrawl.sitemaps' caps)
+        self.sitemaps = self._key("sitemaps")
 
     def _key(self, *parts: str) -> str:
         return self.prefix + ":".join(parts)
@@ -74,6 +78,8 @@ DROPPED = "dropped"  # URLs dropped by a cancel
 PUT_BACK = "put_back"  # URLs given back unfetched while paused
 REVISITS = "revisits"  # URLs readmitted from the task table for a revisit
 HOOK_ERRORS = "hook_errors"
+SITEMAPS = "sitemaps"  # sitemap documents read
+SITEMAP_URLS = "sitemap_urls"  # page URLs found in sitemaps (before dedup and budgets)
 BYTES = "bytes"  # body bytes of fetched pages
 LATENCY_MS = "latency_ms"  # sum of fetch durations
 
@@ -83,6 +89,7 @@ LINKS = "links:"  # links dropped before admission, by rule
 FAILED_BY = "failed:"  # failed URLs, by reason
 RATE = "rate:"  # fetched pages per RATE_BUCKET seconds, by bucket number
 LATENCY_LE = "latency_le:"  # fetches per latency bucket, by upper bound
+SITEMAP_PROBLEMS = "sitemap_problems:"  # sitemap documents not read, or cut, by reason
 
 
 def skipped(reason: str) -> str:
@@ -91,6 +98,10 @@ def skipped(reason: str) -> str:
 
 def links_dropped(rule: str) -> str:
     return LINKS + rule
+
+
+def sitemap_problem(reason: str) -> str:
+    return SITEMAP_PROBLEMS + reason
 
 
 def failed_by(reason: str) -> str:

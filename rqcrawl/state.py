@@ -31,7 +31,7 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from redis import Redis
@@ -69,13 +69,16 @@ Children = Sequence[tuple[str | None, str]]  # (verdict, url): a verdict refuses
 @dataclass(frozen=True)
 class InFlight:
     """A released URL: its depth, when it was (re)released or may run, its attempt number
-    (retries and recoveries), its turn (deferrals within an attempt) and its priority."""
+    (retries and recoveries), its turn (deferrals within an attempt) and its priority.
+    `source` ("sitemap" or ""), read by a claim from `sitemapped`, is not part of the stored
+    entry (nor of its comparisons)."""
 
     depth: int
     released_at: float
     attempt: int
     turn: int = 0
     priority: int = 0
+    source: str = field(default="", compare=False)
 
     @classmethod
     def parse(cls, raw: bytes | str) -> InFlight:
@@ -161,6 +164,34 @@ class CrawlState:
         admitted, released, _ = self._end("", "", None, [(None, u) for u in urls], 0, priority)
         return admitted, released
 
+    def admit(
+        self, children: Children, depth: int, priority: int, source: str = ""
+    ) -> tuple[int, Released]:
+        """Admit `children` at `depth` and `priority` like a page's links without ending any
+        URL (a sitemap's URLs, noted as such with `source`); returns how many were admitted,
+        and the released URLs."""
+        admitted, released, _ = self._end("", "", None, children, depth, priority, source)
+        return admitted, released
+
+    def hold_sitemaps(
+        self, entries: Iterable[tuple[str, str]], priority: int, cap: int
+    ) -> tuple[int, Released]:
+        """Hold sitemap entries (site, entry) at depth 0 (scripts.HOLD_SITEMAPS: once each,
+        at most `cap` per site) and release what the window allows; returns how many were
+        held, and the released URLs."""
+        k = self.keys
+        held = scripts.HOLD_SITEMAPS(
+            self.redis, tail_args=[part for pair in entries for part in pair],
+            counters=k.counters, held=k.held, priorities=k.priorities, sitemaps=k.sitemaps,
+            cap=cap, priority=priority,
+        )  # fmt: skip
+        return held, self._end("", "", None, [], 0)[1] if held else []
+
+    def take_sitemap_urls(self, site: str, n: int, cap: int) -> int:
+        """How many of `n` more sitemap URLs `site` may still give (at most `cap` in all)."""
+        total = self.redis.hincrby(self.keys.sitemaps, f"urls|{site}", n)
+        return max(0, n - max(0, total - cap))
+
     def finish(
         self,
         url: str,
@@ -192,6 +223,7 @@ class CrawlState:
         children: Children,
         depth: int,
         priority: int = 0,
+        source: str = "",
     ) -> tuple[int, Released, bool]:
         """End `done` (unless '') and admit `children`, in batches of bounded Redis time, the
         URL ending with the last one (see the module docstring)."""
@@ -199,13 +231,15 @@ class CrawlState:
         parts = list(batches(children, self.bloom.hashes + CHILD_COST)) or [[]]
         admitted, released = 0, []
         for part in parts[:-1]:
-            ended, n, _, out = self._finish_call(done, False, "", None, part, depth, priority)
+            ended, n, _, out = self._finish_call(
+                done, False, "", None, part, depth, priority, source
+            )
             if not ended:  # a stale job: the URL ended meanwhile, its links are not ours
                 return admitted, released, False
             admitted += n
             released += out
         _, n, reap_due, out = self._finish_call(
-            done, True, increments, record, parts[-1], depth, priority
+            done, True, increments, record, parts[-1], depth, priority, source
         )
         return admitted + n, released + out, bool(reap_due)
 
@@ -218,6 +252,7 @@ class CrawlState:
         children: Children,
         child_depth: int,
         child_priority: int,
+        source: str,
     ) -> tuple[int, int, int, Released]:
         """One run of scripts.FINISH."""
         urls = [u for _, u in children]
@@ -231,8 +266,8 @@ class CrawlState:
             ],
             counters=k.counters, inflight=k.inflight, held=k.held, items=k.items,
             reap_lock=k.reap_lock, host_pages=k.host_pages, later=k.later, leased=k.leased,
-            revisiting=k.revisiting, priorities=k.priorities, done=done,
-            final=int(final),
+            revisiting=k.revisiting, priorities=k.priorities, sitemapped=k.sitemapped,
+            done=done, final=int(final), source=source,
             increments=increments,
             record=json.dumps(record, separators=(",", ":")) if record else "",
             child_depth=child_depth,
@@ -286,13 +321,15 @@ class CrawlState:
         takes the URL's lease), whether the crawl is paused, and the deferred URLs that are
         due (released in the same round trip, so that busy workers keep deferrals on time)."""
         try:
-            raw, paused, due, identity, _ = self._claim_round_trip(url, job_id)
+            raw, paused, due, identity, _, sitemapped = self._claim_round_trip(url, job_id)
         except NoScriptError:  # a restarted Redis forgot the scripts
             scripts.load(self.redis, scripts.CLAIM, scripts.DUE)
-            raw, paused, due, identity, _ = self._claim_round_trip(url, job_id)
+            raw, paused, due, identity, _, sitemapped = self._claim_round_trip(url, job_id)
         entry = InFlight.parse(raw) if raw is not None else None
         if entry is not None and entry.job_id(self.crawl, url) != job_id:
             entry = None
+        if entry is not None and sitemapped:
+            entry = replace(entry, source="sitemap")
         return Claim(entry, bool(paused), _pairs(due), not self.same_crawl(identity))
 
     def _claim_round_trip(self, url: str, job_id: str) -> list:
@@ -310,6 +347,7 @@ class CrawlState:
             )
             pipe.hget(k.counters, keys.STARTED_AT)  # the crawl's identity, see same_crawl
             pipe.hset(k.counters, keys.LAST_CLAIM_AT, repr(time.time()))  # see stats.py
+            pipe.sismember(k.sitemapped, url)  # where the URL came from (its record says)
             return pipe.execute()
 
     def same_crawl(self, identity: bytes | None) -> bool:
@@ -384,7 +422,8 @@ class CrawlState:
         k = self.keys
         out = scripts.CANCEL(
             self.redis, counters=k.counters, inflight=k.inflight, held=k.held, later=k.later,
-            revisiting=k.revisiting, priorities=k.priorities, now=repr(time.time()),
+            revisiting=k.revisiting, priorities=k.priorities, sitemapped=k.sitemapped,
+            now=repr(time.time()),
         )  # fmt: skip
         if out is None:
             return None
