@@ -155,6 +155,9 @@ def _run_claimed(
     except JobTimeoutException:  # RQ's job_timeout: a timeout of this URL, not a lost job
         message = f"job ran over job_timeout ({job.timeout}s)"
         error = FetchError("timeout", message, transient=True)
+        if sitemaps.document(url):
+            found = sitemaps.Found.failed("timeout", f"{url}: {message}", error)
+            return _settle_sitemap(c, url, entry, found)
         return _settle(c, url, depth, entry, failed_visit(url, depth, error))
 
 

@@ -49,7 +49,7 @@ def test_delay_crawl_delay_and_disallow_hold_across_two_workers(redis_url, tmp_p
         HTTPSite(tree_site(6, robots_b), host="127.0.0.3", max_requests=40) as b,
     ):
         seed_local(
-            redis_url, a.base + "/0", "p", 5, "--delay", "0.4",
+            redis_url, a.base + "/0", "p", 5, "--delay", "0.4", "--no-sitemaps",
             "--config", str(scope(tmp_path, a, b)),
         )  # fmt: skip
         rqcrawl(redis_url, "seed", b.base + "/0", "--crawl", "p")
@@ -86,7 +86,7 @@ def crawl_time(redis_url: str, tmp_path, name: str, hosts: list[str]) -> float:
         conf = scope(tmp_path, *sites)
         seed_local(
             redis_url, sites[0].base + "/0", name, 10, "--delay", "0.5", "--no-robots",
-            "--config", str(conf),
+            "--no-sitemaps", "--config", str(conf),
         )  # fmt: skip
         if len(sites) > 1:
             rqcrawl(redis_url, "seed", *(s.base + "/0" for s in sites[1:]), "--crawl", name)
@@ -130,7 +130,14 @@ def trap_site(req: BaseHTTPRequestHandler) -> None:
 def test_budget_stops_a_calendar_trap_and_trap_rules_are_recorded(redis_url, tmp_path):
     with HTTPSite(trap_site, max_requests=200, max_seconds=120) as http:
         seed_local(
-            redis_url, http.base + "/", "t", 1000, "--max-pages-per-host", "30", "--no-robots"
+            redis_url,
+            http.base + "/",
+            "t",
+            1000,
+            "--max-pages-per-host",
+            "30",
+            "--no-robots",
+            "--no-sitemaps",
         )
         with LocalWorkers(redis_url, 2):
             s = wait_finished(redis_url, "t", timeout=100)
@@ -181,7 +188,8 @@ def test_robots_5xx_means_wait_and_retry_never_crawl_blindly(redis_url, tmp_path
 
     paths = [p for _, p in sorted(flaky.log)]
     assert paths[:3] == ["/robots.txt"] * 3  # no page before robots.txt answered
-    assert sorted(paths[3:]) == ["/", "/open"]  # /secret is disallowed
+    # /secret is disallowed; the site's /sitemap.xml also waited for robots.txt
+    assert sorted(paths[3:]) == ["/", "/open", "/sitemap.xml"]
     robots = [t for t, p in sorted(flaky.log) if p == "/robots.txt"]
     assert robots[1] - robots[0] >= 0.3 and robots[2] - robots[1] >= 0.6  # backoff 1x, 2x
 
