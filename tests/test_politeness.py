@@ -129,16 +129,8 @@ def trap_site(req: BaseHTTPRequestHandler) -> None:
 
 def test_budget_stops_a_calendar_trap_and_trap_rules_are_recorded(redis_url, tmp_path):
     with HTTPSite(trap_site, max_requests=200, max_seconds=120) as http:
-        seed_local(
-            redis_url,
-            http.base + "/",
-            "t",
-            1000,
-            "--max-pages-per-host",
-            "30",
-            "--no-robots",
-            "--no-sitemaps",
-        )
+        flags = ("--max-pages-per-host", "30", "--no-robots", "--no-sitemaps")
+        seed_local(redis_url, http.base + "/", "t", 1000, *flags)
         with LocalWorkers(redis_url, 2):
             s = wait_finished(redis_url, "t", timeout=100)
     assert s["admitted"] == 30 and s["fetched"] == 30 and sum(http.hits.values()) == 30
