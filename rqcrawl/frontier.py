@@ -161,11 +161,11 @@ class Frontier:
         released: Released = []
         for priority, children in sorted(by_priority.items(), reverse=True):
             released += self.state.admit(children, 1, priority, "sitemap")[1]
-        cap = self.cfg.max_sitemaps_per_host
-        named = [(site_of(d), sitemaps.entry(d)) for d in found.sitemaps]
+        cap = self.cfg.max_sitemaps_per_host  # no more can be held: a site's cap
+        named = [(site_of(d), sitemaps.entry(d)) for d in found.sitemaps[:cap]]
         held, more = self.state.hold_sitemaps(named, entry.priority, cap)
-        if held < len(named):
-            counts[keys.sitemap_problem("not_held")] += len(named) - held
+        if held < len(found.sitemaps):  # past the cap, or already held
+            counts[keys.sitemap_problem("not_held")] += len(found.sitemaps) - held
         released += more
         ended, reap_due = self.state.finish(url, counts, None, [], 1)
         self._enqueue(released + ended)

@@ -205,8 +205,6 @@ def _crawl_claimed(job: Job, c: Crawl, url: str, depth: int, entry: InFlight) ->
         result = visit(url, depth, c.cfg, archive, c.frontier.state.known, c.cookies, prior)
     finally:
         c.politeness.release(host, job.id, delay, started)
-    if entry.source:
-        result.record["source"] = entry.source
     result.counts.update(outcome_counts(host, result.counts, result.record, result.fetch_s))
     return _settle(c, url, depth, entry, result)
 
@@ -282,6 +280,8 @@ def _settle(c: Crawl, url: str, depth: int, entry: InFlight, result: Visit) -> s
             return "already ended"
         return f"retry in {delay:.1f}s: {result.error}"
     result.record["attempts"] = attempts
+    if entry.source:
+        result.record["source"] = entry.source
     c.frontier.finish(
         url, result.counts, result.record, result.children, depth + 1, result.content,
         entry.priority,

@@ -281,7 +281,7 @@ class CrawlState:
             max_host_pages=self.cfg.max_pages_per_host,
             max_host_share=repr(self.cfg.max_host_share),
             share_floor=SHARE_FLOOR,
-            skip_record=skip_template(child_depth),
+            skip_record=skip_template(child_depth, source),
             skip_prefix=keys.SKIPPED,
             n=len(children),
             bits=self.bloom.bits,

@@ -120,9 +120,23 @@ def test_sitemap_pages_are_crawled_at_depth_1_and_recorded_as_such(redis_url, tm
         assert http.hits[doc] == 1, doc
     # robots.txt refuses a listed page and a sitemap: neither is requested
     assert records["/private/secret.html"]["outcome"] == "robots_disallowed"
+    assert records["/private/secret.html"]["source"] == "sitemap"
     assert not {"/private/secret.html", "/private/c.xml"} & set(http.hits)
     assert "/sitemap.xml" not in records  # sitemap documents are not pages of the crawl
     assert sum(http.hits.values()) == 10  # the 9 documents above and the seed's link
+    maps = status(redis_url, "maps")["sitemaps"]
+    # read: the index, a.xml, b.txt (the 404 is no problem); robots.txt's other host's
+    # sitemap and the disallowed one are counted, not requested
+    assert maps == {"read": 3, "urls": 4, "problems": {"out_of_scope": 1, "robots": 1}}
+
+
+def test_sitemap_urls_count_against_the_budgets(redis_url, tmp_path):
+    http = crawl_site(redis_url, "budget", SitemapSite(), "--max-pages", "4")
+    records = export(redis_url, "budget", tmp_path)
+    refused = {path: r for path, r in records.items() if r["outcome"] == "max_pages"}
+    assert len(refused) == 2, records  # the seed and 3 of its 5 links and sitemap URLs
+    assert not set(refused) & set(http.hits)
+    assert all(r["source"] == "sitemap" for p, r in refused.items() if p != "/linked.html")
 
 
 def test_no_sitemaps_requests_none_of_them(redis_url, tmp_path):
