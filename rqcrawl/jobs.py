@@ -194,8 +194,9 @@ def _crawl_claimed(job: Job, c: Crawl, url: str, depth: int, entry: InFlight) ->
             c.politeness.release(host, job.id, learnt, started)
     if doc:
         try:
-            named = robots.sitemaps() if robots and sitemaps.is_root(doc, site) else []
-            found = sitemaps.read(doc, c.cfg, named, quiet_404=sitemaps.is_root(doc, site))
+            first = sitemaps.is_root(doc, site)  # the site's /sitemap.xml: robots.txt's too
+            named = robots.sitemaps() if robots and first else []
+            found = sitemaps.read(doc, c.cfg, named, quiet_404=first)
         finally:
             c.politeness.release(host, job.id, delay, started)
         return _settle_sitemap(c, url, entry, found)
@@ -273,13 +274,10 @@ def _robots_refusal(
 
 def _settle(c: Crawl, url: str, depth: int, entry: InFlight, result: Visit) -> str | dict:
     """Retry a transient failure later, or end the URL for good."""
-    attempts = entry.attempt + 1
-    if result.error is not None and attempts <= c.cfg.retries:
-        delay = max(result.error.retry_after or 0.0, c.cfg.retry_base * 2**entry.attempt)
-        if not c.frontier.retry_later(url, entry, delay):
-            return "already ended"
-        return f"retry in {delay:.1f}s: {result.error}"
-    result.record["attempts"] = attempts
+    retried = _retry(c, url, entry, result.error)
+    if retried:
+        return retried
+    result.record["attempts"] = entry.attempt + 1
     if entry.source:
         result.record["source"] = entry.source
     c.frontier.finish(
@@ -289,14 +287,23 @@ def _settle(c: Crawl, url: str, depth: int, entry: InFlight, result: Visit) -> s
     return result.record
 
 
+def _retry(c: Crawl, url: str, entry: InFlight, error: FetchError | None) -> str | None:
+    """Park the next attempt of a transient failure while attempts are left (the job's
+    message); None when the URL must end now."""
+    if error is None or entry.attempt + 1 > c.cfg.retries:
+        return None
+    delay = max(error.retry_after or 0.0, c.cfg.retry_base * 2**entry.attempt)
+    if not c.frontier.retry_later(url, entry, delay):
+        return "already ended"
+    return f"retry in {delay:.1f}s: {error}"
+
+
 def _settle_sitemap(c: Crawl, url: str, entry: InFlight, found: sitemaps.Found) -> str:
     """Retry a sitemap whose fetch failed for now, or end its entry (one log line if the
     document could not be read in full)."""
-    if found.error is not None and entry.attempt + 1 <= c.cfg.retries:
-        delay = max(found.error.retry_after or 0.0, c.cfg.retry_base * 2**entry.attempt)
-        if not c.frontier.retry_later(url, entry, delay):
-            return "already ended"
-        return f"retry in {delay:.1f}s: {found.problem}"
+    retried = _retry(c, url, entry, found.error)
+    if retried:
+        return retried
     if found.problem:
         log.warning("crawl %s: sitemap %s", c.frontier.crawl, found.problem)
     c.frontier.finish_sitemap(url, entry, found)

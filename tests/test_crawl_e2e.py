@@ -25,7 +25,7 @@ def test_two_workers_fetch_exactly_the_pages_within_depth(redis_url, conn, tmp_p
     site = Site(pages=60, slow={1: 0.4, 4: 0.2})
     max_depth = 3
     with HTTPSite(site.handle, max_requests=500, max_seconds=180) as http:
-        seeded = seed_local(redis_url, http.base + "/p0.html", "e2e", max_depth)
+        seeded = seed_local(redis_url, http.base + "/p0.html", "e2e", max_depth, "--sitemaps")
         assert "e2e" in seeded.stdout
         with LocalWorkers(redis_url, 2, worker_class=None, log_dir=tmp_path) as workers:
             final = wait_finished(redis_url, "e2e")

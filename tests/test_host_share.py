@@ -26,7 +26,7 @@ def test_a_big_host_keeps_its_share_and_its_refused_urls_are_recorded(redis_url,
     ):
         seed_local(
             redis_url, big.base + "/p0.html", "share", 20, small.base + "/p0.html",
-            "--max-host-share", str(SHARE), "--no-robots", "--no-sitemaps",
+            "--max-host-share", str(SHARE), "--no-robots",
         )  # fmt: skip
         with LocalWorkers(redis_url, 2):
             final = wait_finished(redis_url, "share")

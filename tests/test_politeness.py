@@ -49,7 +49,7 @@ def test_delay_crawl_delay_and_disallow_hold_across_two_workers(redis_url, tmp_p
         HTTPSite(tree_site(6, robots_b), host="127.0.0.3", max_requests=40) as b,
     ):
         seed_local(
-            redis_url, a.base + "/0", "p", 5, "--delay", "0.4", "--no-sitemaps",
+            redis_url, a.base + "/0", "p", 5, "--delay", "0.4",
             "--config", str(scope(tmp_path, a, b)),
         )  # fmt: skip
         rqcrawl(redis_url, "seed", b.base + "/0", "--crawl", "p")
@@ -86,7 +86,7 @@ def crawl_time(redis_url: str, tmp_path, name: str, hosts: list[str]) -> float:
         conf = scope(tmp_path, *sites)
         seed_local(
             redis_url, sites[0].base + "/0", name, 10, "--delay", "0.5", "--no-robots",
-            "--no-sitemaps", "--config", str(conf),
+            "--config", str(conf),
         )  # fmt: skip
         if len(sites) > 1:
             rqcrawl(redis_url, "seed", *(s.base + "/0" for s in sites[1:]), "--crawl", name)
@@ -129,8 +129,9 @@ def trap_site(req: BaseHTTPRequestHandler) -> None:
 
 def test_budget_stops_a_calendar_trap_and_trap_rules_are_recorded(redis_url, tmp_path):
     with HTTPSite(trap_site, max_requests=200, max_seconds=120) as http:
-        flags = ("--max-pages-per-host", "30", "--no-robots", "--no-sitemaps")
-        seed_local(redis_url, http.base + "/", "t", 1000, *flags)
+        seed_local(
+            redis_url, http.base + "/", "t", 1000, "--max-pages-per-host", "30", "--no-robots"
+        )
         with LocalWorkers(redis_url, 2):
             s = wait_finished(redis_url, "t", timeout=100)
     assert s["admitted"] == 30 and s["fetched"] == 30 and sum(http.hits.values()) == 30
@@ -172,9 +173,8 @@ def test_robots_5xx_means_wait_and_retry_never_crawl_blindly(redis_url, tmp_path
         HTTPSite(robots_site(2), host="127.0.0.2", max_requests=20) as flaky,
         HTTPSite(robots_site(None), host="127.0.0.3", max_requests=20) as down,
     ):
-        flags = ("--config", str(conf), "--no-sitemaps")
-        seed_local(redis_url, flaky.base + "/", "rb", 2, *flags)
-        seed_local(redis_url, down.base + "/", "rd", 2, *flags)
+        seed_local(redis_url, flaky.base + "/", "rb", 2, "--config", str(conf))
+        seed_local(redis_url, down.base + "/", "rd", 2, "--config", str(conf))
         with LocalWorkers(redis_url, 2):
             wait_finished(redis_url, "rb", timeout=60)
             s = wait_finished(redis_url, "rd", timeout=60)

@@ -25,7 +25,7 @@ def test_the_higher_priority_seeds_pages_are_requested_first(redis_url, tmp_path
         settings = tmp_path / "one.toml"  # one URL released at a time: the crawl's own order
         hosts = ", ".join(f'"{host_of(site.base)}"' for site in (low, high))
         settings.write_text(f"window = 1\nscope_hosts = [{hosts}]\n")
-        common = ("--no-robots", "--no-sitemaps", "--config", str(settings))
+        common = ("--no-robots", "--config", str(settings))
         seed_local(redis_url, low.base + "/p0.html", "prio", 1, *common)
         seed_local(redis_url, high.base + "/p0.html", "prio", 1, "--priority", "4", *common)
         with LocalWorkers(redis_url, 2):

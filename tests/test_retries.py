@@ -111,8 +111,7 @@ def test_a_job_killed_by_job_timeout_is_a_timeout_of_its_url(redis_url, tmp_path
         "retries = 1\nretry_base = 0.2\n"
     )
     with HTTPSite(handle, max_requests=20, max_seconds=120) as http:
-        flags = ("--config", str(conf), "--no-robots", "--no-sitemaps")
-        seed_local(redis_url, http.base + "/", "t", 1, *flags)
+        seed_local(redis_url, http.base + "/", "t", 1, "--config", str(conf), "--no-robots")
         with LocalWorkers(redis_url, 1, log_dir=tmp_path, **FLEETS[kind]):
             s = wait_finished(redis_url, "t", timeout=50)  # a lost job takes minutes
     out = tmp_path / "t.jsonl"

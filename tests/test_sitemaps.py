@@ -99,7 +99,7 @@ def crawl_site(
 ) -> HTTPSite:
     with HTTPSite(site.handle, host="127.0.0.2") as http:
         site.base = http.base
-        seed_local(redis_url, http.base + "/", crawl, 3, *flags)
+        seed_local(redis_url, http.base + "/", crawl, 3, "--sitemaps", *flags)
         with LocalWorkers(redis_url, 2, log_dir=logs):
             wait_finished(redis_url, crawl)
     return http
@@ -223,3 +223,22 @@ def test_hostile_sitemaps_are_capped_and_the_crawl_finishes(redis_url, tmp_path)
 )  # fmt: skip
 def test_sitemap_priority_maps_to_an_offset_of_our_integer_priority(text, offset):
     assert sitemaps.priority_offset(text) == offset
+
+
+def test_a_sitemap_that_fails_for_now_is_retried_like_a_page(redis_url, tmp_path):
+    answers = iter([503])
+
+    def handle(req) -> None:
+        if req.path == "/sitemap.xml":
+            status_code = next(answers, 200)
+            reply(req, status_code, urlset(f"http://{req.headers['Host']}/late.html"), "text/xml")
+        else:
+            reply(req, 200 if req.path in ("/", "/late.html") else 404, page())
+
+    with HTTPSite(handle, host="127.0.0.2") as http:
+        flags = ("--sitemaps", "--no-robots", "--retries", "1", "--retry-base", "0.1")
+        seed_local(redis_url, http.base + "/", "later", 2, *flags)
+        with LocalWorkers(redis_url, 1):
+            wait_finished(redis_url, "later")
+    assert http.hits["/sitemap.xml"] == 2 and http.hits["/late.html"] == 1
+    assert export(redis_url, "later", tmp_path)["/late.html"]["source"] == "sitemap"
