@@ -35,6 +35,7 @@ from .changes import KINDS as CHANGE_KINDS
 from .config import ConfigError, CrawlConfig
 from .frontier import PUMP_EVERY, Frontier
 from .hooks import HookError
+from .shards import all_shards
 from .state import crawl_names, is_known
 from .urls import InvalidURL, canonicalize
 
@@ -220,11 +221,13 @@ def records(
     since: str | datetime | None = None,
     changes: Iterable[str] | str = (),
 ) -> Iterator[dict]:
-    """Every record of the crawl (one per URL that ended), oldest first: the rows of
-    `export`. A change feed: only those recorded since `since` (see `since_time`) and whose
-    change is one of `changes` (a list, or names separated by commas)."""
+    """Every record of the crawl (one per URL that ended), oldest first (a sharded crawl's
+    from every shard, merged by time: sinks.iter_records): the rows of `export`. A change
+    feed: only those recorded since `since` (see `since_time`) and whose change is one of
+    `changes` (a list, or names separated by commas)."""
     crawl_config(redis, name)
-    return sinks.iter_records(redis, name, since=since_time(since), changes=change_kinds(changes))
+    feed = {"since": since_time(since), "changes": change_kinds(changes)}
+    return sinks.iter_records(_shards(redis, name), name, **feed)
 
 
 def since_time(since: str | datetime | None, now: float | None = None) -> float | None:
@@ -292,12 +295,13 @@ def export(
     if fmt is not None and fmt not in FORMATS:
         raise InvalidInput(f"unknown export format {fmt!r}: use one of {', '.join(FORMATS)}")
     feed = {"since": since_time(since), "changes": change_kinds(changes)}
+    shards = _shards(redis, name)
     if not isinstance(out, str | os.PathLike):
-        return sinks.export(redis, name, out, fmt or "jsonl", **feed)
+        return sinks.export(shards, name, out, fmt or "jsonl", **feed)
     fmt = fmt or ("csv" if os.fspath(out).endswith(".csv") else "jsonl")
     try:
         with open(out, "w", encoding="utf-8", newline="") as stream:
-            return sinks.export(redis, name, stream, fmt, **feed)
+            return sinks.export(shards, name, stream, fmt, **feed)
     except OSError as exc:
         raise CrawlError(f"cannot write {out}: {exc.strerror}") from exc
 
@@ -307,26 +311,32 @@ def pause(redis: Redis, name: str) -> bool:
     was already paused."""
     _, state = _controlled(redis, name)
     with _damage(name):
-        return control.pause(redis, name, state)
+        return control.pause(_shards(redis, name), name, state)
 
 
 def resume(redis: Redis, name: str) -> None:
     """Release the held URLs of a paused crawl again."""
     cfg, state = _controlled(redis, name)
     with _damage(name):
-        control.resume(redis, name, cfg, state)
+        control.resume(_shards(redis, name), name, cfg, state)
 
 
 def cancel(redis: Redis, name: str) -> control.Cancelled:
     """Stop the crawl for good, dropping its pending URLs and queued jobs."""
     _, state = _controlled(redis, name)
     with _damage(name):
-        return control.cancel(redis, name, state)
+        return control.cancel(_shards(redis, name), name, state)
 
 
 def purge(redis: Redis, name: str, force: bool = False) -> control.Purged:
     """Delete every key and RQ job of the crawl, and nothing of any other crawl. Without
-    `force`, only a finished or cancelled crawl (workers may still be on the others)."""
+    `force`, only a finished or cancelled crawl (workers may still be on the others). A
+    purge that a crash interrupted (a sharded crawl gone from some shards only) is
+    completed, whatever the crawl's state (control.purge)."""
+    shards = _shards(redis, name)
+    with _damage(name):
+        if control.purging(shards, name):
+            return control.discard_all(shards, name)
     try:
         _, state = _controlled(redis, name)
     except CrawlError:  # a half-registered or damaged crawl can still be purged
@@ -334,7 +344,7 @@ def purge(redis: Redis, name: str, force: bool = False) -> control.Purged:
             raise
         state = control.BROKEN
     with _damage(name):
-        return control.purge(redis, name, state, force)
+        return control.purge(shards, name, state, force)
 
 
 def pump(redis: Redis, name: str, every: float = PUMP_EVERY) -> int:
@@ -346,6 +356,15 @@ def pump(redis: Redis, name: str, every: float = PUMP_EVERY) -> int:
         raise StateError(f"crawl {name} has no revisits (seed it with --revisit)")
     with _damage(name):
         return Frontier(redis, name, cfg).maybe_pump(every)
+
+
+def _shards(redis: Redis, name: str) -> list[Redis]:
+    """Every shard of the crawl in shard order (`[redis]` unless sharded). A crawl whose
+    settings cannot be read is dealt with on this Redis alone."""
+    try:
+        return all_shards(redis, name)
+    except ConfigError:
+        return [redis]
 
 
 def _controlled(redis: Redis, name: str) -> tuple[CrawlConfig, str]:

@@ -17,7 +17,7 @@ from . import api, config, keys, monitor, stats
 from .config import ConfigError, CrawlConfig
 from .embedded import EmbeddedRedis
 from .lazygroup import LazyGroup
-from .redisurl import masked
+from .redisurl import client, masked
 from .runner import WORKER_CLASS, LocalWorkers, watch
 
 DEFAULT_REDIS_URL = "redis://localhost:6379/0"
@@ -37,7 +37,7 @@ def redis_url(option: str | None) -> str:
 def connect(url: str) -> redis.Redis:
     """A checked connection; an unreachable Redis is a one-line error, not a traceback."""
     try:
-        conn = redis.Redis.from_url(url)
+        conn = client(url)
         conn.ping()
     except ValueError as exc:
         raise click.ClickException(masked(f"invalid Redis URL {url!r}: {exc}", url)) from None
@@ -54,6 +54,10 @@ redis_option = click.option(
 # Their ranges are checked by the config model (config._BOUNDS), as for a file.
 _SETTING_FLAGS = [
     click.option("--max-depth", type=int, help="Clicks from a seed."),
+    click.option("--exact-depth/--no-exact-depth", default=None, help="Crawl level by level "
+                 "for exact click depths (default); --no-exact-depth for broad crawls: no "
+                 "level barrier, so no slow host holds up the others, and a URL's depth is "
+                 "the one at which it was first found."),
     click.option("--allow-private", is_flag=True, default=None, help="Allow private addresses."),
     click.option("--delay", type=float, help="Seconds between two requests "
                  "to one host (default 1; robots.txt Crawl-delay may raise it)."),
@@ -91,13 +95,16 @@ def setting_flags(command):
 
 class Commands(LazyGroup):
     """The one place where a refusal of the API (api.CrawlError, already one line naming the
-    crawl) becomes click's one-line error."""
+    crawl) becomes click's one-line error, and so does a Redis lost or unreachable after the
+    first one answered (another shard of a sharded crawl)."""
 
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
         except api.CrawlError as exc:
             raise click.ClickException(str(exc)) from None
+        except redis.RedisError as exc:
+            raise click.ClickException(f"Redis: {exc}".splitlines()[0]) from None
 
 
 # Commands whose modules load only when they run: the benchmark imports its site and Scrapy
@@ -116,11 +123,23 @@ def main() -> None:
     """rqcrawl: a distributed web crawler in which every URL is an RQ job."""
 
 
+def url_list(ctx: click.Context, param: click.Parameter, value: str | None) -> list | None:
+    """A comma-separated list of URLs (--shards)."""
+    return None if value is None else [u.strip() for u in value.split(",") if u.strip()]
+
+
+shards_option = click.option(
+    "--shards", callback=url_list, help="Redis URLs, comma-separated: one crawl sharded by "
+    "host over these servers (each one holds its hosts' part; --url is then not used).",
+)  # fmt: skip
+
+
 @main.command()
 @click.argument("urls", nargs=-1, required=True)
 @click.option("--crawl", "name", default=None, help="Crawl name (default: derived, printed).")
 @click.option("--priority", type=int, default=0, show_default=True,
               help="The seeds' priority: within a level the higher goes first.")  # fmt: skip
+@shards_option
 @setting_flags
 @redis_option
 def seed(urls, name, priority, config_file, url, **flags) -> None:
@@ -129,7 +148,9 @@ def seed(urls, name, priority, config_file, url, **flags) -> None:
     started = started_crawl(connect(redis_url(url)), planned)
     click.echo(
         f"crawl {started.name}: {started.admitted} of {len(planned.seeds)} seed(s) queued "
-        f"(max depth {started.cfg.max_depth})"
+        f"(max depth {started.cfg.max_depth}"
+        + ("" if started.cfg.exact_depth else ", first-found depth, no level barrier")
+        + ")"
     )
     if started.cfg.revisit:
         click.echo(
@@ -169,7 +190,9 @@ def status(name, as_json, show_config, watching, interval, url) -> None:
     if show_config:
         cfg = api.crawl_config(conn, name)
         shown = json.dumps(asdict(cfg), indent=2) if as_json else cfg.to_toml()
-        click.echo(masked(shown, cfg.db))
+        for secret in (cfg.db, *cfg.shards):  # their passwords
+            shown = masked(shown, secret)
+        click.echo(shown)
     elif watching:
         watch_status(conn, name, api.crawl_config(conn, name), interval)
     else:
@@ -377,6 +400,7 @@ def write_export(
     help="Workers per process (threads): many requests in flight on slow sites.",
 )
 @click.option("--crawl", "name", default=None, help="Crawl name (default: from the command).")
+@shards_option
 @setting_flags
 @click.option(
     "--data-dir",
@@ -388,8 +412,9 @@ def write_export(
 @redis_option
 def crawl(urls, output, fmt, workers, threads, name, config_file, data_dir, url, **flags) -> None:
     """Crawl on this machine until done and write OUTPUT: seed, run local workers, show
-    progress. Uses an embedded Redis unless a Redis URL is configured. Running the same
-    command again after an interruption resumes the crawl."""
+    progress. Uses an embedded Redis unless a Redis URL is configured; with --shards, those
+    servers, with --workers processes for each. Running the same command again after an
+    interruption resumes the crawl."""
     planned = api.plan(
         urls, name, config_file=config_file, stable_name=True, task_dir=data_dir, **flags
     )
@@ -402,7 +427,8 @@ def crawl(urls, output, fmt, workers, threads, name, config_file, data_dir, url,
     # SIGTERM (kill, a service manager) stops the crawl as Ctrl-C does: workers and the
     # embedded Redis are in sessions of their own and would otherwise outlive us.
     interruptible(signal.SIGINT, signal.SIGTERM)
-    target = configured_redis_url(url)
+    shards = planned.cfg.shards
+    target = shards[0] if shards else configured_redis_url(url)
     server = None if target else EmbeddedRedis(Path(data_dir))
     try:
         if server:
@@ -411,7 +437,8 @@ def crawl(urls, output, fmt, workers, threads, name, config_file, data_dir, url,
         started_crawl(conn, planned)
         log_dir = Path(data_dir) / "workers"
         continuous = bool(planned.cfg.revisit)
-        run_local(conn, target, planned.name, workers, threads, log_dir, continuous)
+        targets = shards or [target]
+        run_local(conn, targets, planned.name, workers, threads, log_dir, continuous)
         write_export(conn, planned.name, output, fmt)
     finally:
         if server:
@@ -444,17 +471,19 @@ def writable_output(output: str) -> None:
 
 def run_local(
     conn: redis.Redis,
-    target: str,
+    targets: list[str],
     name: str,
     workers: int,
     threads: int,
     log_dir: Path,
     continuous: bool,
 ) -> None:
-    """Run the crawl with local workers until it is over; a `continuous` one (revisits)
-    never is: Ctrl-C or SIGTERM ends it, and its export is written all the same."""
-    pool = LocalWorkers(target, workers, threads, log_dir)
-    click.echo(f"{workers} local worker(s), logs in {log_dir}", err=True)
+    """Run the crawl with local workers (`workers` per Redis of `targets`, its shards) until
+    it is over; a `continuous` one (revisits) never is: Ctrl-C or SIGTERM ends it, and its
+    export is written all the same."""
+    pool = LocalWorkers(targets, workers, threads, log_dir)
+    per = f" per shard ({len(targets)})" if len(targets) > 1 else ""
+    click.echo(f"{workers} local worker(s){per}, logs in {log_dir}", err=True)
     try:
         final = watch(conn, name, pool)
     except KeyboardInterrupt:

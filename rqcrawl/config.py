@@ -13,7 +13,7 @@ import math
 import os
 import re
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from . import hooks, keys
 from .bloom import optimal_size
 from .extract import field_problem
 from .lru import LRU
+from .redisurl import check_url, masked, server_key
 from .urls import host_of
 
 # Links to files a crawler of HTML pages has no use for: Scrapy's IGNORED_EXTENSIONS.
@@ -54,6 +55,7 @@ class ConfigError(ValueError):
 @dataclass(frozen=True)
 class CrawlConfig:
     max_depth: int = 2
+    exact_depth: bool = True  # the level barrier; False: first-found depth, no barrier
     scope_hosts: list[str] = field(default_factory=list)  # empty: the seeds' hosts
     allow_private: bool = False
     allow_networks: list[str] = field(default_factory=list)  # CIDRs the guard lets through
@@ -110,6 +112,10 @@ class CrawlConfig:
     revisit_max: float = 0.0  # 0: revisit * 8
     revisit_gone_after: int = 3  # 404/410 visits in a row after which a URL is not revisited
     db: str = ""  # SQLAlchemy URL of the task table (set by `seed`/`crawl` with --revisit)
+    # One crawl over several Redis servers (rqcrawl.shards): their URLs, and placement rules
+    # {host glob: one of those URLs}. Empty: the crawl lives in the Redis it is seeded in.
+    shards: list[str] = field(default_factory=list)
+    shard_rules: dict[str, str] = field(default_factory=dict)
 
     def revisit_bounds(self) -> tuple[float, float]:
         """The range of a URL's revisit interval: the settings, or revisit/4 .. revisit*8."""
@@ -135,6 +141,7 @@ class CrawlConfig:
         config = cls(**merged)
         _check_bloom_size(config)
         _check_revisit_bounds(config)
+        _check_shard_rules(config)
         return config
 
     @classmethod
@@ -196,6 +203,8 @@ def layered(
     hook, if any, is imported here so that a bad one is reported before the crawl starts."""
     cfg = CrawlConfig.from_toml(config_file, base) if config_file else base or CrawlConfig()
     cfg = CrawlConfig.from_dict({k: v for k, v in flags.items() if v is not None}, cfg)
+    if cfg.shard_rules and not cfg.shards:
+        raise ConfigError("setting 'shard_rules' needs 'shards' (--shards)")
     hooks.check(cfg.hook)
     return cfg
 
@@ -308,6 +317,36 @@ def _check_revisit_bounds(config: CrawlConfig) -> None:
         )
 
 
+def _check_shards(name: str, urls: list[str]) -> None:
+    for url in urls:
+        try:
+            check_url(url)
+        except ValueError as exc:
+            raise ConfigError(
+                f"setting {name!r}: bad Redis URL {masked(url, url)!r}: {exc}"
+            ) from None
+    duplicate = next((u for i, u in enumerate(urls) if u in urls[:i]), None)
+    if duplicate is not None:
+        raise ConfigError(f"setting {name!r}: {masked(duplicate, duplicate)!r} is listed twice")
+
+
+def _check_shard_rules(config: CrawlConfig) -> None:
+    """Every rule sends a host glob to one of the crawl's shards; shards and revisits do not
+    mix yet (the pump would readmit every shard's URLs into one)."""
+    if config.shards and config.revisit:
+        raise ConfigError("settings 'shards' and 'revisit' cannot be combined yet")
+    if not config.shards:  # a file of rules may come before the --shards flag: see layered
+        return
+    for pattern, url in config.shard_rules.items():
+        if not isinstance(url, str) or not pattern:
+            raise ConfigError("setting 'shard_rules' maps host patterns to shard URLs")
+        if url not in config.shards:
+            raise ConfigError(
+                f"setting 'shard_rules': {pattern!r} goes to {masked(url, url)!r}, "
+                "which is not one of 'shards'"
+            )
+
+
 _HOOK_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*[:.][A-Za-z_]\w*")
 
 
@@ -327,6 +366,7 @@ _VALIDATORS: dict[str, Callable[[str, Any], None]] = {
     "user_agent": _check_header,
     "allow_networks": _check_networks,
     "db": _check_db,
+    "shards": _check_shards,
 }
 
 LUA_EXACT = 2**53  # the largest integer a Lua number (a double) holds exactly
@@ -418,7 +458,7 @@ def save(redis: Redis, crawl: str, config: CrawlConfig) -> bool:
 
 
 CONFIGS_KEPT = 256  # crawls whose config a process keeps (the most recently used)
-_cache: LRU[str, CrawlConfig] = LRU(CONFIGS_KEPT)
+_cache: LRU[tuple[Hashable, str], CrawlConfig] = LRU(CONFIGS_KEPT)  # by server and name
 
 
 def load(redis: Redis, crawl: str, fresh: bool = False) -> CrawlConfig | None:
@@ -427,13 +467,14 @@ def load(redis: Redis, crawl: str, fresh: bool = False) -> CrawlConfig | None:
     `fresh` reads it from Redis all the same: readers that know no identity (status, the
     metrics, the API) must not show an earlier crawl's settings. A stored config that does
     not pass today's checks is a ConfigError naming the crawl."""
-    cfg = None if fresh else _cache.get(crawl)
+    key = (server_key(redis), crawl)
+    cfg = None if fresh else _cache.get(key)
     if cfg is None:
         raw = redis.get(keys.CrawlKeys(crawl).config)
         if raw is None:
             return None
         try:
-            cfg = _cache.put(crawl, CrawlConfig.from_dict(json.loads(raw)))
+            cfg = _cache.put(key, CrawlConfig.from_dict(json.loads(raw)))
         except ValueError as exc:  # ConfigError, bad JSON or not UTF-8
             raise ConfigError(f"crawl {crawl}: unreadable settings in Redis: {exc}") from None
     return cfg
@@ -441,4 +482,4 @@ def load(redis: Redis, crawl: str, fresh: bool = False) -> CrawlConfig | None:
 
 def forget(crawl: str) -> None:
     """Drop the cached config of `crawl` (purged, its name now used by another crawl)."""
-    _cache.pop_where(lambda name: name == crawl)
+    _cache.pop_where(lambda key: key[1] == crawl)

@@ -14,18 +14,21 @@ from __future__ import annotations
 
 import contextlib
 import re
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import astuple, dataclass
 
 from redis import Redis, RedisError
 from rq.exceptions import InvalidJobOperation
 from rq.job import Job, JobStatus
 from rq.queue import Queue
 
-from . import config, keys, stats
+from . import config, keys, levels, shards, stats
 from .config import CrawlConfig
 from .frontier import Frontier
+from .shards import shard_map
 from .state import CrawlState, glob_escape
 from .tasks import TaskTable
+from .urls import host_of
 
 # RQ states of a job that no worker has started
 _PENDING = {JobStatus.QUEUED, JobStatus.SCHEDULED, JobStatus.DEFERRED}
@@ -60,28 +63,53 @@ class Purged:
     tasks: int = 0  # rows of the task table (crawls with revisits)
 
 
-def pause(redis: Redis, crawl: str, state: str) -> bool:
-    """Stop releasing URLs of a running crawl; False if it was already paused."""
+def pause(conns: Sequence[Redis], crawl: str, state: str) -> bool:
+    """Stop releasing URLs of a running crawl, on every shard in shard order; False if it
+    was already paused everywhere (a crash in between left the first shards paused: pause
+    again completes it)."""
     if state in stats.OVER:
         raise ControlError(f"crawl {crawl} is {state}: nothing to pause")
-    return _state(redis, crawl).pause()
+    return any([_state(redis, crawl).pause() for redis in conns])
 
 
-def resume(redis: Redis, crawl: str, cfg: CrawlConfig, state: str) -> None:
-    """Clear the halt and release the held URLs of the current level."""
-    if state != "paused":
+def resume(conns: Sequence[Redis], crawl: str, cfg: CrawlConfig, state: str) -> None:
+    """Clear the halt and release the held URLs of the current level, on every shard in
+    shard order (a crash in between left the last shards paused: resume again)."""
+    paused = any(keys.PAUSED_AT in _state(redis, crawl).marks() for redis in conns)
+    if state in stats.OVER or not paused:
         raise ControlError(f"crawl {crawl} is {state}, not paused")
-    Frontier(redis, crawl, cfg).resume()
+    frontiers = [Frontier(redis, crawl, cfg) for redis in conns]
+    for frontier in frontiers:
+        frontier.resume()
+    if len(frontiers) > 1:  # a level that ended while paused: raised now, not at a reap
+        levels.coordinate(frontiers)
 
 
-def cancel(redis: Redis, crawl: str, state: str) -> Cancelled:
+def cancel(conns: Sequence[Redis], crawl: str, state: str) -> Cancelled:
     """Stop the crawl for good: drop its held and in-flight URLs and delete the RQ jobs
-    that no worker has started (a running job ends without recording anything)."""
+    that no worker has started (a running job ends without recording anything).
+
+    Each step is atomic on one shard only, so first every shard is halted (none releases
+    anything more, as after `pause`), then each is cancelled in shard order. A crash in
+    between leaves the crawl halted everywhere and cancelled on the first shards, never one
+    shard releasing while another is stopped; cancel again completes it."""
     if state == "finished":
         raise ControlError(f"crawl {crawl} is finished: nothing to cancel")
+    states = [_state(redis, crawl) for redis in conns]
+    if all(keys.CANCELLED_AT in s.marks() for s in states):
+        raise ControlError(f"crawl {crawl} is already cancelled")
+    for s in states:
+        s.pause()
+    done = [_cancel_shard(redis, crawl) for redis in conns]
+    return Cancelled(*(sum(column) for column in zip(*done, strict=True)))
+
+
+def _cancel_shard(redis: Redis, crawl: str) -> tuple[int, int, int]:
+    """Cancel the crawl on one shard: held URLs dropped, in-flight URLs dropped, RQ jobs
+    deleted (all 0 if it was cancelled there already)."""
     out = _state(redis, crawl).cancel()
     if out is None:
-        raise ControlError(f"crawl {crawl} is already cancelled")
+        return 0, 0, 0
     held, dropped = out
     ids = [entry.job_id(crawl, url) for url, entry in dropped]
     with redis.pipeline(transaction=False) as pipe:
@@ -89,7 +117,7 @@ def cancel(redis: Redis, crawl: str, state: str) -> Cancelled:
             pipe.hget(Job.key_for(job_id), "status")
         statuses = pipe.execute()
     pending = [i for i, s in zip(ids, statuses, strict=True) if s and s.decode() in _PENDING]
-    return Cancelled(held, len(ids), _delete_jobs(redis, pending))
+    return held, len(ids), _delete_jobs(redis, pending)
 
 
 def start(
@@ -97,32 +125,77 @@ def start(
 ) -> tuple[CrawlConfig, int, bool]:
     """Store the config of a new crawl and admit its seeds, all or nothing: if seeding fails,
     what it wrote is deleted before the error goes on. An existing crawl keeps its own config.
-    Returns the config in force, how many seeds were new, and whether the crawl existed."""
-    stored = config.load(redis, crawl, fresh=True)
-    if stored is None and config.save(redis, crawl, cfg):
+    A crawl over several shards (cfg.shards) is stored in each, and each seed goes to its
+    host's shard; `redis` is then not used unless it is one of them. Returns the config in
+    force, how many seeds were new, and whether the crawl existed."""
+    conns = _shards_of(redis, cfg)
+    stored = config.load(conns[0], crawl, fresh=True)
+    if stored is None and config.save(conns[0], crawl, cfg):
         try:
-            admitted = Frontier(redis, crawl, cfg).seed(seeds, priority)
+            for conn in conns[1:]:
+                config.save(conn, crawl, cfg)
+            admitted = _seed(conns, crawl, cfg, seeds, priority)
         except BaseException:
-            with contextlib.suppress(RedisError):  # the seeding's own error matters more
-                discard(redis, crawl)
+            for conn in conns:
+                with contextlib.suppress(RedisError):  # the seeding's own error matters more
+                    discard(conn, crawl)
             raise
     else:
-        cfg = stored or config.load(redis, crawl, fresh=True)  # or another client just made it
-        admitted = Frontier(redis, crawl, cfg).seed(seeds, priority)
-    CrawlState(redis, crawl, cfg).register()  # last: a listed crawl is a whole one
+        cfg = stored or config.load(conns[0], crawl, fresh=True)  # or another client made it
+        conns = _shards_of(conns[0], cfg)
+        admitted = _seed(conns, crawl, cfg, seeds, priority)
+    for conn in conns:
+        CrawlState(conn, crawl, cfg).register()  # last: a listed crawl is a whole one
     return cfg, admitted, stored is not None
 
 
-def purge(redis: Redis, crawl: str, state: str, force: bool = False) -> Purged:
-    """Delete every key of the crawl and its RQ jobs. Refused while workers may still be
-    working on it, unless `force`."""
+def _shards_of(redis: Redis, cfg: CrawlConfig) -> list[Redis]:
+    """The Redis servers of a crawl of settings `cfg`, in shard order."""
+    return [shards.connect(url) for url in cfg.shards] or [redis]
+
+
+def _seed(conns: list[Redis], crawl: str, cfg: CrawlConfig, seeds: list[str], priority: int) -> int:
+    """Admit each seed on its host's shard (every shard is seeded, with none if need be:
+    that starts its clock and records its index); returns how many were new."""
+    placement = shard_map(cfg)
+    if placement is None:
+        return Frontier(conns[0], crawl, cfg).seed(seeds, priority)
+    admitted = 0
+    for index, conn in enumerate(conns):
+        frontier = Frontier(conn, crawl, cfg)
+        frontier.state.place(index)
+        mine = [s for s in seeds if placement.index_of(host_of(s)) == index]
+        admitted += frontier.seed(mine, priority)
+    return admitted
+
+
+def purge(conns: Sequence[Redis], crawl: str, state: str, force: bool = False) -> Purged:
+    """Delete every key of the crawl and its RQ jobs, on every shard. Refused while workers
+    may still be working on it, unless `force`.
+
+    Every shard is marked first (keys.PURGING_AT), then each is deleted in shard order. A
+    crash in between leaves the last shards with the crawl, marked: `purging` tells, and
+    `discard_all` from any of them completes it, whatever the crawl's state."""
     if state == BROKEN and not force:
         raise ControlError(
             f"crawl {crawl} has missing or unreadable settings: purge it with --force"
         )
     if state not in stats.OVER and not force:
         raise ControlError(f"crawl {crawl} is {state}: cancel it first, or purge with --force")
-    return discard(redis, crawl)
+    for redis in conns:
+        _state(redis, crawl).mark_purging()
+    return discard_all(conns, crawl)
+
+
+def purging(conns: Sequence[Redis], crawl: str) -> bool:
+    """Whether a purge of the crawl began and was interrupted (some shard is marked)."""
+    return any(keys.PURGING_AT in _state(redis, crawl).marks() for redis in conns)
+
+
+def discard_all(conns: Sequence[Redis], crawl: str) -> Purged:
+    """`discard` on every shard, in shard order; the totals."""
+    done = [astuple(discard(redis, crawl)) for redis in conns]
+    return Purged(*(sum(column) for column in zip(*done, strict=True)))
 
 
 def discard(redis: Redis, crawl: str) -> Purged:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import time
+import uuid
 from collections import Counter
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -32,12 +33,12 @@ from rq import Queue
 from rq.job import Job, JobStatus
 from rq.registry import StartedJobRegistry
 
-from . import keys, sitemaps
+from . import keys, levels, shards, sitemaps
 from .changes import Content, Prior
 from .config import CrawlConfig
 from .robots import site_of
 from .sinks import record
-from .state import Children, CrawlState, InFlight, Released, StaleCrawl, outcome_counts
+from .state import Children, CrawlState, Ended, InFlight, Released, StaleCrawl, outcome_counts
 from .urls import host_of
 
 if TYPE_CHECKING:
@@ -52,6 +53,7 @@ RESULT_TTL = 30
 _LIVE = {"queued", "started", "scheduled", "deferred"}
 PUMP_EVERY = 2.0  # seconds between two pumps of a crawl's due revisits (by any process)
 PUMP_BATCH = 500  # due URLs taken from the task table per transaction
+DRAIN_BATCH = 500  # links moved from a shard's outbox to their shards per round
 JOB_FUNC = "rqcrawl.jobs.crawl_url"
 WAKE_FUNC = "rqcrawl.jobs.wake"
 
@@ -136,11 +138,21 @@ class Frontier:
             record["visit"], record["change"] = visited.visit, visited.change
             if visited.duplicate_of:
                 record["duplicate_of"], children = visited.duplicate_of, []
-        released, reap_due = self.state.finish(
-            url, counts, record, children, child_depth, self.state.inherited(priority)
+        self._ended(
+            self.state.finish(
+                url, counts, record, children, child_depth, self.state.inherited(priority)
+            )
         )
-        self._enqueue(released)
-        if reap_due:
+
+    def _ended(self, ended: Ended) -> None:
+        """Queue what ending a URL released, and what it calls for: a drain of the links
+        it sent to other shards, the level's coordination, a recovery pass."""
+        self._enqueue(ended.released)
+        if ended.sent:
+            self.drain()
+        if ended.level_done:
+            levels.coordinate(self.peers)
+        if ended.reap_due:
             self.reap()
 
     def finish_sitemap(self, url: str, entry: InFlight, found: sitemaps.Found) -> None:
@@ -159,18 +171,59 @@ class Frontier:
         for verdict, page, offset in pages[:taken]:
             by_priority.setdefault(base + offset, []).append((verdict, page))
         released: Released = []
+        sent = False
         for priority, children in sorted(by_priority.items(), reverse=True):
-            released += self.state.admit(children, 1, priority, "sitemap")[1]
+            listed = self.state.admit_listed(children, 1, priority, "sitemap")
+            released += listed.released
+            sent = sent or bool(listed.sent)
         cap = self.cfg.max_sitemaps_per_host  # no more can be held: a site's cap
         named = [(site_of(d), sitemaps.entry(d)) for d in found.sitemaps[:cap]]
         held, more = self.state.hold_sitemaps(named, entry.priority, cap)
         if held < len(found.sitemaps):  # past the cap, or already held
             counts[keys.sitemap_problem("not_held")] += len(found.sitemaps) - held
         released += more
-        ended, reap_due = self.state.finish(url, counts, None, [], 1)
-        self._enqueue(released + ended)
-        if reap_due:
-            self.reap()
+        self._enqueue(released)
+        if sent:
+            self.drain()
+        self._ended(self.state.finish(url, counts, None, [], 1))
+
+    @cached_property
+    def peers(self) -> list[Frontier]:
+        """The frontier of every shard of the crawl, in shard order (this one among them)."""
+        own = self.state.index
+        return [
+            self if i == own else Frontier(shards.connect(url), self.crawl, self.cfg)
+            for i, url in enumerate(self.cfg.shards)
+        ]
+
+    def drain(self) -> int:
+        """Admit the links waiting in this shard's outbox on their own shards and queue what
+        that releases there, then drop them from the outbox: a drain that dies in between
+        leaves them to the next one, whose admissions are no-ops of the Bloom filter.
+        Returns how many links were moved (0 also when another drain holds the outbox)."""
+        moved = 0
+        while True:
+            token = uuid.uuid4().hex
+            links = self.state.read_outbox(token, DRAIN_BATCH)
+            if links is None:
+                return moved
+            by_shard: dict[int, list] = {}
+            for link in links:
+                by_shard.setdefault(link.shard, []).append(link)
+            for shard, group in by_shard.items():
+                peer = self.peers[shard]
+                peer._enqueue(peer.state.admit(group).released)
+            if not all([self.peers[shard].state.replicated() for shard in by_shard]):
+                self.state.trim_outbox(token, 0)  # kept: the next drain admits them again
+                return moved
+            self.state.trim_outbox(token, len(links))
+            moved += len(links)
+            if len(links) < DRAIN_BATCH:
+                return moved
+
+    def advance(self, level: int) -> None:
+        """Raise this shard's level past `level` (see rqcrawl.levels) and queue its URLs."""
+        self._enqueue(self.state.advance(level))
 
     def prior(self, url: str) -> Prior | None:
         """What the last visit of `url` left for a conditional GET, in a crawl with
@@ -297,6 +350,8 @@ class Frontier:
                 self._give_up(url, entry)
             elif self.state.requeue(url, entry, nxt):
                 self._enqueue([(url, nxt)])
+        if self.cfg.shards:  # a drain or a level's end that a dead worker left undone
+            levels.coordinate(self.peers)
         return len(lost)
 
     def _jobless(self, entries: Released) -> Released:

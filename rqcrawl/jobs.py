@@ -16,7 +16,7 @@ import logging
 import os
 import time
 from collections import Counter
-from collections.abc import Container
+from collections.abc import Container, Hashable
 from dataclasses import dataclass, field
 
 from redis import Redis
@@ -34,6 +34,7 @@ from .frontier import JOB_FUNC, Frontier
 from .leases import renewer
 from .lru import LRU
 from .politeness import Politeness
+from .redisurl import server_key
 from .robots import Robots, RobotsCache, site_of
 from .rules import link_verdict
 from .sinks import record
@@ -58,21 +59,24 @@ class Crawl:
 
 
 # Crawls whose state a process keeps (the most recently used): each may hold a few MB
-# (Frontier.known, robots.txt verdicts).
+# (Frontier.known, robots.txt verdicts). By server and name: a process may serve several
+# shards of a crawl, each with its own state (redisurl.server_key).
 CRAWLS_KEPT = 32
-_crawls: LRU[str, Crawl] = LRU(CRAWLS_KEPT)
+_crawls: LRU[tuple[Hashable, str], Crawl] = LRU(CRAWLS_KEPT)
 
 
 def crawl_of(redis: Redis, name: str) -> Crawl | None:
-    """The process's view of crawl `name`, or None when Redis holds no such crawl."""
-    c = _crawls.get(name)
+    """The process's view of crawl `name` on this Redis, or None when it holds no such
+    crawl."""
+    key = (server_key(redis), name)
+    c = _crawls.get(key)
     if c is None:
         cfg = config.load(redis, name)
         if cfg is None:
             return None
         frontier = Frontier(redis, name, cfg)
         c = _crawls.put(
-            name,
+            key,
             Crawl(
                 cfg,
                 frontier,
@@ -87,15 +91,15 @@ def crawl_of(redis: Redis, name: str) -> Crawl | None:
 def forget(name: str) -> None:
     """Drop what the process keeps of crawl `name`: it was purged and its name now belongs
     to another crawl, with other settings and other URLs."""
-    _crawls.pop_where(lambda n: n == name)
+    _crawls.pop_where(lambda key: key[1] == name)
     config.forget(name)
     warc.forget(name)
 
 
-def check_identity(name: str, identity: bytes | None) -> None:
-    """Forget crawl `name` if what the process keeps of it belongs to an earlier crawl of the
-    same name (see Frontier.same_crawl)."""
-    c = _crawls.get(name)
+def check_identity(redis: Redis, name: str, identity: bytes | None) -> None:
+    """Forget crawl `name` if what the process keeps of it on this Redis belongs to an
+    earlier crawl of the same name (see Frontier.same_crawl)."""
+    c = _crawls.get((server_key(redis), name))
     if c is not None and not c.frontier.state.same_crawl(identity):
         forget(name)
 

@@ -45,6 +45,9 @@ class CrawlKeys:
         self.forked = self._key("forked")  # string with a TTL: a forking worker ran a job
         self.revisiting = self._key("revisiting")  # set: URLs readmitted until they end
         self.pump_lock = self._key("pump")  # string with a TTL: a pump ran lately
+        self.outbox = self._key("outbox")  # list of state.Outgoing: links to other shards
+        self.outbox_lock = self._key("outbox_lock")  # string with a TTL: the drain's token
+        self.synced = self._key("synced")  # string with a TTL: see CrawlState.replicated
         self.sitemapped = self._key("sitemapped")  # set: URLs a sitemap admitted, until they end
         # hash: sitemap document URL -> 1 (held once), "docs|site" and "urls|site" -> how many
         # documents were held and page URLs taken for the site (rqcrawl.sitemaps' caps)
@@ -68,7 +71,9 @@ LAST_AT = "last_at"  # when a URL last ended
 LAST_CLAIM_AT = "last_claim_at"  # when a job of the crawl last started
 PAUSED_AT = "paused_at"  # set while halted (also when cancelled)
 CANCELLED_AT = "cancelled_at"
+PURGING_AT = "purging_at"  # set on every shard before a purge deletes any (control.purge)
 LEVEL = "level"  # the depth being released
+SHARD = "shard"  # this Redis's index among the crawl's shards (rqcrawl.shards)
 ADMITTED = "admitted"
 FETCHED = "fetched"
 FAILED = "failed"

@@ -78,7 +78,7 @@ class ProgressBar:
         )
         self.progress.update(
             self.task,
-            description=f"depth {s['level']}/{s['max_depth']}",
+            description=stats.depth_progress(s),
             completed=s["fetched"] + s["failed"] + s["skipped_total"],
             total=max(s["admitted"], 1),
             detail=detail,

@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
 from pathlib import Path
 from typing import BinaryIO, TextIO
@@ -18,6 +18,8 @@ from redis import Redis
 from . import config, keys, stats
 from .frontier import Frontier
 from .monitor import ProgressBar
+from .redisurl import CLIENT, is_sentinel
+from .shards import all_shards
 from .worker import REDIS_DOWN
 
 WORKER_CLASS = "rqcrawl.worker.CrawlWorker"  # see worker.py
@@ -38,11 +40,15 @@ class LocalWorkers:
     `log_dir`, each one's output is appended to `log_dir`/<n>.log, so that a stalled or
     failing worker can be seen; else it is discarded. `worker_class=None` runs RQ's own
     worker class (or $RQ_WORKER_CLASS), as a bare `rq worker` does; `env` adds variables to
-    the workers' environment. As a context manager, it stops them on exit."""
+    the workers' environment. As a context manager, it stops them on exit.
+
+    A sharded crawl has several `redis_url`s: one `rq worker` serves one Redis, so N
+    processes run per shard; with threads, each of the N processes runs `threads` workers
+    per shard (rqcrawl.threadworkers): every shard gets N x threads workers either way."""
 
     def __init__(
         self,
-        redis_url: str,
+        redis_url: str | Sequence[str],
         count: int,
         threads: int = 1,
         log_dir: Path | None = None,
@@ -51,7 +57,14 @@ class LocalWorkers:
         env: Mapping[str, str] | None = None,
     ):
         self.log_dir = log_dir
-        outs = [self._log(n) for n in range(1, count + 1)]
+        urls = [redis_url] if isinstance(redis_url, str) else list(redis_url)
+        self.shard_count = len(urls)
+        # per process, the shards it serves (indexes of `urls`)
+        if threads > 1:
+            self.serves = [list(range(len(urls)))] * count
+        else:
+            self.serves = [[shard] for shard in range(len(urls)) for _ in range(count)]
+        outs = [self._log(n) for n in range(1, len(self.serves) + 1)]
         self.procs = [
             subprocess.Popen(
                 [
@@ -65,13 +78,18 @@ class LocalWorkers:
                     "30",
                     "--quiet",
                     *(["--config", rq_config] if rq_config else []),
+                    *(["--connection-class", CLIENT] if any(map(is_sentinel, urls)) else []),
                 ],
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                env={**os.environ, **(env or {}), "RQ_REDIS_URL": redis_url},
+                env={
+                    **os.environ,
+                    **(env or {}),
+                    "RQ_REDIS_URL": " ".join(urls[shard] for shard in served),
+                },
                 start_new_session=True,
             )  # fmt: skip
-            for out in outs
+            for out, served in zip(outs, self.serves, strict=True)
         ]
         for out in outs:  # the workers have their own copies
             out.close()
@@ -92,6 +110,12 @@ class LocalWorkers:
     def alive(self) -> int:
         return sum(p.poll() is None for p in self.procs)
 
+    def unserved(self) -> list[int]:
+        """The shards (indexes of the URLs) whose every worker process exited."""
+        served = {s for p, shards in zip(self.procs, self.serves, strict=True)
+                  if p.poll() is None for s in shards}  # fmt: skip
+        return [shard for shard in range(self.shard_count) if shard not in served]
+
     def stop(self, grace: float = 30) -> None:
         for p in self.procs:
             if p.poll() is None:
@@ -111,7 +135,7 @@ def progress_line(s: dict, width: int = 30) -> str:
     filled = int(width * done / total)
     bar = "#" * filled + "." * (width - filled)
     return (
-        f"[{bar}] {done}/{s['admitted']} URLs  depth {s['level']}/{s['max_depth']}  "
+        f"[{bar}] {done}/{s['admitted']} URLs  {stats.depth_progress(s)}  "
         f"{s['pages_per_s']:.1f} pages/s  {s['failed']} failed  {s['skipped_total']} skipped"
     )
 
@@ -123,13 +147,15 @@ def watch(conn: Redis, crawl: str, workers: LocalWorkers, out: TextIO = sys.stde
 
     On a terminal a progress bar (monitor.ProgressBar); otherwise a plain line every 5 seconds.
     """
-    frontier = Frontier(conn, crawl, config.load(conn, crawl))
+    cfg = config.load(conn, crawl)
+    frontiers = [Frontier(shard, crawl, cfg) for shard in all_shards(conn, crawl)]
     last_line = 0.0
     with ProgressBar(out) if out.isatty() else nullcontext() as bar:
         while True:
             try:
-                frontier.maybe_reap()
-                frontier.maybe_pump()
+                for frontier in frontiers:
+                    frontier.maybe_reap()
+                    frontier.maybe_pump()
                 s = stats.status(conn, crawl)
             except REDIS_DOWN as exc:  # Redis restarting: the workers wait for it too
                 out.write(f"\nRedis unreachable ({exc}), waiting for it\n")
@@ -143,7 +169,9 @@ def watch(conn: Redis, crawl: str, workers: LocalWorkers, out: TextIO = sys.stde
                 last_line = now
             if s["state"] in stats.OVER:
                 return s
-            if workers.alive() == 0:
+            unserved = workers.unserved()
+            if unserved:
                 where = workers.log_dir or "`rq worker` output"
-                raise RuntimeError(f"every worker process exited; see {where}")
+                of = f" of shard {unserved[0]}" if workers.shard_count > 1 else ""
+                raise RuntimeError(f"every worker process{of} exited; see {where}")
             time.sleep(0.5)

@@ -124,6 +124,49 @@ local function hold(held, priorities, p, entry, at_head)
 end
 """
 
+# Release the heads of the held lists while they are at `level` and `room` allows, highest
+# priority first, into `inflight`, appending "priority depth url" to `out`. Returns how many
+# were released, or -1 when nothing is held at all. Small batches: while a level drains the
+# head waits for the next level, and copying `room` entries on every call to look at the first
+# one was half of Redis's CPU per page.
+RELEASE_LIB = """
+local function release_list(held, priorities, inflight, level, room, now, out, p)
+  local list = held_list(held, p)
+  local taken = 0
+  while room > taken do
+    local head = redis.call('LRANGE', list, 0, math.min(room - taken, 64) - 1)
+    local batch = 0
+    for _, entry in ipairs(head) do
+      local sp = string.find(entry, ' ', 1, true)
+      local depth = tonumber(string.sub(entry, 1, sp - 1))
+      if depth > level then break end
+      local url = string.sub(entry, sp + 1)
+      if redis.call('HSETNX', inflight, url, depth .. ' ' .. now .. ' 0 0 ' .. p) == 1 then
+        out[#out + 1] = p .. ' ' .. entry
+      end
+      batch = batch + 1
+    end
+    if batch == 0 then break end
+    redis.call('LTRIM', list, batch, -1)
+    taken = taken + batch
+    if batch < #head then break end
+  end
+  if redis.call('EXISTS', list) == 0 then redis.call('ZREM', priorities, p) end
+  return taken
+end
+
+local function release_held(held, priorities, inflight, level, room, now, out)
+  local ps = redis.call('ZREVRANGE', priorities, 0, -1)
+  if #ps == 0 then return -1 end
+  local taken = 0
+  for _, p in ipairs(ps) do
+    if room <= taken then break end
+    taken = taken + release_list(held, priorities, inflight, level, room - taken, now, out, p)
+  end
+  return taken
+end
+"""
+
 # Check (and with add = '1', add) URLs in the Bloom filter: k positions per URL in the tail.
 # Returns 1 (new) or 0 per URL.
 BLOOM_BATCH = Script(
@@ -147,7 +190,10 @@ return out
 # admit its children through the Bloom filter (budgets apply: max_pages, max_host_pages, and
 # max_host_share once `share_floor` URLs were admitted; a refused child is recorded once, from
 # `skip_record`, and stays refused: it is in the filter), and release the next URLs of the
-# current level while fewer than `window` are in flight.
+# current level while fewer than `window` are in flight. With `exact` '0' (no level barrier,
+# first-found depth) the release is not gated by depth, and URLs parked in `later` (no RQ
+# job: a host not ready, a retry not due) leave room in the window, so that one slow host's
+# deferred URLs cannot fill it and starve the other hosts.
 # done: the ending URL ('' when seeding or resuming). final: '1' to end it, '0' to only admit
 # its children while it stays in flight (a page with more links than one call should take).
 # increments: "field n field n"; a field "kind|host" goes to the per-host hash.
@@ -155,29 +201,34 @@ return out
 # without its url and outcome. n: number of children; the tail holds 3 arguments per child
 # (verdict, '-' to admit; host; url), then k Bloom positions per child. Children are held at
 # `child_priority`; the level is released highest priority first (HELD_LIB).
+# In a crawl over several shards (sharded = '1'), `foreign` is a JSON list of the page's links
+# to other shards' hosts, appended to `outbox` in the same step (entries of
+# rqcrawl.state.Outgoing, admitted on their shard by a drain), and the level is not raised
+# here: the last element of the header says that this shard has nothing in flight.
 # source: 'sitemap' to note the admitted children in `sitemapped` until they end (their
 # records say where they came from), or ''.
-# Returns {1 | 0 (done had already ended), admitted, reap due, released "priority depth url"...}.
+# Returns {1 | 0 (done had already ended), admitted, reap due, level done here,
+# released "priority depth url"...}.
 FINISH = Script(
     keys=(
         "counters", "inflight", "held", "items", "reap_lock", "host_pages", "later", "leased",
-        "revisiting", "priorities", "sitemapped",
+        "revisiting", "priorities", "outbox", "sitemapped",
     ),
     args=(
         "done", "final", "increments", "record", "child_depth", "child_priority", "source",
         "window",
         "shard_bits", "k", "now", "reap_every", "max_pages", "max_host_pages", "max_host_share",
-        "share_floor", "skip_record", "skip_prefix", "n", "bits",
+        "share_floor", "skip_record", "skip_prefix", "n", "bits", "sharded", "foreign", "exact",
     ),
     key_tail="bloom0",
     arg_tail="children",
-    lib=BLOOM_LIB + HELD_LIB,
+    lib=BLOOM_LIB + HELD_LIB + RELEASE_LIB,
     body="""
 local reap_due = 0
 if done ~= '' and final ~= '1' then
-  if redis.call('HEXISTS', inflight, done) == 0 then return {0, 0, 0} end
+  if redis.call('HEXISTS', inflight, done) == 0 then return {0, 0, 0, 0} end
 elseif done ~= '' then
-  if redis.call('HDEL', inflight, done) == 0 then return {0, 0, 0} end
+  if redis.call('HDEL', inflight, done) == 0 then return {0, 0, 0, 0} end
   redis.call('ZREM', later, done)
   redis.call('ZREM', leased, done)
   redis.call('SREM', revisiting, done)
@@ -229,59 +280,70 @@ for i = 1, count do
 end
 if admitted > 0 then redis.call('HINCRBY', counters, 'admitted', admitted) end
 
-local out = {1, admitted, reap_due}
-local level = tonumber(redis.call('HGET', counters, 'level') or '0')
-local room = tonumber(window) - redis.call('HLEN', inflight)
-if redis.call('HEXISTS', counters, 'paused_at') == 1 then room = 0 end
-
--- Release the head of priority p's list while it is at the current level: in small batches,
--- since while a level drains the head waits for the next level, and copying `room` entries on
--- every call to look at the first one was half of Redis's CPU per page.
-local function release(p)
-  local list = held_list(held, p)
-  local taken = 0
-  while room > 0 do
-    local head = redis.call('LRANGE', list, 0, math.min(room, 64) - 1)
-    local batch = 0
-    for _, entry in ipairs(head) do
-      local sp = string.find(entry, ' ', 1, true)
-      local depth = tonumber(string.sub(entry, 1, sp - 1))
-      if depth > level then break end
-      local url = string.sub(entry, sp + 1)
-      if redis.call('HSETNX', inflight, url, depth .. ' ' .. now .. ' 0 0 ' .. p) == 1 then
-        out[#out + 1] = p .. ' ' .. entry
-      end
-      batch = batch + 1
-    end
-    if batch == 0 then break end
-    redis.call('LTRIM', list, batch, -1)
-    room, taken = room - batch, taken + batch
-    if batch < #head then break end
+if foreign ~= '' then
+  local entries = cjson.decode(foreign)
+  for i = 1, #entries, 1000 do  -- unpack's stack is bounded
+    redis.call('RPUSH', outbox, unpack(entries, i, math.min(i + 999, #entries)))
   end
-  if redis.call('EXISTS', list) == 0 then redis.call('ZREM', priorities, p) end
-  return taken
 end
 
+local out = {1, admitted, reap_due, 0}
+local level = tonumber(redis.call('HGET', counters, 'level') or '0')
+local room = tonumber(window) - redis.call('HLEN', inflight)
+if exact ~= '1' then room = room + redis.call('ZCARD', later) end
+if redis.call('HEXISTS', counters, 'paused_at') == 1 then room = 0 end
 while room > 0 do
-  local ps = redis.call('ZREVRANGE', priorities, 0, -1)
-  if #ps == 0 then break end
-  local taken = 0
-  for _, p in ipairs(ps) do
-    if room <= 0 then break end
-    taken = taken + release(p)
-  end
-  if taken > 0 then
-    break  -- every list was released down to the level or the window is full
-  elseif redis.call('HLEN', inflight) == 0 then
+  local taken = release_held(held, priorities, inflight, exact == '1' and level or math.huge,
+                             room, now, out)
+  if taken ~= 0 then
+    break  -- released (every list down to the level, or the window is full), or none held
+  elseif redis.call('HLEN', inflight) == 0 and sharded ~= '1' then
     level = level + 1
     redis.call('HSET', counters, 'level', level)
   else
     break
   end
 end
+-- A shard's level is the whole crawl's: another shard may still send links of this level
+-- here, so its end is only reported, for the coordinator (rqcrawl.levels).
+if sharded == '1' and redis.call('HLEN', inflight) == 0 then out[4] = 1 end
 return out
 """,
 )  # fmt: skip
+
+# Raise a shard's level from `level` to the next, if it is still there with nothing in flight
+# and not halted (the coordinator decided that the whole crawl ended `level`: rqcrawl.levels;
+# a second call for the same level does nothing), and release the next level's URLs.
+# Returns the released "priority depth url" entries.
+ADVANCE = Script(
+    keys=("counters", "inflight", "held", "priorities"),
+    args=("level", "window", "now"),
+    lib=HELD_LIB + RELEASE_LIB,
+    body="""
+local current = tonumber(redis.call('HGET', counters, 'level') or '0')
+if current ~= tonumber(level) or redis.call('HLEN', inflight) > 0 then return {} end
+if redis.call('HEXISTS', counters, 'paused_at') == 1 then return {} end
+redis.call('HSET', counters, 'level', current + 1)
+local out = {}
+release_held(held, priorities, inflight, current + 1, tonumber(window), now, out)
+return out
+""",
+)
+
+# Drop the first `n` entries of a shard's outbox, which the drain holding the lock `token`
+# read and admitted on their shards, and free the lock; nothing if the lock is no longer
+# that drain's (it ran out: another drain reads the same entries again, and the Bloom filter
+# makes their second admission a no-op). Returns 1 if trimmed.
+TRIM_OUTBOX = Script(
+    keys=("outbox", "lock"),
+    args=("token", "n"),
+    body="""
+if redis.call('GET', lock) ~= token then return 0 end
+redis.call('LTRIM', outbox, tonumber(n), -1)
+redis.call('DEL', lock)
+return 1
+""",
+)
 
 # Compare-and-set of one inflight entry, so the reaper never requeues a URL that ended or was
 # requeued meanwhile, nor one whose lease a live worker renewed. An expired lease is dropped

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import csv
 import functools
+import heapq
 import json
 import time
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Sequence
+from operator import itemgetter
 from typing import IO
 
 from redis import Redis
@@ -71,7 +73,7 @@ def skip_template(depth: int, source: str = "") -> str:
 
 
 def iter_records(
-    redis: Redis,
+    shards: Redis | Sequence[Redis],
     crawl: str,
     batch: int = 1000,
     since: float | None = None,
@@ -80,34 +82,51 @@ def iter_records(
     """Every record of the crawl, oldest first, read in batches, with every field of FIELDS
     (records of URLs refused at admission are written by Lua with only the fields they have).
     A change feed: only those recorded at or after `since` (epoch seconds: the stream's
-    entry ids are their times in ms), only those whose change is one of `changes`."""
+    entry ids are their times in ms), only those whose change is one of `changes`.
+
+    A sharded crawl's records are in one stream per shard (`shards`, in shard order): they
+    are merged by entry id, so by time as each shard's server clock tells it, ties (the
+    same millisecond) in shard order. Each shard's own order is kept exactly."""
+    streams = [shards] if isinstance(shards, Redis) else shards
+    entries = [_entries(r, crawl, batch, since, n) for n, r in enumerate(streams)]
+    for _, row in heapq.merge(*entries, key=itemgetter(0)):
+        if not changes or row["change"] in changes:
+            yield row
+
+
+def _entries(
+    redis: Redis, crawl: str, batch: int, since: float | None, shard: int
+) -> Iterator[tuple[tuple[int, int, int], dict]]:
+    """One shard's records with their merge keys: (ms, shard, sequence), from entry ids."""
     stream = CrawlKeys(crawl).items
     start = "-" if since is None else f"{max(0, int(since * 1000))}-0"
     while True:
         entries = redis.xrange(stream, min=start, count=batch)
-        for _, data in entries:
-            row = dict.fromkeys(FIELDS) | {"fields": {}} | json.loads(data[b"r"])
-            if not changes or row["change"] in changes:
-                yield row
+        for entry_id, data in entries:
+            ms, seq = entry_id.split(b"-")
+            yield (
+                (int(ms), shard, int(seq)),
+                dict.fromkeys(FIELDS) | {"fields": {}} | json.loads(data[b"r"]),
+            )
         if len(entries) < batch:
             return
         start = "(" + entries[-1][0].decode()
 
 
 def export(
-    redis: Redis,
+    shards: Redis | Sequence[Redis],
     crawl: str,
     out: IO[str],
     fmt: str = "jsonl",
     since: float | None = None,
     changes: Collection[str] = (),
 ) -> int:
-    """Write the crawl's records (those of iter_records' `since` and `changes`) to `out` as
-    JSON lines or CSV; returns the row count.
+    """Write the crawl's records (those of iter_records' `since` and `changes`, of one Redis
+    or every shard) to `out` as JSON lines or CSV; returns the row count.
 
     CSV reads the records twice: first to learn the names of the user's fields."""
     rows = 0
-    selected = functools.partial(iter_records, redis, crawl, since=since, changes=changes)
+    selected = functools.partial(iter_records, shards, crawl, since=since, changes=changes)
     if fmt == "csv":
         names = sorted({name for r in selected() for name in r.get("fields", {})})
         columns = FIELDS + [f"fields.{name}" for name in names]

@@ -9,6 +9,13 @@ priority. So a URL is always first discovered along a shortest
 path, its depth is exact whatever the number of workers, and RQ holds at most `window` jobs
 of a crawl at a time. A released URL has an entry in `inflight` (InFlight) until it ends.
 
+A broad crawl may opt out (`exact_depth = false`): held URLs are then released highest
+priority first, each priority in the order found, whatever their depth, so no host's long
+level holds up the others; a URL keeps the depth at which it was first found. A URL parked in
+`later` then leaves room in the window (it has no RQ job), so one slow host's deferred URLs
+cannot fill the window and starve the other hosts. Finishing stays exact either way: a crawl
+is over when nothing is held and nothing is in flight.
+
 One Lua step ends a URL (scripts.FINISH): it forgets it from `inflight`, records its outcome,
 admits its children through the Bloom filter and releases the next URLs, all atomically. A
 crashed worker therefore either did all of that or none of it. A page with more links than
@@ -20,6 +27,11 @@ no-ops of the Bloom filter's check-and-add.
 A job that starts on a URL takes a short lease on it (`leased`), renewed while it works
 (rqcrawl.leases); a URL whose lease ran out belongs to a dead worker. A URL whose host is not
 ready, or whose retry is not due, waits in `later` (still in flight) until its time.
+
+In a crawl over several Redis servers (rqcrawl.shards) this is one shard's state: the same
+step appends a page's links to other shards' hosts to the shard's `outbox` (Outgoing), from
+which a drain admits them on their shard, and the level is raised by rqcrawl.levels for the
+whole crawl rather than by the finish step.
 
 Key names and counter fields are spelled in rqcrawl.keys, the Lua in rqcrawl.scripts; the RQ
 side (jobs of released URLs, wake-ups, the recovery pass) is rqcrawl.frontier's.
@@ -43,10 +55,13 @@ from .bloom import BloomFilter, batches
 from .config import CrawlConfig
 from .keys import CrawlKeys
 from .leases import LEASE
+from .redisurl import behind_sentinel
+from .shards import shard_map
 from .sinks import skip_template
 from .urls import host_of
 
 REAP_EVERY = 5  # seconds between two recovery passes of one crawl
+REPLICA_WAIT_MS = 2000  # most a drain waits for a shard's replica (see replicated)
 DUE_BATCH = 500  # deferred URLs released per call
 # URLs this process has passed through the Bloom filter (at most this many, about 5 MB): they
 # are in it for good, so they are not sent again. Pages of a site repeat most of their links,
@@ -62,6 +77,7 @@ RECENT = 60  # seconds of rate buckets kept (and over which `status` reports the
 # URLs a crawl admits before max_host_share applies: a small crawl is not cut by it.
 SHARE_FLOOR = 100
 FORKED_TTL = 60  # seconds a job run by a forking worker keeps the `status` warning up
+OUTBOX_LOCK = 30  # seconds a drain of a shard's outbox holds it (a dead drain's is taken over)
 
 Children = Sequence[tuple[str | None, str]]  # (verdict, url): a verdict refuses the URL
 
@@ -132,6 +148,53 @@ class Snapshot:
         return {k.removeprefix(prefix): v for k, v in self.counters.items() if k.startswith(prefix)}
 
 
+@dataclass(frozen=True)
+class Ended:
+    """What one end (or seeding, or resume) did: URLs new to the crawl, the released URLs,
+    whether a recovery pass is due, and in a crawl over several shards whether this shard
+    has nothing in flight (the level may be over: rqcrawl.levels) and how many links went
+    to its outbox for other shards."""
+
+    admitted: int
+    released: Released
+    reap_due: bool = False
+    level_done: bool = False
+    sent: int = 0
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """A link to a host of another shard, waiting in the outbox of the shard that found it:
+    entries "shard priority depth verdict url" ('-': no verdict)."""
+
+    shard: int
+    priority: int
+    depth: int
+    verdict: str | None
+    url: str
+
+    @classmethod
+    def parse(cls, raw: bytes) -> Outgoing:
+        shard, priority, depth, verdict, url = raw.decode().split(" ", 4)
+        return cls(int(shard), int(priority), int(depth), None if verdict == "-" else verdict, url)
+
+    def encode(self) -> str:
+        return f"{self.shard} {self.priority} {self.depth} {self.verdict or '-'} {self.url}"
+
+
+@dataclass(frozen=True)
+class LevelView:
+    """What the level coordinator reads of one shard (rqcrawl.levels): `version` changes with
+    every admission and every URL given back, so two equal views mean nothing moved."""
+
+    level: int
+    in_flight: int
+    held: int
+    outbox: int
+    version: tuple[int, int]
+    halted: bool
+
+
 class StaleCrawl(Exception):
     """The crawl of this name was purged and created again since this state was made."""
 
@@ -145,7 +208,21 @@ class CrawlState:
         self.cfg = cfg
         self.keys = CrawlKeys(crawl)
         self.known: set[str] = set()  # see KNOWN_MAX
+        # Not behind a Sentinel: a failover loses what the old primary acknowledged last, so
+        # links sent then must be sent again when their page is fetched again.
+        self.remembers = not behind_sentinel(redis)
         self.identity: bytes | None = None  # see same_crawl
+        self.shards = shard_map(cfg)  # None: the crawl lives in this Redis alone
+
+    @cached_property
+    def index(self) -> int:
+        """This Redis's index among the crawl's shards (see place)."""
+        return shard_index(self.redis, self.crawl)
+
+    def place(self, index: int) -> None:
+        """Record that this Redis is shard `index` of the crawl (when the crawl starts)."""
+        self.redis.hset(self.keys.counters, keys.SHARD, index)
+        self.index = index
 
     @cached_property
     def bloom(self) -> BloomFilter:
@@ -161,17 +238,13 @@ class CrawlState:
         release what the window allows; returns how many were new to the crawl, and the
         released URLs."""
         self.redis.hsetnx(self.keys.counters, keys.STARTED_AT, repr(time.time()))
-        admitted, released, _ = self._end("", "", None, [(None, u) for u in urls], 0, priority)
-        return admitted, released
+        ended = self._end("", "", None, [(None, u) for u in urls], 0, priority)
+        return ended.admitted, ended.released
 
-    def admit(
-        self, children: Children, depth: int, priority: int, source: str = ""
-    ) -> tuple[int, Released]:
+    def admit_listed(self, children: Children, depth: int, priority: int, source: str) -> Ended:
         """Admit `children` at `depth` and `priority` like a page's links without ending any
-        URL (a sitemap's URLs, noted as such with `source`); returns how many were admitted,
-        and the released URLs."""
-        admitted, released, _ = self._end("", "", None, children, depth, priority, source)
-        return admitted, released
+        URL: a sitemap's URLs, noted as coming from `source`."""
+        return self._end("", "", None, children, depth, priority, source)
 
     def hold_sitemaps(
         self, entries: Iterable[tuple[str, str]], priority: int, cap: int
@@ -185,7 +258,7 @@ class CrawlState:
             counters=k.counters, held=k.held, priorities=k.priorities, sitemaps=k.sitemaps,
             cap=cap, priority=priority,
         )  # fmt: skip
-        return held, self._end("", "", None, [], 0)[1] if held else []
+        return held, self._end("", "", None, [], 0).released if held else []
 
     def take_sitemap_urls(self, site: str, n: int, cap: int) -> int:
         """How many of `n` more sitemap URLs `site` may still give (at most `cap` in all)."""
@@ -200,15 +273,11 @@ class CrawlState:
         children: Children,
         child_depth: int,
         child_priority: int = 0,
-    ) -> tuple[Released, bool]:
+    ) -> Ended:
         """End `url` for good: add `counts` to the counters, record it, and admit `children`
-        at `child_priority` (a refused one is recorded once as skipped). Returns the released
-        URLs and whether a recovery pass is due."""
+        at `child_priority` (a refused one is recorded once as skipped)."""
         increments = " ".join(f"{name} {n}" for name, n in counts.items() if n)
-        _, released, reap_due = self._end(
-            url, increments, record, children, child_depth, child_priority
-        )
-        return released, reap_due
+        return self._end(url, increments, record, children, child_depth, child_priority)
 
     def inherited(self, priority: int) -> int:
         """The priority of a page's links: `priority_share` of the page's, rounded toward 0
@@ -224,24 +293,44 @@ class CrawlState:
         depth: int,
         priority: int = 0,
         source: str = "",
-    ) -> tuple[int, Released, bool]:
+    ) -> Ended:
         """End `done` (unless '') and admit `children`, in batches of bounded Redis time, the
-        URL ending with the last one (see the module docstring)."""
+        URL ending with the last one (see the module docstring). Links to other shards'
+        hosts go to the outbox with the last one."""
         children = [c for c in children if c[1] not in self.known]
+        children, foreign = self._split(children, depth, priority)
         parts = list(batches(children, self.bloom.hashes + CHILD_COST)) or [[]]
         admitted, released = 0, []
         for part in parts[:-1]:
-            ended, n, _, out = self._finish_call(
-                done, False, "", None, part, depth, priority, source
-            )
-            if not ended:  # a stale job: the URL ended meanwhile, its links are not ours
-                return admitted, released, False
-            admitted += n
-            released += out
-        _, n, reap_due, out = self._finish_call(
-            done, True, increments, record, parts[-1], depth, priority, source
+            ended = self._finish_call(done, False, "", None, part, depth, priority, [], source)
+            if ended is None:  # a stale job: the URL ended meanwhile, its links are not ours
+                return Ended(admitted, released)
+            admitted += ended.admitted
+            released += ended.released
+        last = self._finish_call(
+            done, True, increments, record, parts[-1], depth, priority, foreign, source
         )
-        return admitted + n, released + out, bool(reap_due)
+        if last is None:
+            return Ended(admitted, released)
+        return Ended(
+            admitted + last.admitted, released + last.released, last.reap_due, last.level_done,
+            last.sent,
+        )  # fmt: skip
+
+    def _split(
+        self, children: Children, depth: int, priority: int
+    ) -> tuple[Children, list[Outgoing]]:
+        """The children of this shard's hosts, and the others for the outbox."""
+        if self.shards is None:
+            return children, []
+        local, foreign = [], []
+        for verdict, url in children:
+            shard = self.shards.index_of(host_of(url))
+            if shard == self.index:
+                local.append((verdict, url))
+            else:
+                foreign.append(Outgoing(shard, priority, depth, verdict, url))
+        return local, foreign
 
     def _finish_call(
         self,
@@ -252,12 +341,13 @@ class CrawlState:
         children: Children,
         child_depth: int,
         child_priority: int,
-        source: str,
-    ) -> tuple[int, int, int, Released]:
-        """One run of scripts.FINISH."""
+        foreign: list[Outgoing],
+        source: str = "",
+    ) -> Ended | None:
+        """One run of scripts.FINISH; None if `done` had already ended (a stale job)."""
         urls = [u for _, u in children]
         k = self.keys
-        ended, admitted, reap_due, *released = scripts.FINISH(
+        ended, admitted, reap_due, level_done, *released = scripts.FINISH(
             self.redis,
             tail_keys=self.bloom.keys,
             tail_args=[
@@ -266,8 +356,8 @@ class CrawlState:
             ],
             counters=k.counters, inflight=k.inflight, held=k.held, items=k.items,
             reap_lock=k.reap_lock, host_pages=k.host_pages, later=k.later, leased=k.leased,
-            revisiting=k.revisiting, priorities=k.priorities, sitemapped=k.sitemapped,
-            done=done, final=int(final), source=source,
+            revisiting=k.revisiting, priorities=k.priorities, outbox=k.outbox,
+            sitemapped=k.sitemapped, done=done, final=int(final), source=source,
             increments=increments,
             record=json.dumps(record, separators=(",", ":")) if record else "",
             child_depth=child_depth,
@@ -285,12 +375,19 @@ class CrawlState:
             skip_prefix=keys.SKIPPED,
             n=len(children),
             bits=self.bloom.bits,
+            sharded=int(self.shards is not None),
+            foreign=json.dumps([o.encode() for o in foreign]) if foreign else "",
+            exact=int(self.cfg.exact_depth),
         )  # fmt: skip
-        if ended:  # else the script stopped before the Bloom filter (the URL had ended)
+        if not ended:  # the script stopped before the Bloom filter (the URL had ended)
+            return None
+        if self.remembers:
             if len(self.known) > KNOWN_MAX:
                 self.known.clear()
             self.known.update(urls)
-        return ended, admitted, reap_due, [_held_entry(raw) for raw in released]
+            self.known.update(o.url for o in foreign)
+        released = [_held_entry(raw) for raw in released]
+        return Ended(admitted, released, bool(reap_due), bool(level_done), len(foreign))
 
     def readmit(self, due: Iterable[tuple[str, int, int]]) -> tuple[int, Released]:
         """Put URLs due for a revisit (url, depth, priority) back in the held lists, bypassing
@@ -305,7 +402,7 @@ class CrawlState:
             counters=k.counters, inflight=k.inflight, held=k.held, revisiting=k.revisiting,
             priorities=k.priorities,
         )  # fmt: skip
-        return added, self._end("", "", None, [], 0)[1] if added else []
+        return added, self._end("", "", None, [], 0).released if added else []
 
     def cancelled(self) -> bool:
         return bool(self.redis.hexists(self.keys.counters, keys.CANCELLED_AT))
@@ -411,10 +508,22 @@ class CrawlState:
         """Halt releases; False if already halted."""
         return bool(self.redis.hsetnx(self.keys.counters, keys.PAUSED_AT, repr(time.time())))
 
+    def marks(self) -> set[str]:
+        """Which of the operators' marks the crawl has here: keys.PAUSED_AT, CANCELLED_AT,
+        PURGING_AT (a sharded crawl has them per shard: control.py completes a step that a
+        crash left done on some shards only)."""
+        names = (keys.PAUSED_AT, keys.CANCELLED_AT, keys.PURGING_AT)
+        found = self.redis.hmget(self.keys.counters, names)
+        return {name for name, value in zip(names, found, strict=True) if value is not None}
+
+    def mark_purging(self) -> None:
+        """Mark the crawl as being purged, before anything of it is deleted."""
+        self.redis.hset(self.keys.counters, keys.PURGING_AT, repr(time.time()))
+
     def resume(self) -> Released:
         """Clear the halt and release the held URLs of the current level."""
         self.redis.hdel(self.keys.counters, keys.PAUSED_AT)
-        return self._end("", "", None, [], 0)[1]
+        return self._end("", "", None, [], 0).released
 
     def cancel(self) -> tuple[int, Released] | None:
         """Halt for good and drop the held, in-flight and deferred URLs in one step; None if
@@ -437,6 +546,78 @@ class CrawlState:
         deleted = self.redis.unlink(*names) if names else 0
         self.redis.srem(keys.CRAWLS, self.crawl)
         return deleted
+
+    # -- several shards (rqcrawl.levels) -------------------------------------------------
+
+    def admit(self, links: list[Outgoing]) -> Ended:
+        """Admit links that another shard found (its outbox) as if found here: the Bloom
+        filter makes a second admission of the same link a no-op."""
+        ended = Ended(0, [])
+        by_origin: dict[tuple[int, int], Children] = {}
+        for o in links:
+            by_origin.setdefault((o.depth, o.priority), []).append((o.verdict, o.url))
+        for (depth, priority), children in by_origin.items():
+            step = self._end("", "", None, children, depth, priority)
+            ended = Ended(ended.admitted + step.admitted, ended.released + step.released)
+        return ended
+
+    def read_outbox(self, token: str, limit: int) -> list[Outgoing] | None:
+        """Take the outbox's drain lock as `token` and read its first `limit` links; None
+        when another drain holds the lock."""
+        with self.redis.pipeline(transaction=False) as pipe:
+            pipe.set(self.keys.outbox_lock, token, nx=True, ex=OUTBOX_LOCK)
+            pipe.lrange(self.keys.outbox, 0, limit - 1)
+            locked, raw = pipe.execute()
+        return [Outgoing.parse(r) for r in raw] if locked else None
+
+    def trim_outbox(self, token: str, n: int) -> bool:
+        """Drop the `n` links read under `token` (all admitted) and free the lock, if the
+        lock is still `token`'s; the lock stays otherwise (see scripts.TRIM_OUTBOX)."""
+        k = self.keys
+        return bool(
+            scripts.TRIM_OUTBOX(self.redis, outbox=k.outbox, lock=k.outbox_lock, token=token, n=n)
+        )
+
+    def replicated(self, timeout_ms: int = REPLICA_WAIT_MS) -> bool:
+        """Whether what was written to this shard so far reached a replica, when it has any
+        or is behind a Sentinel (an old primary cut off by a failover has none left, and
+        what it acknowledges is lost): a drain trims its outbox only then, or a failover
+        in between could lose links that no other shard keeps. WAIT counts the writes of
+        its own connection, so a write goes with it (the replication stream is in order:
+        the earlier ones precede it)."""
+        role = self.redis.execute_command("ROLE")
+        replicas = role[2] if role[0] in (b"master", "master") else []
+        if not replicas and not behind_sentinel(self.redis):
+            return True
+        with self.redis.pipeline(transaction=False) as pipe:
+            pipe.set(self.keys.synced, 1, px=timeout_ms + 1000)
+            pipe.wait(1, timeout_ms)
+            return pipe.execute()[1] >= 1
+
+    def level_view(self) -> LevelView:
+        """This shard as the level coordinator sees it, in one round trip."""
+        k = self.keys
+
+        def queue(pipe: Pipeline) -> None:
+            fields = (keys.LEVEL, keys.ADMITTED, keys.PUT_BACK, keys.PAUSED_AT)
+            pipe.hmget(k.counters, *fields)
+            pipe.hlen(k.inflight)
+            pipe.llen(k.outbox)
+            scripts.HELD.queue(pipe, held=k.held, priorities=k.priorities)
+
+        (level, admitted, put_back, paused), flying, outbox, held = self._with_held(queue)
+        version = (int(admitted or 0), int(put_back or 0))
+        return LevelView(int(level or 0), flying, held, outbox, version, paused is not None)
+
+    def advance(self, level: int) -> Released:
+        """Raise this shard's level past `level` if it is still there with nothing in flight
+        (scripts.ADVANCE), and release the next level."""
+        k = self.keys
+        out = scripts.ADVANCE(
+            self.redis, counters=k.counters, inflight=k.inflight, held=k.held,
+            priorities=k.priorities, level=level, window=self.cfg.window, now=repr(time.time()),
+        )  # fmt: skip
+        return [_held_entry(raw) for raw in out]
 
     # -- recovery -------------------------------------------------------------------------
 
@@ -588,6 +769,11 @@ def outcome_counts(
         out[f"{keys.LATENCY_LE}{bound}"] = 1
         out[keys.LATENCY_MS] = round(fetch_s * 1000)
     return out
+
+
+def shard_index(redis: Redis, crawl: str) -> int:
+    """This Redis's index among the shards of `crawl` (0 for a crawl on one Redis)."""
+    return int(redis.hget(CrawlKeys(crawl).counters, keys.SHARD) or 0)
 
 
 def crawl_names(redis: Redis) -> list[str]:

@@ -11,6 +11,8 @@ from rq.registry import ScheduledJobRegistry
 from rq.scheduler import RQScheduler
 
 from . import config, keys, sitemaps
+from .levels import settled
+from .shards import all_shards
 from .state import LATENCY_BUCKETS, RATE_BUCKET, RECENT, CrawlState, Snapshot
 from .urls import host_of
 
@@ -53,27 +55,30 @@ def status(redis: Redis, crawl: str) -> dict | None:
     `finished` means nothing of the crawl is held, queued, scheduled or running: the inflight
     hash and the held list are both empty (see rqcrawl.state for why that is exact). A crawl
     with revisits is then `idle` until its next visit (from the task table), never finished.
+    A crawl over several shards is read from all of them (from any one): it is finished when
+    they all are and no link waits to go from one to another (levels.settled).
     """
     cfg = config.load(redis, crawl, fresh=True)
     if cfg is None:
         return None
-    crawl_state = CrawlState(redis, crawl, cfg)
-    snap = crawl_state.snapshot()
+    states = [CrawlState(conn, crawl, cfg) for conn in all_shards(redis, crawl)]
+    snap = combined([s.snapshot() for s in states])
     now = time.time()
     in_flight = len(snap.in_flight)
-    done = in_flight == 0 and snap.held == 0
+    done = in_flight == 0 and snap.held == 0 and (len(states) == 1 or settled(states))
     over = done and not cfg.revisit  # a crawl with revisits goes on while idle
     started = snap.counters.get(keys.STARTED_AT, now)
     end = snap.counters.get(keys.LAST_AT, started) if over else now
     fetched = snap.count(keys.FETCHED)
     recent = recent_rate(snap.family(keys.RATE), started, now) if not over else 0.0
-    hosts = host_rows(crawl_state, cfg, snap, now)
+    hosts = host_rows(states, cfg, snap, now)
     remaining = sum(h["remaining"] for h in hosts)
     skipped = snap.family(keys.SKIPPED)
     bloom = snap.bloom
     waiting = in_flight - snap.deferred
     return {
         "crawl": crawl,
+        "shards": len(states),
         "state": state(snap.counters, done, bool(cfg.revisit)),
         "admitted": snap.count(keys.ADMITTED),
         "fetched": fetched,
@@ -88,7 +93,8 @@ def status(redis: Redis, crawl: str) -> dict | None:
         "in_flight": in_flight,
         "deferred": snap.deferred,
         "held": snap.held,
-        "level": snap.count(keys.LEVEL),
+        "exact_depth": cfg.exact_depth,
+        "level": snap.count(keys.LEVEL) if cfg.exact_depth else None,  # no levels: no barrier
         "max_depth": cfg.max_depth,
         "links_dropped": snap.family(keys.LINKS),
         "sitemaps": {
@@ -112,6 +118,40 @@ def status(redis: Redis, crawl: str) -> dict | None:
         + (forked_warnings() if snap.forked else [])
         + (warnings(redis) + idle_warnings(snap.counters, waiting) if not done else []),
     }
+
+
+# Counters of several shards that are not added up: the earliest, the latest, the lowest.
+_EARLIEST = (keys.STARTED_AT, keys.PAUSED_AT, keys.CANCELLED_AT, keys.PURGING_AT)
+_LATEST = (keys.LAST_AT, keys.LAST_CLAIM_AT)
+
+
+def combined(snaps: list[Snapshot]) -> Snapshot:
+    """The snapshots of a crawl's shards as one: counts added up, the crawl's level the
+    lowest shard's, its start the earliest, its last end the latest; the Bloom filter shown
+    is the fullest shard's (each shard has one of bloom_capacity)."""
+    if len(snaps) == 1:
+        return snaps[0]
+    counters: dict[str, int | float] = {}
+    for snap in snaps:
+        for name, value in snap.counters.items():
+            if name in _EARLIEST:
+                counters[name] = min(counters.get(name, value), value)
+            elif name in _LATEST:
+                counters[name] = max(counters.get(name, value), value)
+            else:
+                counters[name] = counters.get(name, 0) + value
+    counters[keys.LEVEL] = min(snap.count(keys.LEVEL) for snap in snaps)
+    counters.pop(keys.SHARD, None)
+    return Snapshot(
+        counters=counters,
+        in_flight=[url for snap in snaps for url in snap.in_flight],
+        held=sum(snap.held for snap in snaps),
+        deferred=sum(snap.deferred for snap in snaps),
+        hosts={host: n for snap in snaps for host, n in snap.hosts.items()},
+        pace={host: p for snap in snaps for host, p in snap.pace.items()},
+        forked=any(snap.forked for snap in snaps),
+        bloom=max((snap.bloom for snap in snaps), key=lambda b: b["fill_ratio"]),
+    )
 
 
 def revisit_status(crawl: str, cfg: config.CrawlConfig, snap: Snapshot) -> dict:
@@ -142,7 +182,7 @@ def recent_rate(buckets: dict[str, int], started: float, now: float) -> float:
 
 
 def host_rows(
-    crawl_state: CrawlState, cfg: config.CrawlConfig, snap: Snapshot, now: float
+    states: list[CrawlState], cfg: config.CrawlConfig, snap: Snapshot, now: float
 ) -> list[dict]:
     """Per host: URLs admitted, fetched, failed, skipped, remaining, of which in flight and
     held, requests running now, when its next request may start, and the time its remaining
@@ -172,7 +212,8 @@ def host_rows(
         )
     rows.sort(key=lambda r: (-r["eta_s"], -r["remaining"], r["host"]))
     shown = rows[:HOSTS_SHOWN]
-    running = crawl_state.running_requests([r["host"] for r in shown])
+    per_shard = [s.running_requests([r["host"] for r in shown]) for s in states]
+    running = [sum(column) for column in zip(*per_shard, strict=True)]
     for r, n in zip(shown, running, strict=True):
         r["running"] = n
     return rows
@@ -275,6 +316,7 @@ def render(s: dict) -> str:
     return "\n".join(
         [
             f"crawl      {s['crawl']}: {s['state']}"
+            + (f" (over {s['shards']} shards)" if s["shards"] > 1 else "")
             + (f" ({s['dropped']} URLs dropped)" if s["state"] == "cancelled" else "")
             + (f" ({next_visit(s)})" if s["state"] == "idle" else ""),
             *revisit_lines(s),
@@ -285,8 +327,7 @@ def render(s: dict) -> str:
             f"retries    {s['retries']} (+{s['recovered']} jobs recovered from dead workers)",
             f"in flight  {s['in_flight']} (queued, scheduled, running or deferred; "
             f"{s['deferred']} deferred for politeness)",
-            f"held       {s['held']} (admitted, waiting for their level)",
-            f"level      {s['level']} of max depth {s['max_depth']}",
+            *depth_lines(s),
             f"links      dropped: {dropped}",
             f"sitemaps   {sitemap_line(s['sitemaps'])}",
             f"hook       {s['hook_errors']} error(s)",
@@ -304,6 +345,26 @@ def render(s: dict) -> str:
 def sitemap_line(maps: dict) -> str:
     problems = ", ".join(f"{k} {v}" for k, v in sorted(maps["problems"].items())) or "none"
     return f"{maps['read']} read, {maps['urls']} URLs listed; not read: {problems}"
+
+
+def depth_lines(s: dict) -> list[str]:
+    """Held URLs and the depth: by level with the level barrier, first-found without."""
+    if s["exact_depth"]:
+        return [
+            f"held       {s['held']} (admitted, waiting for their level)",
+            f"level      {s['level']} of max depth {s['max_depth']}",
+        ]
+    return [
+        f"held       {s['held']} (admitted, waiting for room in the window)",
+        f"depth      first found, up to max depth {s['max_depth']} (no level barrier)",
+    ]
+
+
+def depth_progress(s: dict) -> str:
+    """The depth part of a progress line: the level being crawled, when there are levels."""
+    if s["exact_depth"]:
+        return f"depth {s['level']}/{s['max_depth']}"
+    return f"max depth {s['max_depth']}"
 
 
 def next_visit(s: dict) -> str:

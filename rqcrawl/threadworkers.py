@@ -10,7 +10,12 @@ every thread to stop after its current job.
 
     python -m rqcrawl.threadworkers crawl --url redis://... --threads 8 --with-scheduler
 
-Like `rq worker`, it reads the URL from $RQ_REDIS_URL when --url is not given.
+Like `rq worker`, it reads the URL from $RQ_REDIS_URL when --url is not given. A process can
+serve every shard of a sharded crawl: --url repeated (or the URLs in $RQ_REDIS_URL separated
+by spaces) runs `--threads` workers for each, every one with its own connection and, with
+--with-scheduler, a scheduler per shard. One set of threads per shard rather than threads
+that go from shard to shard: each stays a stock RQ worker of one Redis (registries,
+heartbeats, dead-worker recovery), and no shard's queue waits behind another's.
 """
 
 from __future__ import annotations
@@ -20,11 +25,11 @@ import os
 import signal
 import threading
 
-from redis import Redis
 from rq import Queue
 from rq.timeouts import TimerDeathPenalty
 from rq.utils import import_attribute
 
+from .redisurl import CLIENT
 from .worker import StopBetweenDequeues, worker_name
 
 
@@ -43,25 +48,30 @@ def threaded_class(worker_class: type) -> type:
 
 
 def run(
-    redis_url: str,
+    redis_urls: list[str],
     queues: list[str],
     threads: int,
     worker_class: str,
     with_scheduler: bool,
     maintenance_interval: int,
+    connection_class: str = CLIENT,
 ) -> None:
-    """Run `threads` workers until SIGINT/SIGTERM; then each finishes its current job."""
+    """Run `threads` workers per Redis until SIGINT/SIGTERM; then each finishes its
+    current job."""
     cls = threaded_class(import_attribute(worker_class))
+    connect = import_attribute(connection_class).from_url
     workers = []
-    for i in range(threads):
-        conn = Redis.from_url(redis_url)
-        qs = [Queue(q, connection=conn) for q in queues]
-        name = worker_name(f":t{i}")
-        workers.append(
-            cls(qs, connection=conn, name=name, maintenance_interval=maintenance_interval)
-        )
+    for shard, redis_url in enumerate(redis_urls):
+        for i in range(threads):
+            conn = connect(redis_url)
+            qs = [Queue(q, connection=conn) for q in queues]
+            name = worker_name(f":s{shard}t{i}" if len(redis_urls) > 1 else f":t{i}")
+            workers.append(
+                cls(qs, connection=conn, name=name, maintenance_interval=maintenance_interval)
+            )
     if with_scheduler:  # the scheduler is a forked process: fork before any thread exists
-        workers[0]._start_scheduler(logging_level="WARNING")
+        for first in workers[::threads]:  # one per Redis
+            first._start_scheduler(logging_level="WARNING")
     stop = threading.Event()
 
     def request_stop(signum, frame) -> None:
@@ -86,21 +96,28 @@ def run(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("queues", nargs="+")
-    env_url = os.environ.get("RQ_REDIS_URL")
-    parser.add_argument("--url", default=env_url, required=not env_url, help="Redis URL")
-    parser.add_argument("--threads", type=int, default=8)
+    env_urls = os.environ.get("RQ_REDIS_URL", "").split()
+    parser.add_argument(
+        "--url",
+        action="append",
+        required=not env_urls,
+        help="Redis URL (repeat it for the shards of a sharded crawl)",
+    )
+    parser.add_argument("--threads", type=int, default=8, help="Workers per Redis")
     parser.add_argument("--worker-class", default="rq.worker.SimpleWorker")
     parser.add_argument("--with-scheduler", action="store_true")
     parser.add_argument("--maintenance-interval", type=int, default=600)
+    parser.add_argument("--connection-class", default=CLIENT, help="Its from_url connects")
     parser.add_argument("--quiet", action="store_true", help="(always: warnings only)")
     args = parser.parse_args()
     run(
-        args.url,
+        args.url or env_urls,
         args.queues,
         args.threads,
         args.worker_class,
         args.with_scheduler,
         args.maintenance_interval,
+        args.connection_class,
     )
 
 

@@ -44,7 +44,11 @@ from .jobs import abandon, check_identity, crawl_of
 from .metrics import serve_from_env as serve_metrics
 
 MAX_SLEEP = 0.1  # seconds between two looks at the running crawls when nothing is due sooner
-REFRESH_CRAWLS = 5.0  # seconds between two reads of the set of crawls (and recovery passes)
+# Seconds between two reads of the set of crawls (and tries at a recovery pass, which the
+# crawl's lock keeps to one per state.REAP_EVERY). A new crawl's deferred URLs wait for this
+# read: until then only RQ's whole-second wake-ups release them (5 s made a polite host's
+# first pages a second apart instead of its delay).
+REFRESH_CRAWLS = 1.0
 HEARTBEAT_EVERY = 5.0  # seconds a full-TTL heartbeat (minutes of TTL) stands for the next ones
 SUSPENSION_EVERY = 1.0  # seconds between two reads of RQ's suspend flag
 STOP_CHECK_S = 1  # seconds an idle worker blocks on the queue before it looks for a stop
@@ -330,17 +334,23 @@ class Tender:
         return MAX_SLEEP if nxt is None else max(0.005, nxt - time.time())
 
     def running(self) -> list[str]:
-        """The crawls with URLs in flight or with revisits: finished ones cost nothing per
-        tick. What the process kept of a crawl purged and created again meanwhile is
-        dropped."""
+        """The crawls with URLs in flight, with revisits, or over several shards with URLs
+        held or links to send here (their level may wait for a recovery pass, see
+        rqcrawl.levels): finished ones cost nothing per tick. What the process kept of a
+        crawl purged and created again meanwhile is dropped."""
         found = state.busy_crawls(self.redis, state.crawl_names(self.redis))
         for name, _, identity in found:
-            check_identity(name, identity)
-        return [name for name, busy, _ in found if busy or self._revisits(name)]
+            check_identity(self.redis, name, identity)
+        return [name for name, busy, _ in found if busy or self._waiting(name)]
 
-    def _revisits(self, name: str) -> bool:
+    def _waiting(self, name: str) -> bool:
         try:
             cfg = config.load(self.redis, name)
         except ConfigError:  # a broken crawl is left out here, and logged by `status`
             return False
-        return bool(cfg and cfg.revisit)
+        if cfg is None or not (cfg.revisit or cfg.shards):
+            return False
+        if cfg.revisit:
+            return True
+        view = state.CrawlState(self.redis, name, cfg).level_view()
+        return bool(view.held or view.outbox)

@@ -18,6 +18,23 @@ def redis_server(tmp_path_factory):
     server.stop()
 
 
+@pytest.fixture(scope="session")
+def second_redis_server(tmp_path_factory):
+    """Another private Redis: the second shard of a crawl over several (test_shards)."""
+    server = RedisServer(tmp_path_factory.mktemp("redis2")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def second_redis_url(second_redis_server):
+    """The second private Redis, emptied for each test."""
+    conn = redis.Redis.from_url(second_redis_server.url)
+    conn.flushdb()
+    yield second_redis_server.url
+    conn.close()
+
+
 @pytest.fixture
 def redis_url(redis_server):
     """The private Redis, emptied for each test (it is ours: nobody else's data is in it)."""

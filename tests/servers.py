@@ -31,11 +31,13 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 class RedisServer:
     """A private redis-server on a free loopback port, data in `directory` (an append-only
-    file with `aof`, so that a restart on the same directory finds the data again)."""
+    file with `aof`, so that a restart on the same directory finds the data again), with
+    `extra` arguments (`--replicaof HOST PORT`: a replica)."""
 
-    def __init__(self, directory: Path, aof: bool = False):
+    def __init__(self, directory: Path, aof: bool = False, extra: tuple[str, ...] = ()):
         self.directory = directory
         self.aof = aof
+        self.extra = extra
         self.port = free_port()
         self.proc: subprocess.Popen | None = None
 
@@ -59,6 +61,7 @@ class RedisServer:
             str(self.directory),
             "--maxmemory-policy",
             "noeviction",
+            *self.extra,
         ]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
         with redis.Redis.from_url(self.url) as conn:
@@ -84,6 +87,37 @@ class RedisServer:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+
+class SentinelServer(RedisServer):
+    """A Redis Sentinel on a free loopback port that watches `primary` as service `name`
+    (quorum 1: it decides alone), quick to notice a failure; its config file, which a
+    sentinel rewrites, in `directory`."""
+
+    def __init__(self, directory: Path, primary: RedisServer, name: str):
+        super().__init__(directory)
+        self.name = name
+        conf = directory / "sentinel.conf"
+        directory.mkdir(parents=True, exist_ok=True)
+        conf.write_text(
+            f"port {self.port}\nbind 127.0.0.1\ndir {directory}\n"
+            f"sentinel monitor {name} 127.0.0.1 {primary.port} 1\n"
+            f"sentinel down-after-milliseconds {name} 1000\n"
+            f"sentinel failover-timeout {name} 5000\n"
+        )
+        self.conf = conf
+
+    @property
+    def url(self) -> str:
+        return f"redis+sentinel://127.0.0.1:{self.port}/{self.name}"
+
+    def start(self) -> SentinelServer:
+        args = [str(server_binary()), str(self.conf), "--sentinel"]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        with redis.Redis(port=self.port) as conn:
+            wait_until(lambda: self._alive() and conn.ping(), 10, "the sentinel to answer",
+                       ignoring=(redis.ConnectionError,))  # fmt: skip
+        return self
 
 
 Handler = Callable[[BaseHTTPRequestHandler], None]

@@ -1,12 +1,14 @@
 """`rqcrawl bench --stock`: the stock forking `rq worker crawl` (with and without the preload)
 measured beside the recommended worker in one run; `rqcrawl bench --revisit-memory`: what a
-crawl with revisits keeps per known URL."""
+crawl with revisits keeps per known URL; `rqcrawl bench --skewed`: both depth modes on a skewed
+two-host site."""
 
 from __future__ import annotations
 
 import re
 import subprocess
 
+import pytest
 from helpers import BIN
 
 
@@ -44,3 +46,27 @@ def test_bench_measures_a_revisit_crawls_bytes_per_known_url(postgres_url):
     bloom, records, other = (float(x.replace(",", "")) for x in redis.groups())
     assert 1 < bloom < 20 and records > 100, proc.stdout
     assert other < 5000, proc.stdout  # a few keys in all (2.5 KB at 200 or 1,000 URLs)
+
+
+def test_bench_crawls_the_skewed_site_in_both_depth_modes_and_the_slow_host_alone():
+    proc = subprocess.run(
+        [str(BIN / "rqcrawl"), "bench", "--skewed", "--fan-pages", "8", "--crawl-delay", "0.2",
+         "--chain-pages", "12", "--workers", "2"],
+        capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    rows = {
+        line.rsplit(None, 8)[0]: line.rsplit(None, 8)[1:]
+        for line in proc.stdout.splitlines()
+        if line.startswith(("exact depth", "--no-exact-depth"))
+    }
+    assert set(rows) == {"exact depth", "--no-exact-depth"}, proc.stdout
+    for pages, wall, _, alone_pages, alone_wall, _, chain_wall, ratio in rows.values():
+        assert (pages, alone_pages) == ("21", "9"), proc.stdout  # every page of each crawl
+        # 7 Crawl-delays at least between the slow host's 9 pages (robots.txt's is ours)
+        assert (
+            float(alone_wall) >= 1.4
+            and float(chain_wall) > 0
+            and float(ratio) == pytest.approx(float(wall) / float(alone_wall), abs=0.02)
+        ), proc.stdout
+    assert "reproduce: rqcrawl bench --skewed --fan-pages 8" in proc.stdout

@@ -36,7 +36,7 @@ def end(state: CrawlState, url: str, children=(), depth: int = 1, outcome: str =
     entry = state.redis.hget(state.keys.inflight, url)
     inherited = state.inherited(InFlight.parse(entry).priority if entry else 0)
     links = [(None, c) for c in children]
-    return state.finish(url, {keys.FETCHED: 1}, page, links, depth, inherited)[0]
+    return state.finish(url, {keys.FETCHED: 1}, page, links, depth, inherited).released
 
 
 def job_of(state: CrawlState, url: str) -> tuple[InFlight, str]:
@@ -124,6 +124,42 @@ def test_a_level_is_released_highest_priority_first_and_links_inherit_a_share(co
     assert urls(end(state, A + "1", depth=2)) == [C + "1"]
     assert job_of(state, C + "1")[0].priority == -1
     assert state.unfinished() == 1 and not conn.exists(state.keys.priorities)
+
+
+def test_without_exact_depth_a_deeper_url_goes_without_waiting_for_its_level(conn):
+    state = crawl(conn, exact_depth=False)
+    state.seed([A, B])
+    assert urls(end(state, A, [A + "1"])) == [A + "1"]  # B (depth 0) is still in flight
+    assert job_of(state, A + "1")[0].depth == 1
+    assert urls(end(state, A + "1", [A + "2", B + "1"], depth=2)) == [A + "2", B + "1"]
+    assert end(state, B, [B + "1"]) == []  # B1 was first found at depth 2: it keeps it
+    assert job_of(state, B + "1")[0].depth == 2
+    assert state.snapshot().count(keys.LEVEL) == 0  # no levels, no barrier
+
+
+def test_without_exact_depth_priority_still_orders_the_release(conn):
+    state = crawl(conn, window=1, exact_depth=False, priority_share=1)
+    state.seed([A])
+    state.seed([B], priority=5)
+    state.seed([C])
+    assert urls(end(state, A, [A + "1"])) == [B]  # priority 5 first
+    assert urls(end(state, B, [B + "1"])) == [B + "1"]  # 5 again, although deeper than C
+    assert urls(end(state, B + "1", depth=2)) == [C]  # then 0 in the order found
+    assert urls(end(state, C)) == [A + "1"]
+
+
+@pytest.mark.parametrize("exact", [True, False])
+def test_parked_urls_leave_room_in_the_window_only_without_exact_depth(conn, exact):
+    """A slow host's deferred URLs must not fill the window and starve the other hosts
+    when there is no level barrier; with it, the window stays a cap on in-flight URLs."""
+    state = crawl(conn, window=2, exact_depth=exact)
+    state.seed([A + "1", A + "2", A + "3", B])
+    for url in (A + "1", A + "2"):  # host A is not ready: both wait in `later`
+        entry, job_id = job_of(state, url)
+        state.claim(url, job_id)
+        assert state.park(url, entry, InFlight(0, time.time() + 60, 0, 1))
+    released = state.seed([C])[1]  # any finish step releases
+    assert urls(released) == ([] if exact else [A + "3", B])
 
 
 def test_a_put_back_url_keeps_its_priority_and_cancel_drops_every_priority(conn):

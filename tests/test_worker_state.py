@@ -11,6 +11,7 @@ from testsite import Site
 from rqcrawl import config, jobs, warc
 from rqcrawl.config import CrawlConfig
 from rqcrawl.keys import CrawlKeys
+from rqcrawl.redisurl import server_key
 from rqcrawl.robots import Robots, RobotsCache
 from rqcrawl.runner import LocalWorkers
 
@@ -42,7 +43,8 @@ def test_per_crawl_caches_of_a_worker_process_are_bounded(conn, tmp_path):
     assert len(jobs._crawls) <= jobs.CRAWLS_KEPT
     assert len(config._cache) <= config.CONFIGS_KEPT
     # The crawl met last is kept, the first one was dropped (least recently used).
-    assert jobs._crawls.get(names[-1]) is not None and jobs._crawls.get(names[0]) is None
+    kept = [jobs._crawls.get((server_key(conn), name)) for name in (names[-1], names[0])]
+    assert kept[0] is not None and kept[1] is None
 
 
 def test_robots_verdicts_kept_per_crawl_are_bounded(conn):

@@ -32,7 +32,7 @@ from ..runner import WORKER_CLASS, LocalWorkers
 from ..state import CrawlState
 from ..urls import canonicalize
 from .report import PRELOADED, STOCK, Result, median_result, notes, table
-from .site import SiteServer, SiteSpec, page_path
+from .site import ChainSpec, FanSpec, SiteServer, SiteSpec, page_path
 
 CRAWL = "bench"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -158,9 +158,9 @@ def wait_for_workers(conn: Redis, pool: LocalWorkers, count: int, timeout: float
         time.sleep(0.1)
 
 
-def wait_finished(conn: Redis, pool: LocalWorkers) -> None:
+def wait_finished(conn: Redis, pool: LocalWorkers, crawl: str = CRAWL) -> None:
     """Poll what says `finished` (cheaper than a full status, which counts bits)."""
-    state = CrawlState(conn, CRAWL, CrawlConfig())
+    state = CrawlState(conn, crawl, CrawlConfig())
     while True:
         if state.unfinished() == 0:
             return
@@ -319,15 +319,31 @@ def parse_list(kind):
 @click.option("--db-url", metavar="URL",
               help="With --revisit-memory: also measure the task table in this PostgreSQL "
                    "(postgresql://...).")  # fmt: skip
+@click.option("--skewed", is_flag=True,
+              help="Instead: exact depth against --no-exact-depth on a skewed two-host site "
+                   "(one host's pages at one level under a Crawl-delay, the other's a chain), "
+                   "with the largest --workers and --threads values.")  # fmt: skip
+@click.option("--fan-pages", type=click.IntRange(min=1), default=40, show_default=True,
+              help="With --skewed: the slow host's pages (all at depth 1).")  # fmt: skip
+@click.option("--crawl-delay", type=click.FloatRange(min=0, max=60), default=0.5,
+              show_default=True, help="With --skewed: the slow host's Crawl-delay.")  # fmt: skip
+@click.option("--chain-pages", type=click.IntRange(min=2), default=300, show_default=True,
+              help="With --skewed: the other host's chain of pages.")  # fmt: skip
 def bench(
     pages, workers, threads, latency, with_scrapy, concurrency, stock, repeat, site_procs,
-    revisit_memory, db_url,
+    revisit_memory, db_url, skewed, fan_pages, crawl_delay, chain_pages,
 ) -> None:  # fmt: skip
     """Benchmark rqcrawl against Scrapy on a generated local site and print one table."""
     if revisit_memory:
         from .revisit import report  # it builds on this module
 
         report(revisit_memory, db_url)
+        return
+    if skewed:
+        from .skewed import report as skewed_report  # it builds on this module
+
+        fan, chain = FanSpec(fan_pages, crawl_delay), ChainSpec(chain_pages)
+        skewed_report(fan, chain, max(workers), max(threads), repeat)
         return
     if with_scrapy and not scrapy_available():
         click.echo("Scrapy is not installed: rqcrawl only (pip install 'rqcrawl[bench]')", err=True)

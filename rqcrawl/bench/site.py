@@ -8,6 +8,9 @@ Pages live at the same three kinds of address as the test site (`/pN.html`, `/d/
 in another order. Each page also carries links no crawler may follow (mailto:, javascript:,
 tel:, another host). Page i links to its tree children 8i+1..8i+8, so every page is
 reachable from page 0, and to random pages up to about 40 links.
+
+The skewed site of `bench --skewed` is two hosts (two servers): one with many pages at one
+level and a robots.txt Crawl-delay (FanSpec), one with a long chain of pages (ChainSpec).
 """
 
 from __future__ import annotations
@@ -47,6 +50,50 @@ class SiteSpec:
     min_bytes: int = 15_000
     max_bytes: int = 25_000
     seed: int = 1
+
+    def pages_at(self, origin: str) -> dict[str, bytes]:
+        return render(self, origin)
+
+
+@dataclass(frozen=True)
+class FanSpec:
+    """The skewed site's slow host: `/` links to `pages` pages, all at depth 1, and
+    robots.txt asks for `crawl_delay` seconds between two requests."""
+
+    pages: int = 40
+    crawl_delay: float = 0.5  # wide enough that the workers' scheduling jitter is no part of it
+    start: str = "/"
+
+    def pages_at(self, origin: str) -> dict[str, bytes]:
+        paths = [f"/f{i}.html" for i in range(1, self.pages + 1)]
+        robots = f"User-agent: *\nCrawl-delay: {self.crawl_delay:g}\n"
+        return {
+            "/robots.txt": robots.encode(),
+            "/": _link_page("fan", paths),
+            **{path: _link_page(path, []) for path in paths},
+        }
+
+
+@dataclass(frozen=True)
+class ChainSpec:
+    """The skewed site's other host: page i links to page i + 1 only (page i is at depth i),
+    with no robots.txt (a 404: no delay)."""
+
+    pages: int = 300
+    start: str = "/c0.html"
+
+    def pages_at(self, origin: str) -> dict[str, bytes]:
+        last = self.pages - 1
+        return {
+            f"/c{i}.html": _link_page(f"chain {i}", [f"/c{i + 1}.html"] if i < last else [])
+            for i in range(self.pages)
+        }
+
+
+def _link_page(title: str, hrefs: list[str]) -> bytes:
+    links = "".join(f'<li><a href="{h}">{h}</a></li>' for h in hrefs)
+    page = f"<!doctype html><html><head><title>{title}</title></head><body><ul>{links}</ul>"
+    return (page + "</body></html>").encode()
 
 
 def link_targets(spec: SiteSpec) -> list[list[int]]:
@@ -166,9 +213,10 @@ def _child(sock: socket.socket, pages: dict, latency: float) -> None:
 
 class SiteServer:
     """The site on 127.0.0.1, rendered once, served by `procs` forked processes that share one
-    listening socket (the kernel spreads connections; copy-on-write shares the pages)."""
+    listening socket (the kernel spreads connections; copy-on-write shares the pages). Each
+    server is a host of its own (host and port): a skewed site is two servers."""
 
-    def __init__(self, spec: SiteSpec, latency: float = 0.0, procs: int = 2):
+    def __init__(self, spec: SiteSpec | FanSpec | ChainSpec, latency: float = 0.0, procs: int = 2):
         self.spec = spec
         self.latency = latency
         self.procs = procs
@@ -184,7 +232,7 @@ class SiteServer:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> SiteServer:
-        pages = render(self.spec, self.origin)
+        pages = self.spec.pages_at(self.origin)
         for _ in range(self.procs):
             pid = os.fork()
             if pid == 0:

@@ -1,0 +1,332 @@
+"""One crawl sharded by host over two real Redis servers: placement, cross-shard links
+without loss or duplicates, exact depth and exact finish across shards, `status` from either
+shard, and a worker SIGKILLed mid-crawl."""
+
+from __future__ import annotations
+
+import random
+import re
+import signal
+import time
+from collections import Counter, deque
+from contextlib import ExitStack
+
+import pytest
+import redis
+from helpers import child_pids, rqcrawl, seed_local, status, stop_pids, wait_until
+from rq import Worker
+from servers import HTTPSite, reply
+
+from rqcrawl import api, config, control, keys, levels, shards, state, stats
+from rqcrawl.config import ConfigError, CrawlConfig
+from rqcrawl.frontier import Frontier
+from rqcrawl.runner import WORKER_CLASS, LocalWorkers
+from rqcrawl.shards import ShardMap, all_shards, shard_map
+
+HOSTS = 4
+PAGES = 12
+
+
+class Web:
+    """Four hosts of PAGES pages each (/pN.html): a tree within each host plus two links
+    per page to pages of other hosts, absolute. `slow`: (host, page) -> seconds."""
+
+    def __init__(self, slow: dict[tuple[int, int], float] | None = None, seed: int = 5):
+        rnd = random.Random(seed)
+        self.slow = slow or {}
+        self.bases: list[str] = []  # filled once the servers listen
+        self.links: dict[tuple[int, int], list[tuple[int, int]]] = {}
+        for h in range(HOSTS):
+            for i in range(PAGES):
+                tree = [(h, c) for c in (2 * i + 1, 2 * i + 2) if c < PAGES]
+                cross = [((h + rnd.randrange(1, HOSTS)) % HOSTS, rnd.randrange(PAGES))]
+                cross.append(((h + rnd.randrange(1, HOSTS)) % HOSTS, rnd.randrange(PAGES)))
+                self.links[(h, i)] = tree + cross
+
+    def expected(self, max_depth: int) -> dict[str, int]:
+        """URL -> shortest depth from page 0 of host 0, within max_depth."""
+        depth = {(0, 0): 0}
+        todo = deque([(0, 0)])
+        while todo:
+            node = todo.popleft()
+            for nxt in self.links[node]:
+                if nxt not in depth:
+                    depth[nxt] = depth[node] + 1
+                    todo.append(nxt)
+        return {self.url(*n): d for n, d in depth.items() if d <= max_depth}
+
+    def url(self, host: int, page: int) -> str:
+        return f"{self.bases[host]}/p{page}.html"
+
+    def handler(self, host: int):
+        def handle(req) -> None:
+            path = req.path
+            if not (path.startswith("/p") and path.endswith(".html")):
+                reply(req, 404, b"<html><title>Not found</title></html>")
+                return
+            page = int(path[2:-5])
+            time.sleep(self.slow.get((host, page), 0.0))
+            hrefs = "".join(f'<a href="{self.url(*n)}">x</a>' for n in self.links[(host, page)])
+            body = f"<html><title>{host}.{page}</title><body>{hrefs}</body></html>"
+            reply(req, 200, body.encode())
+
+        return handle
+
+
+def start_sites(stack: ExitStack, web: Web, max_seconds: float) -> list[HTTPSite]:
+    sites = [
+        stack.enter_context(
+            HTTPSite(web.handler(h), host=f"127.0.0.{h + 1}", max_seconds=max_seconds)
+        )
+        for h in range(HOSTS)
+    ]
+    web.bases = [s.base for s in sites]
+    return sites
+
+
+def seed_sharded(urls: list[str], web: Web, tmp_path, max_depth: int, *extra: str) -> None:
+    """`rqcrawl seed --shards A,B` of the four hosts, host 1 placed on A and host 3 on B by
+    rules (so that both shards have hosts whatever the hash), hosts 2 and 4 by the hash."""
+    conf = tmp_path / "shards.toml"
+    scope = ", ".join(f'"{b.removeprefix("http://")}"' for b in web.bases)
+    conf.write_text(
+        "[crawl]\n"
+        f"scope_hosts = [{scope}]\n"
+        f'shard_rules = {{ "127.0.0.1:*" = "{urls[0]}", "127.0.0.3:*" = "{urls[1]}" }}\n'
+        "job_timeout = 20\ndownload_timeout = 10.0\n"
+    )
+    seed_local(
+        urls[0], web.url(0, 0), "sh", max_depth, "--config", str(conf), "--shards",
+        ",".join(urls), *extra,
+    )  # fmt: skip
+
+
+def finished_untouched(url: str, timeout: float = 120) -> dict:
+    """Wait for the end reading Redis only: unlike `rqcrawl status`, this runs no recovery
+    pass (which also drains and coordinates), so the workers alone must finish the crawl."""
+    with redis.Redis.from_url(url) as conn:
+        return wait_until(
+            lambda: stats.status(conn, "sh"),
+            timeout,
+            "crawl sh to finish",
+            accept=lambda s: s["state"] == "finished",
+            every=0.3,
+        )
+
+
+def records_of(url: str) -> list[dict]:
+    """The crawl's records read from one shard's URL: every shard's, merged."""
+    with redis.Redis.from_url(url) as conn:
+        return list(api.records(conn, "sh"))
+
+
+def fetched_on(url: str) -> int:
+    with redis.Redis.from_url(url) as conn:
+        return int(conn.hget(keys.CrawlKeys("sh").counters, keys.FETCHED) or 0)
+
+
+def check_exact(web: Web, sites: list[HTTPSite], urls: list[str], max_depth: int) -> list[dict]:
+    """Every expected URL recorded once at its exact depth, across both shards' records;
+    both shards did work; `status --json` from either shard says finished, same totals."""
+    want = web.expected(max_depth)
+    rows = records_of(urls[0])
+    assert records_of(urls[1]) == rows  # from either shard, every shard's records
+    assert Counter(r["url"] for r in rows) == Counter(want.keys()), "each URL recorded once"
+    assert {r["url"]: r["depth"] for r in rows} == want
+    assert all(r["outcome"] == "fetched" for r in rows), rows
+    assert all(fetched_on(u) > 0 for u in urls)
+    a, b = status(urls[0], "sh"), status(urls[1], "sh")
+    totals = ("state", "admitted", "fetched", "failed", "in_flight", "held", "shards")
+    assert {k: a[k] for k in totals} == {k: b[k] for k in totals}
+    assert a["state"] == "finished" and a["shards"] == 2
+    assert "sh: finished (over 2 shards)" in rqcrawl(urls[1], "status", "sh").stdout
+    assert a["admitted"] == a["fetched"] == len(want)
+    assert a["level"] == max_depth
+    return rows
+
+
+@pytest.mark.parametrize("worker", [WORKER_CLASS, None], ids=["crawl", "stock"])
+def test_a_crawl_over_two_shards_is_exact(redis_url, second_redis_url, tmp_path, worker):
+    """With the recommended workers, and with bare `rq worker crawl` (no tender thread)."""
+    urls = [redis_url, second_redis_url]
+    web = Web(slow={(0, 1): 0.4, (2, 3): 0.2})  # late finders of short paths
+    max_depth = 4
+    with ExitStack() as stack:
+        sites = start_sites(stack, web, max_seconds=180)
+        seed_sharded(urls, web, tmp_path, max_depth)
+        for n, url in enumerate(urls):
+            logs = tmp_path / f"shard{n}"
+            stack.enter_context(LocalWorkers(url, 2, log_dir=logs, worker_class=worker))
+        finished_untouched(urls[0])
+    check_exact(web, sites, urls, max_depth)
+    want = web.expected(max_depth)
+    for h, site in enumerate(sites):
+        requested = {web.bases[h] + p for p in site.hits if p != "/robots.txt"}
+        assert requested == {u for u in want if u.startswith(web.bases[h] + "/")}
+        assert all(n == 1 for n in site.hits.values()), site.hits  # robots.txt too
+
+
+def test_without_exact_depth_two_shards_crawl_everything_once_at_first_found_depths(
+    redis_url, second_redis_url, tmp_path
+):
+    """No level barrier on any shard (the coordinator has no level to hold): every page is
+    fetched once, the crawl ends exact, and no depth is below the shortest path."""
+    urls = [redis_url, second_redis_url]
+    web = Web(slow={(0, 1): 0.4, (2, 3): 0.2})
+    deep = 20  # past every page's first-found depth: the whole web is crawled
+    with ExitStack() as stack:
+        sites = start_sites(stack, web, max_seconds=180)
+        seed_sharded(urls, web, tmp_path, deep, "--no-exact-depth")
+        for n, url in enumerate(urls):
+            stack.enter_context(LocalWorkers(url, 2, log_dir=tmp_path / f"shard{n}"))
+        final = finished_untouched(urls[0])
+    want = web.expected(deep)
+    rows = records_of(urls[0])
+    assert records_of(urls[1]) == rows  # from either shard, every shard's records
+    assert Counter(r["url"] for r in rows) == Counter(want.keys()), "each URL recorded once"
+    assert all(r["outcome"] == "fetched" and r["depth"] >= want[r["url"]] for r in rows), rows
+    assert all(fetched_on(u) > 0 for u in urls)
+    assert final["admitted"] == final["fetched"] == len(want) and final["level"] is None
+    assert all(n == 1 for site in sites for n in site.hits.values())
+
+
+def test_a_sigkilled_worker_loses_nothing_across_shards(redis_url, second_redis_url, tmp_path):
+    urls = [redis_url, second_redis_url]
+    web = Web(slow={(h, i): 0.3 for h in range(HOSTS) for i in range(PAGES)})
+    max_depth = 4
+    with ExitStack() as stack:
+        sites = start_sites(stack, web, max_seconds=300)
+        seed_sharded(urls, web, tmp_path, max_depth, "--host-concurrency", "2")
+        fleets = [
+            stack.enter_context(LocalWorkers(url, 2, log_dir=tmp_path / f"shard{n}"))
+            for n, url in enumerate(urls)
+        ]
+        conn = stack.enter_context(redis.Redis.from_url(urls[0]))
+        victim = fleets[0].procs[0]
+
+        def busy() -> bool:
+            found = [w for w in Worker.all(connection=conn) if w.pid == victim.pid]
+            return bool(found and found[0].get_current_job_id())
+
+        wait_until(lambda: sum(sum(s.hits.values()) for s in sites) >= 8 and busy(), 120,
+                   "the victim in a job", every=0.01)  # fmt: skip
+        stack.callback(stop_pids, child_pids(victim.pid))  # its scheduler, if it had one
+        victim.send_signal(signal.SIGKILL)
+        victim.wait()
+        finished_untouched(urls[1], timeout=240)
+    rows = check_exact(web, sites, urls, max_depth)
+    assert len(rows) == len(web.expected(max_depth))
+    # The killed job's page may have been requested twice (once by the dead worker), no other
+    # page. (With two requests per host at a time, two jobs may both fetch a robots.txt.)
+    again = [(s.base, p, n) for s in sites for p, n in s.hits.items() if n > 1]
+    assert len([a for a in again if a[1] != "/robots.txt"]) <= 1, again
+
+
+# --- placement and settings -----------------------------------------------------------------
+
+
+def test_rules_come_first_then_hosts_spread_and_a_resize_moves_a_few():
+    three = ShardMap(("redis://a/0", "redis://b/0", "redis://c/0"), (("*.de", 2),))
+    assert three.index_of("shop.example.DE") == 2
+    hosts = [f"h{i}.example" for i in range(3000)]
+    spread = Counter(three.index_of(h) for h in hosts)
+    assert all(800 < n < 1200 for n in spread.values()), spread
+    four = ShardMap(three.urls + ("redis://d/0",))
+    moved = [h for h in hosts if three.index_of(h) != four.index_of(h)]
+    assert all(four.index_of(h) == 3 for h in moved)  # only to the new shard
+    assert 0.18 < len(moved) / len(hosts) < 0.32  # about 1/4
+
+
+def test_shard_settings_are_checked_in_one_line():
+    two = ["redis://a:6379/0", "redis://b:6379/0"]
+    cfg = CrawlConfig.from_dict({"shards": two, "shard_rules": {"*.DE": two[1]}})
+    assert shard_map(cfg).index_of("x.de") == 1
+    bad = [
+        ({"shards": ["http://a/0"]}, "bad Redis URL"),
+        ({"shards": ["redis://:pw@a/0", "redis://:pw@a/0"]}, "'redis://:***@a/0' is listed twice"),
+        ({"shards": two, "shard_rules": {"*.de": "redis://c/0"}}, "not one of 'shards'"),
+        ({"shards": two, "revisit": 60}, "cannot be combined"),
+    ]
+    for settings, message in bad:
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            CrawlConfig.from_dict(settings)
+    with pytest.raises(ConfigError, match="needs 'shards'"):
+        config.layered(None, {"shard_rules": {"*.de": two[0]}})
+
+
+def test_seeding_stores_the_crawl_in_every_shard_with_its_index(
+    redis_url, second_redis_url, tmp_path
+):
+    urls = [redis_url, second_redis_url]
+    proc = rqcrawl(
+        redis_url, "seed", "http://127.0.0.1:9/", "http://127.0.0.3:9/", "--crawl", "sh",
+        "--allow-private", "--shards", ",".join(urls), "--config", str(tmp_path / "r.toml"),
+        check=False,
+    )  # fmt: skip
+    assert proc.returncode != 0 and "cannot read" in proc.stderr  # no traceback
+    rules = (
+        f'[crawl]\nshard_rules = {{ "127.0.0.1:*" = "{urls[0]}", "127.0.0.3:*" = "{urls[1]}" }}\n'
+    )
+    (tmp_path / "r.toml").write_text(rules)
+    rqcrawl(
+        redis_url, "seed", "http://127.0.0.1:9/", "http://127.0.0.3:9/", "--crawl", "sh",
+        "--allow-private", "--shards", ",".join(urls), "--config", str(tmp_path / "r.toml"),
+    )  # fmt: skip
+    for index, url in enumerate(urls):
+        with redis.Redis.from_url(url) as conn:
+            assert config.load(conn, "sh", fresh=True).shards == urls
+            assert state.shard_index(conn, "sh") == index
+            assert "sh" in state.crawl_names(conn)
+            assert all_shards(conn, "sh")[index] is conn
+            assert conn.hlen(keys.CrawlKeys("sh").inflight) == 1  # its own seed, released
+
+
+# --- the outbox and the level coordinator, step by step ---------------------------------------
+
+
+def two_shard_crawl(urls: list[str]) -> list[Frontier]:
+    """Crawl `sh` over `urls`, host a.test on the first and b.test on the second, seeded
+    with a.test's home page (in flight on the first shard)."""
+    rules = {"a.test": urls[0], "b.test": urls[1]}
+    cfg = CrawlConfig.from_dict({"shards": urls, "shard_rules": rules, "max_depth": 3})
+    control.start(shards.connect(urls[0]), "sh", cfg, ["http://a.test/"])
+    return [Frontier(shards.connect(u), "sh", cfg) for u in urls]
+
+
+def test_a_drain_that_dies_before_its_trim_admits_nothing_twice(redis_url, second_redis_url):
+    a, b = two_shard_crawl([redis_url, second_redis_url])
+    page = {"url": "http://a.test/", "outcome": "fetched", "depth": 0}
+    children = [(None, "http://b.test/x"), (None, "http://a.test/y")]
+    ended = a.state.finish("http://a.test/", {keys.FETCHED: 1}, page, children, 1)
+    assert ended.sent == 1 and ended.level_done and not ended.released  # y waits for level 1
+    dead = a.state.read_outbox("dead", 10)  # a drain reads, admits, and dies before its trim
+    assert [o.url for o in dead] == ["http://b.test/x"]
+    assert b.state.admit(dead).admitted == 1
+    assert a.drain() == 0  # the dead drain's lock holds until it runs out...
+    a.redis.pexpire(a.state.keys.outbox_lock, 1)
+    time.sleep(0.01)
+    assert a.drain() == 1  # ...then the next drain admits the batch again: a Bloom no-op
+    assert not a.state.trim_outbox("dead", 1)  # the dead drain's token no longer trims
+    views = [f.state.level_view() for f in (a, b)]
+    assert [(v.level, v.held, v.outbox, v.version[0]) for v in views] == [
+        (0, 1, 0, 2),
+        (0, 1, 0, 1),
+    ]
+    assert levels.coordinate([a, b]) == 1  # nothing in flight anywhere: level 1 everywhere
+    assert [f.state.level_view().level for f in (a, b)] == [1, 1]
+    assert [sorted(f.redis.hkeys(f.state.keys.inflight)) for f in (a, b)] == [
+        [b"http://a.test/y"],
+        [b"http://b.test/x"],
+    ]
+    assert [len(f.queue) for f in (a, b)] == [2, 1]  # their jobs on their shard (a: the seed too)
+    assert levels.coordinate([a, b]) == 0  # in flight at the lowest level: not yet
+    assert not levels.settled([a.state, b.state])
+
+
+def test_a_halted_shard_holds_every_level(redis_url, second_redis_url):
+    a, b = two_shard_crawl([redis_url, second_redis_url])
+    page = {"url": "http://a.test/", "outcome": "fetched", "depth": 0}
+    b.state.pause()
+    a.finish("http://a.test/", {keys.FETCHED: 1}, page, [(None, "http://b.test/x")], 1)
+    assert [f.state.level_view().level for f in (a, b)] == [0, 0]
+    assert b.state.level_view().held == 1 and a.state.level_view().outbox == 0
