@@ -29,6 +29,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from redis import Redis
+from redis.client import Pipeline
 from rq import Queue
 from rq.job import Job, JobStatus
 from rq.registry import StartedJobRegistry
@@ -75,6 +76,14 @@ class CompactJob(Job):
     def to_dict(self, include_meta: bool = True, include_result: bool = True) -> dict:
         fields = super().to_dict(include_meta=include_meta, include_result=include_result)
         return {k: v for k, v in fields.items() if v != ""} if self._new else fields
+
+    def set_status(self, status: JobStatus, pipeline: Pipeline | None = None) -> None:
+        """A new job's status goes in its first save, which RQ's enqueue queues right after
+        in the same pipeline: one HSET per job, not two."""
+        if self._new and pipeline is not None:
+            self._status = status
+            return
+        super().set_status(status, pipeline=pipeline)
 
 
 class Frontier:
@@ -303,11 +312,15 @@ class Frontier:
                 break
         return readmitted
 
-    def _enqueue(self, entries: Released) -> None:
-        """Create the RQ jobs of released URLs in one pipeline."""
+    def _enqueue(self, entries: Released, at_front: bool = False) -> None:
+        """Create the RQ jobs of released URLs in one pipeline (`at_front`: at the head of
+        the queue, for a URL that already waited)."""
         if not entries:
             return
-        datas = [Queue.prepare_data(JOB_FUNC, **self._job_kwargs(u, e)) for u, e in entries]
+        datas = [
+            Queue.prepare_data(JOB_FUNC, at_front=at_front, **self._job_kwargs(u, e))
+            for u, e in entries
+        ]
         with self.redis.pipeline() as pipe:
             # A job id comes back when a paused URL is released again: its finished
             # predecessor's hash (and expiry) must not outlive into the new job.
@@ -349,7 +362,9 @@ class Frontier:
             if entry.attempt >= self.cfg.retries:
                 self._give_up(url, entry)
             elif self.state.requeue(url, entry, nxt):
-                self._enqueue([(url, nxt)])
+                # at the head of the queue: a dead worker's URL has waited a lease already,
+                # and must not wait again behind a window of queued jobs
+                self._enqueue([(url, nxt)], at_front=True)
         if self.cfg.shards:  # a drain or a level's end that a dead worker left undone
             levels.coordinate(self.peers)
         return len(lost)

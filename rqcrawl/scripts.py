@@ -78,9 +78,14 @@ def load(redis: Redis, *scripts: Script) -> None:
 # Shared by the Bloom filter's own script and the finish step. Shards are
 # KEYS[shard_key0 + shard], each `shard_bits` long but the last, which ends at bit `bits`.
 # bloom_alloc creates missing shards at their full length, each in one allocation.
-# bloom_test: `pos` holds k global bit positions per URL from index `first`. Returns 1 when
-# some bit was still clear (the URL is new); with `add`, also sets every bit.
+# bloom_check: `pos` holds k global bit positions for each of `count` URLs from index `first`.
+# Returns per URL 1 when some bit was still clear (the URL is new); with `add`, also sets every
+# bit. The bits go in one BITFIELD per shard (per BITFIELD_OPS bits), not one SETBIT each: a
+# page's links cost one command instead of k per link, in the same order (a URL twice in a
+# batch is new only once).
 BLOOM_LIB = """
+local BITFIELD_OPS = 512  -- 4 arguments each, well within Lua's unpack limit (8000)
+
 local function bloom_alloc(shard_key0, shard_bits, bits)
   local shards = math.ceil(bits / shard_bits)
   -- all shards are created in one call, the last one last: it stands for them all
@@ -93,16 +98,32 @@ local function bloom_alloc(shard_key0, shard_bits, bits)
   end
 end
 
-local function bloom_test(shard_key0, shard_bits, k, pos, first, add)
-  local new = 0
-  for i = first, first + k - 1 do
+local function bloom_check(shard_key0, shard_bits, k, pos, first, count, add)
+  local old, groups = {}, {}
+  local function flush(shard, g)
+    local got = redis.call('BITFIELD', KEYS[shard_key0 + shard], unpack(g.args))
+    for j, i in ipairs(g.at) do old[i] = got[j] end
+    groups[shard] = nil
+  end
+  for i = first, first + count * k - 1 do
     local p = tonumber(pos[i])
-    local key = KEYS[shard_key0 + math.floor(p / shard_bits)]
-    local off = p % shard_bits
-    if add then
-      if redis.call('SETBIT', key, off, 1) == 0 then new = 1 end
-    elseif redis.call('GETBIT', key, off) == 0 then
-      return 1
+    local shard = math.floor(p / shard_bits)
+    local g = groups[shard] or {at = {}, args = {}}
+    groups[shard] = g
+    g.at[#g.at + 1] = i
+    local a = g.args
+    a[#a + 1] = add and 'SET' or 'GET'
+    a[#a + 1] = 'u1'
+    a[#a + 1] = p % shard_bits
+    if add then a[#a + 1] = 1 end
+    if #g.at == BITFIELD_OPS then flush(shard, g) end
+  end
+  for shard, g in pairs(groups) do flush(shard, g) end
+  local new = {}
+  for u = 1, count do
+    new[u] = 0
+    for i = first + (u - 1) * k, first + u * k - 1 do
+      if old[i] == 0 then new[u] = 1 end
     end
   end
   return new
@@ -178,11 +199,7 @@ BLOOM_BATCH = Script(
     body="""
 local sbits, kk, adding = tonumber(shard_bits), tonumber(k), add == '1'
 if adding then bloom_alloc(shard0, sbits, tonumber(bits)) end
-local out = {}
-for first = positions, #ARGV, kk do
-  out[#out + 1] = bloom_test(shard0, sbits, kk, ARGV, first, adding)
-end
-return out
+return bloom_check(shard0, sbits, kk, ARGV, positions, (#ARGV - positions + 1) / kk, adding)
 """,
 )
 
@@ -249,9 +266,9 @@ if count > 0 then bloom_alloc(bloom0, sbits, tonumber(bits)) end
 local total = tonumber(redis.call('HGET', counters, 'admitted') or '0')
 local admitted = 0
 local skip = nil
+local fresh = bloom_check(bloom0, sbits, kk, ARGV, children + 3 * count, count, true)
 for i = 1, count do
-  local first_position = children + 3 * count + (i - 1) * kk
-  if bloom_test(bloom0, sbits, kk, ARGV, first_position, true) == 1 then
+  if fresh[i] == 1 then
     local at = children + 3 * (i - 1)
     local verdict, host, url = ARGV[at], ARGV[at + 1], ARGV[at + 2]
     if verdict == '-' then
@@ -363,18 +380,44 @@ return 1
 """,
 )
 
-# The URL's inflight entry; if it is the entry of the claiming job (its attempt and turn),
-# the job takes the URL's lease until `expiry`.
+# Take the URLs of `later` that are due (also while paused: their jobs then give them back to
+# `held`, so a paused crawl settles with nothing in flight): {url, entry, url, entry...}.
+DUE_LIB = """
+local function take_due(later, inflight, now, limit)
+  local out = {}
+  for _, url in ipairs(redis.call('ZRANGEBYSCORE', later, '-inf', now, 'LIMIT', 0, limit)) do
+    redis.call('ZREM', later, url)
+    local entry = redis.call('HGET', inflight, url)
+    if entry then
+      out[#out + 1] = url
+      out[#out + 1] = entry
+    end
+  end
+  return out
+end
+"""
+
+# A starting job's one call: the URL's inflight entry (if it is the entry of the claiming job,
+# its attempt and turn, the job takes the URL's lease until `expiry`), whether the crawl is
+# paused, its identity (started_at), and the deferred URLs that are due (taken as DUE does).
+# note: '1' to note the claim's time as last_claim_at (see stats.idle_warnings).
+# Returns {entry or nil, paused (0 | 1), identity or nil, {url, entry, ...}}.
 CLAIM = Script(
-    keys=("inflight", "leased"),
-    args=("url", "attempt", "turn", "expiry"),
+    keys=("inflight", "leased", "counters", "later", "sitemapped"),
+    args=("url", "attempt", "turn", "expiry", "now", "limit", "note"),
+    lib=DUE_LIB,
     body="""
 local entry = redis.call('HGET', inflight, url)
 if entry then
   local a, t = string.match(entry, '^%S+ %S+ (%d+) (%d+)')
   if a == attempt and t == turn then redis.call('ZADD', leased, expiry, url) end
 end
-return entry
+if note == '1' then redis.call('HSET', counters, 'last_claim_at', now) end
+local paused = redis.call('HEXISTS', counters, 'paused_at')
+local identity = redis.call('HGET', counters, 'started_at')
+-- last: whether a sitemap admitted the URL (its record says so)
+return {entry, paused, identity, take_due(later, inflight, now, limit),
+        redis.call('SISMEMBER', sitemapped, url)}
 """,
 )
 
@@ -393,23 +436,12 @@ return 1
 """,
 )
 
-# Take the URLs of `later` that are due (also while paused: their jobs then give them back to
-# `held`, so a paused crawl settles with nothing in flight). Returns url, entry, url, entry...
+# Take the URLs of `later` that are due (DUE_LIB). Returns url, entry, url, entry...
 DUE = Script(
     keys=("later", "inflight"),
     args=("now", "limit"),
-    body="""
-local out = {}
-for _, url in ipairs(redis.call('ZRANGEBYSCORE', later, '-inf', now, 'LIMIT', 0, limit)) do
-  redis.call('ZREM', later, url)
-  local entry = redis.call('HGET', inflight, url)
-  if entry then
-    out[#out + 1] = url
-    out[#out + 1] = entry
-  end
-end
-return out
-""",
+    lib=DUE_LIB,
+    body="return take_due(later, inflight, now, limit)",
 )
 
 # If the crawl is halted and the job is still the live attempt for the URL, put the URL back
@@ -527,10 +559,15 @@ HOST_GATE = Script(
     body="""
 local t, d = tonumber(now), tonumber(delay)
 local is_booked = booked == '1'
-redis.call('ZREMRANGEBYSCORE', leases, '-inf', t)
 local ready, last_booked, step = load_state(hosts, host)
 step = math.max(step, d)
-local free = redis.call('ZCARD', leases) < tonumber(concurrency)
+-- expired leases (of killed workers) matter only once the live ones seem to fill the host
+local running = redis.call('ZCARD', leases)
+if running >= tonumber(concurrency) then
+  redis.call('ZREMRANGEBYSCORE', leases, '-inf', t)
+  running = redis.call('ZCARD', leases)
+end
+local free = running < tonumber(concurrency)
 -- Without a delay, `ready` is only the end of another worker's last request, whose clock may
 -- be a little ahead of ours: waiting for it deferred jobs for nothing, and every later job
 -- queued behind them one request duration apart.

@@ -63,6 +63,9 @@ from .urls import host_of
 REAP_EVERY = 5  # seconds between two recovery passes of one crawl
 REPLICA_WAIT_MS = 2000  # most a drain waits for a shard's replica (see replicated)
 DUE_BATCH = 500  # deferred URLs released per call
+# Seconds between two notes of a claim's time by one process: `status` warns of idle workers
+# only after stats.IDLE_WARN (a minute), and a note per job was a Redis command per page.
+CLAIM_NOTE_EVERY = 1.0
 # URLs this process has passed through the Bloom filter (at most this many, about 5 MB): they
 # are in it for good, so they are not sent again. Pages of a site repeat most of their links,
 # and each link costs k bit operations in Redis.
@@ -212,6 +215,7 @@ class CrawlState:
         # links sent then must be sent again when their page is fetched again.
         self.remembers = not behind_sentinel(redis)
         self.identity: bytes | None = None  # see same_crawl
+        self.claim_noted_at = 0.0  # see claim
         self.shards = shard_map(cfg)  # None: the crawl lives in this Redis alone
 
     @cached_property
@@ -416,36 +420,24 @@ class CrawlState:
     def claim(self, url: str, job_id: str) -> Claim:
         """The URL's entry if the job `job_id` is its live attempt and turn (the job then
         takes the URL's lease), whether the crawl is paused, and the deferred URLs that are
-        due (released in the same round trip, so that busy workers keep deferrals on time)."""
-        try:
-            raw, paused, due, identity, _, sitemapped = self._claim_round_trip(url, job_id)
-        except NoScriptError:  # a restarted Redis forgot the scripts
-            scripts.load(self.redis, scripts.CLAIM, scripts.DUE)
-            raw, paused, due, identity, _, sitemapped = self._claim_round_trip(url, job_id)
+        due (released in the same call, so that busy workers keep deferrals on time). The
+        claim's time is noted for `status` at most every CLAIM_NOTE_EVERY per process."""
+        attempt, turn = job_id.rsplit("-", 2)[1:]
+        k, now = self.keys, time.time()
+        note = now - self.claim_noted_at >= CLAIM_NOTE_EVERY
+        raw, paused, identity, due, sitemapped = scripts.CLAIM(
+            self.redis, inflight=k.inflight, leased=k.leased, counters=k.counters,
+            later=k.later, sitemapped=k.sitemapped, url=url, attempt=attempt, turn=turn,
+            expiry=repr(now + LEASE), now=repr(now), limit=DUE_BATCH, note=int(note),
+        )  # fmt: skip
+        if note:
+            self.claim_noted_at = now
         entry = InFlight.parse(raw) if raw is not None else None
         if entry is not None and entry.job_id(self.crawl, url) != job_id:
             entry = None
         if entry is not None and sitemapped:
             entry = replace(entry, source="sitemap")
         return Claim(entry, bool(paused), _pairs(due), not self.same_crawl(identity))
-
-    def _claim_round_trip(self, url: str, job_id: str) -> list:
-        attempt, turn = job_id.rsplit("-", 2)[1:]
-        k = self.keys
-        with self.redis.pipeline(transaction=False) as pipe:
-            expiry = repr(time.time() + LEASE)
-            scripts.CLAIM.queue(
-                pipe, inflight=k.inflight, leased=k.leased, url=url, attempt=attempt,
-                turn=turn, expiry=expiry,
-            )  # fmt: skip
-            pipe.hexists(k.counters, keys.PAUSED_AT)
-            scripts.DUE.queue(
-                pipe, later=k.later, inflight=k.inflight, now=repr(time.time()), limit=DUE_BATCH
-            )
-            pipe.hget(k.counters, keys.STARTED_AT)  # the crawl's identity, see same_crawl
-            pipe.hset(k.counters, keys.LAST_CLAIM_AT, repr(time.time()))  # see stats.py
-            pipe.sismember(k.sitemapped, url)  # where the URL came from (its record says)
-            return pipe.execute()
 
     def same_crawl(self, identity: bytes | None) -> bool:
         """Whether `identity` (the crawl's `started_at`, set once when it is first seeded)

@@ -9,11 +9,11 @@ stays correct without it, only coarser: deferred URLs then wait for a job start 
 wake-up job, up to a second late.
 
 It also trims RQ's per-job bookkeeping, which at crawl speed costs more Redis round trips than
-the crawl itself (27 of 33 per page): a heartbeat that would only repeat one sent seconds
-ago with the same time-to-live is skipped and the others go in one round trip instead of
-three, the worker's state is written only when it changes, the `rq suspend` flag is read
-once a second rather than before every job, and a job without callbacks gets no heartbeat
-for them. What RQ stores is otherwise unchanged.
+the crawl itself (27 of 33 per page): a heartbeat within seconds of one that gave the
+worker's key its full time-to-live is skipped (also the shorter one RQ sends before every
+job) and the others go in one round trip instead of three, the worker's state is written
+only when it changes, the `rq suspend` flag is read once a second rather than before every
+job, and a job without callbacks gets no heartbeat for them. What RQ stores is otherwise unchanged.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from datetime import datetime
 
 from redis import Redis, RedisError
 from redis import exceptions as redis_errors
@@ -32,14 +33,14 @@ from redis.backoff import ExponentialBackoff
 from redis.client import Pipeline
 from redis.retry import Retry
 from rq.exceptions import StopRequested
-from rq.job import Job
+from rq.job import Job, JobStatus
 from rq.queue import Queue
 from rq.utils import now
 from rq.worker import SimpleWorker, WorkerStatus
 
 from . import config, state
 from .config import ConfigError
-from .frontier import PUMP_EVERY
+from .frontier import JOB_FUNC, PUMP_EVERY
 from .jobs import abandon, check_identity, crawl_of
 from .metrics import serve_from_env as serve_metrics
 
@@ -96,16 +97,56 @@ def worker_name(suffix: str = "") -> str:
 
 
 class CrawlJob(Job):
-    """An RQ job whose success also saves its `meta` (the page's outcome, see
-    jobs._describe) in the worker's success pipeline: RQ's own leaves `meta` out, and
-    `job.save_meta()` would cost a round trip per page."""
+    """An RQ job whose success is written in one HSET: its status, its fields and its `meta`
+    (the page's outcome, see jobs._describe). RQ's own writes the status on its own, then
+    the job without `meta`, and `job.save_meta()` would cost a round trip per page. A crawl
+    job's expiry leaves out the keys of dependencies and dependents, which it never has, and
+    its start writes its heartbeat once (see heartbeat)."""
 
     saves_meta = True
+    _succeeding = False  # inside RQ's _handle_success
 
     def _handle_success(self, result_ttl: int, pipeline: Pipeline, **kwargs) -> None:
-        super()._handle_success(result_ttl, pipeline, **kwargs)
-        if self.meta:
-            pipeline.hset(self.key, "meta", self._serialize_meta())
+        self._succeeding = True
+        try:
+            super()._handle_success(result_ttl, pipeline, **kwargs)
+        finally:
+            self._succeeding = False
+
+    def heartbeat(
+        self, timestamp: datetime, ttl: int, pipeline: Pipeline | None = None, xx: bool = False
+    ) -> None:
+        """RQ's; but the one queued in the pipeline that prepares the job's execution is only
+        noted: prepare_for_execution writes the same field next, in the same pipeline."""
+        if pipeline is not None and not xx:
+            self.last_heartbeat = timestamp
+            return
+        super().heartbeat(timestamp, ttl, pipeline=pipeline, xx=xx)
+
+    def set_status(self, status: JobStatus, pipeline: Pipeline | None = None) -> None:
+        if self._succeeding:  # the save that follows writes it
+            self._status = status
+            return
+        super().set_status(status, pipeline=pipeline)
+
+    def save(
+        self,
+        pipeline: Pipeline | None = None,
+        include_meta: bool = True,
+        include_result: bool = True,
+    ) -> None:
+        super().save(pipeline, include_meta or self._succeeding, include_result)
+
+    def cleanup(
+        self,
+        ttl: int | None = None,
+        pipeline: Pipeline | None = None,
+        remove_from_queue: bool = True,
+    ) -> None:
+        if ttl and ttl > 0 and self.func_name == JOB_FUNC:
+            (pipeline if pipeline is not None else self.connection).expire(self.key, ttl)
+            return
+        super().cleanup(ttl, pipeline, remove_from_queue)
 
 
 class CrawlWorker(StopBetweenDequeues, SimpleWorker):
@@ -162,21 +203,23 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
 
     @riding_out_redis
     def heartbeat(self, timeout: int | None = None, pipeline: Pipeline | None = None) -> None:
-        """RQ's heartbeat, skipped when a full-TTL one went less than HEARTBEAT_EVERY ago and
-        no shorter TTL was set since (the worker's key then has minutes left), else sent in
-        one round trip."""
+        """RQ's heartbeat, skipped while a full-TTL one went less than HEARTBEAT_EVERY ago:
+        the worker's key then has minutes left, more than the TTL of the heartbeat RQ sends
+        before every job (the job's timeout, at most job_monitoring_interval, plus a minute),
+        which is skipped too. Else sent with `pipeline`, or in one round trip."""
+        full, asked = self.worker_ttl + 60, timeout or self.worker_ttl + 60
+        recent = self._full_beat_at is not None and (
+            time.monotonic() - self._full_beat_at < HEARTBEAT_EVERY
+        )
+        if recent and asked <= full:
+            return
         if pipeline is not None:
             super().heartbeat(timeout, pipeline=pipeline)
         else:
-            recent = self._full_beat_at is not None and (
-                time.monotonic() - self._full_beat_at < HEARTBEAT_EVERY
-            )
-            if timeout is None and recent:
-                return
             with self.connection.pipeline(transaction=False) as pipe:
                 super().heartbeat(timeout, pipeline=pipe)
                 pipe.execute()
-        self._full_beat_at = time.monotonic() if timeout is None else None
+        self._full_beat_at = time.monotonic() if asked >= full else None
 
     def execute_job(self, job: Job, queue: Queue) -> None:
         """SimpleWorker's, with the `idle` state and the heartbeat after the job sent in one

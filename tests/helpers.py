@@ -139,3 +139,8 @@ def running(pid: int) -> bool:
 
 def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line]
+
+
+def command_calls(conn: Redis, command: str) -> int:
+    """How many times Redis ran `command` so far (INFO commandstats; inside scripts too)."""
+    return conn.info("commandstats").get(f"cmdstat_{command}", {}).get("calls", 0)

@@ -48,6 +48,24 @@ def test_bench_measures_a_revisit_crawls_bytes_per_known_url(postgres_url):
     assert other < 5000, proc.stdout  # a few keys in all (2.5 KB at 200 or 1,000 URLs)
 
 
+def test_the_notes_say_where_a_pages_redis_commands_and_time_go():
+    """Per page: every command's calls and time, most called first, rare ones left out;
+    Redis µs counts each command once (a script's or transaction's time holds its
+    commands')."""
+    from rqcrawl.bench.report import COLUMNS, Result, command_breakdown, row
+
+    calls = {"hset": 300, "evalsha": 100, "setbit": 50, "exec": 20, "info": 2}
+    usec = {"hset": 600, "evalsha": 5000, "setbit": 100, "exec": 400, "info": 10}
+    redis = {"calls": calls, "usec": usec, "commands": 472, "cpu_s": 0.1, "rss": 2**20}
+    redis |= dict.fromkeys(("job_bytes", "held_bytes", "frontier_bytes"), 1)
+    redis |= {"bloom_bytes": 1, "items_bytes": 1, "seen": 1}
+    r = Result("rqcrawl", 2, 1, 0.0, 100, 1.0, 1.0, 1000, 0.1, redis)
+    note = command_breakdown(r)
+    assert "Redis commands per page 4.7 (7 us)" in note  # hset, setbit and info: 710 us
+    assert note.endswith("hset 3.0 (6 us), evalsha 1.0 (50 us), setbit 0.5 (1 us), exec 0.2 (4 us)")
+    assert row(r)[[name for name, _ in COLUMNS].index("Redis us/pg")] == "7"
+
+
 def test_bench_crawls_the_skewed_site_in_both_depth_modes_and_the_slow_host_alone():
     proc = subprocess.run(
         [str(BIN / "rqcrawl"), "bench", "--skewed", "--fan-pages", "8", "--crawl-delay", "0.2",

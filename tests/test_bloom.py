@@ -8,6 +8,7 @@ import queue
 
 import pytest
 import redis
+from helpers import command_calls
 from redis.crc import key_slot
 
 from rqcrawl import config, stats
@@ -85,6 +86,21 @@ def test_duplicate_within_one_batch_is_new_only_the_first_time(conn):
     bloom = BloomFilter(conn, "t:bloom", capacity=10_000, error_rate=0.001)
     got = bloom.add_many(["http://a/x", "http://a/y", "http://a/x", "http://a/z", "http://a/y"])
     assert got == [True, True, False, True, False]
+
+
+def bit_commands(conn: redis.Redis) -> dict[str, int]:
+    return {c: command_calls(conn, c) for c in ("bitfield", "setbit")}
+
+
+@pytest.mark.parametrize("shard_limit", [2**32, 50_000], ids=["one-shard", "shards"])
+def test_a_batch_costs_one_bitfield_per_shard_not_one_command_per_bit(conn, shard_limit):
+    bloom = BloomFilter(conn, "t:bloom", capacity=10_000, error_rate=0.001, shard_limit=shard_limit)
+    bloom.add_many(["http://a/warm-up"])  # the shards are created (one SETBIT each) first
+    before = bit_commands(conn)
+    assert bloom.add_many(urls("cost", 40)) == [True] * 40
+    after = bit_commands(conn)
+    assert after["setbit"] == before["setbit"]
+    assert after["bitfield"] - before["bitfield"] == len(bloom.keys)  # 400 bits, every shard
 
 
 def test_empty_batches(conn):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from helpers import command_calls
+from rq import Queue
 from rq.job import Job, JobStatus
 
 from rqcrawl import config
@@ -44,3 +46,15 @@ def test_a_saved_again_job_clears_fields_that_became_empty(conn):
     job.worker_name = None
     job.save()
     assert conn.hget(job.key, "worker_name") == b""
+
+
+def test_a_new_job_is_written_in_one_hset_its_status_included(conn):
+    queue = Queue("compact3", connection=conn, job_class=CompactJob)
+    before = command_calls(conn, "hset")
+    with conn.pipeline() as pipe:
+        data = Queue.prepare_data(JOB_FUNC, args=("compact3", URL, 0), job_id="compact3-job")
+        queue.enqueue_many([data], pipeline=pipe)
+        pipe.execute()
+    assert command_calls(conn, "hset") - before == 1
+    job = Job.fetch("compact3-job", connection=conn)
+    assert job.get_status() == JobStatus.QUEUED and job.args == ("compact3", URL, 0)

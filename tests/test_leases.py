@@ -65,6 +65,16 @@ def test_an_expired_lease_brings_the_url_back_as_its_next_attempt(conn):
     assert next_job.get_status() == "queued"
 
 
+def test_a_recovered_url_goes_to_the_head_of_the_queue(conn):
+    """It waited a lease already: it must not wait again behind the queued jobs."""
+    frontier, job_id = seeded(conn, "h")
+    frontier.claim(URL, job_id)
+    frontier.seed([URL + "?next"])  # queued behind it
+    expire(frontier)
+    assert frontier.reap() == 1
+    assert frontier.queue.job_ids[0] == entry_of(frontier).job_id("h", URL)
+
+
 def renew(frontier: Frontier) -> None:
     """What the renewing thread of a process holding the URL's lease does."""
     renewer = Renewer()

@@ -13,7 +13,7 @@ from redis.exceptions import NoScriptError
 from rqcrawl import keys, scripts
 from rqcrawl.config import CrawlConfig
 from rqcrawl.sinks import iter_records, record, skip_template
-from rqcrawl.state import CrawlState, InFlight
+from rqcrawl.state import CLAIM_NOTE_EVERY, CrawlState, InFlight
 
 A, B, C = "http://a.test/", "http://b.test/", "http://c.test/"
 
@@ -209,6 +209,20 @@ def test_claim_takes_the_lease_only_for_the_live_job(conn):
     assert conn.zscore(state.keys.leased, A) > time.time()
 
 
+def test_a_process_notes_its_claims_time_at_most_once_a_second(conn):
+    state = crawl(conn)
+    state.seed([A, B])
+    (_, a_job), (_, b_job) = job_of(state, A), job_of(state, B)
+    state.claim(A, a_job)
+    noted = float(conn.hget(state.keys.counters, keys.LAST_CLAIM_AT))
+    assert noted == pytest.approx(time.time(), abs=1)
+    state.claim(B, b_job)  # within the second: not noted again
+    assert float(conn.hget(state.keys.counters, keys.LAST_CLAIM_AT)) == noted
+    state.claim_noted_at -= CLAIM_NOTE_EVERY  # a second later
+    state.claim(B, b_job)
+    assert float(conn.hget(state.keys.counters, keys.LAST_CLAIM_AT)) > noted
+
+
 def test_a_parked_url_waits_in_later_until_its_time_then_comes_back_as_a_new_turn(conn):
     state = crawl(conn)
     state.seed([A, B])
@@ -349,7 +363,7 @@ def test_scripts_take_named_arguments_and_survive_a_script_flush(conn):
     conn.script_flush()
     state.seed([A])
     _, job_id = job_of(state, A)
-    conn.script_flush()  # the claim's pipeline loads what a restarted Redis forgot
+    conn.script_flush()  # the claim loads what a restarted Redis forgot
     assert state.claim(A, job_id).entry is not None
     with pytest.raises(NoScriptError):
         conn.script_flush()

@@ -7,14 +7,15 @@ from __future__ import annotations
 import threading
 import time
 
-from helpers import wait_until
+from helpers import command_calls, wait_until
 from rq import Callback, Queue
 from rq.job import Job, JobStatus
 from rq.suspension import resume, suspend
 from rq.utils import str_to_date
 
+from rqcrawl.frontier import JOB_FUNC
 from rqcrawl.threadworkers import threaded_class
-from rqcrawl.worker import CrawlWorker
+from rqcrawl.worker import CrawlJob, CrawlWorker
 
 
 def square(x: int) -> int:
@@ -53,6 +54,9 @@ def test_crawl_worker_keeps_rq_informed(conn):
         # `rq suspend` while a job runs: the worker takes no other job after it.
         slow = queue.enqueue(time.sleep, 1.5)
         wait_until(lambda: slow.get_status(refresh=True) == JobStatus.STARTED, 10, "slow start")
+        # The worker heartbeat RQ sends before the job (with the job's shorter TTL) was
+        # skipped: the full one sent after the dequeue stands for it, and leaves more time.
+        assert conn.ttl(worker.key) > worker.worker_ttl
         suspend(conn)
         held = queue.enqueue(square, 7)
         wait_until(lambda: slow.get_status(refresh=True) == JobStatus.FINISHED, 10, "slow's end")
@@ -69,3 +73,24 @@ def test_crawl_worker_keeps_rq_informed(conn):
         worker._stop_requested = True
         thread.join(15)
     assert not thread.is_alive()
+
+
+def test_a_crawl_jobs_success_is_one_hset_with_its_meta_and_expires_only_its_own_keys(conn):
+    job = CrawlJob.create(JOB_FUNC, args=("c", "http://a.test/", 0), connection=conn)
+    job.save()
+    job.meta["outcome"] = "fetched"
+    before = {c: command_calls(conn, c) for c in ("hset", "expire")}
+    with conn.pipeline() as pipe:
+        job._handle_success(30, pipe, worker_name="w")
+        job.cleanup(30, pipeline=pipe, remove_from_queue=False)
+        pipe.execute()
+    assert command_calls(conn, "hset") - before["hset"] == 1  # status, fields and meta at once
+    assert command_calls(conn, "expire") - before["expire"] == 2  # the job and its result
+    stored = Job.fetch(job.id, connection=conn)
+    assert stored.get_status() == JobStatus.FINISHED and stored.meta == {"outcome": "fetched"}
+    assert 0 < conn.ttl(job.key) <= 30
+    other = CrawlJob.create(square, args=(3,), connection=conn)  # may have dependents
+    other.save()
+    before = command_calls(conn, "expire")
+    other.cleanup(30)
+    assert command_calls(conn, "expire") - before == 3

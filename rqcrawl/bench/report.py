@@ -74,6 +74,7 @@ COLUMNS = [
     ("+Redis", "{}"),
     ("peak RSS MB", "{:.0f}"),
     ("Redis CPU ms/pg", "{}"),
+    ("Redis us/pg", "{}"),
     ("Redis cmd/pg", "{}"),
     ("Redis RSS MB", "{}"),
     ("B/pending job", "{}"),
@@ -103,6 +104,7 @@ def row(r: Result) -> list[str]:
         redis_cell("{:.2f}", rd and (r.cpu_s + rd["cpu_s"]) * 1000 / pages),
         r.peak_rss_kb / 1024,
         redis_cell("{:.2f}", rd and rd["cpu_s"] * 1000 / pages),
+        redis_cell("{:.0f}", rd and command_usec(rd) / pages),
         redis_cell("{:.1f}", rd and rd["commands"] / pages),
         redis_cell("{:.0f}", rd and rd["rss"] / 2**20),
         redis_cell("{:.0f}", rd and rd["job_bytes"]),
@@ -157,15 +159,7 @@ def notes(results: list[Result]) -> list[str]:
             )
     for r in results:
         if r.redis:
-            rd = r.redis
-            pages = max(r.pages, 1)
-            top = sorted(rd["calls"], key=lambda name: -rd["usec"][name])[:10]
-            calls = ", ".join(
-                f"{name} {rd['calls'][name] / pages:.1f} ({rd['usec'][name] / pages:.0f} us)"
-                for name in top
-            )
-            label = f"{r.crawler} {workers_label(r)}, {r.latency * 1000:.0f} ms"
-            out.append(f"{label}: Redis calls (and time) per page, Lua's included: {calls}")
+            out.append(command_breakdown(r))
     mem = next((r.redis for r in results if r.redis), None)
     if mem:
         out.append(
@@ -185,6 +179,36 @@ def notes(results: list[Result]) -> list[str]:
             f"({min(CrawlConfig.window, mem['frontier_urls']):,} of them RQ jobs, the rest held)"
         )
     return out
+
+
+# Commands whose commandstats time includes that of the commands they ran, which commandstats
+# also counts under their own names.
+WRAPPERS = ("evalsha", "eval", "exec")
+
+
+def command_usec(rd: dict) -> int:
+    """Redis's time executing commands (commandstats usec), each command counted once: the
+    wrappers' time is left out, since it holds the time of the commands they ran (and a
+    script's interpretation, which only Redis CPU shows)."""
+    return sum(us for name, us in rd["usec"].items() if name not in WRAPPERS)
+
+
+def command_breakdown(r: Result) -> str:
+    """Where a page's Redis commands go: calls and time per page of every command run at
+    least once per 20 pages, most called first, those inside scripts and transactions
+    included."""
+    rd, pages = r.redis, max(r.pages, 1)
+    calls = ", ".join(
+        f"{name} {n / pages:.1f} ({rd['usec'][name] / pages:.0f} us)"
+        for name, n in sorted(rd["calls"].items(), key=lambda item: -item[1])
+        if n / pages >= 0.05
+    )
+    return (
+        f"{r.crawler} {workers_label(r)}, {r.latency * 1000:.0f} ms: Redis commands per page "
+        f"{rd['commands'] / pages:.1f} ({command_usec(rd) / pages:.0f} us), by command, those "
+        f"inside scripts and transactions included (evalsha's and exec's time includes "
+        f"theirs): {calls}"
+    )
 
 
 def workers_label(r: Result) -> str:
