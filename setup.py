@@ -26,6 +26,7 @@ setup(
         "prometheus-client>=0.20",
         "rich>=13",
         "sqlalchemy>=2.0",
+        "defusedxml>=0.7",  # sitemaps: XML without DTDs, so no entity expansion (rqcrawl.sitemaps)
     ],
     extras_require={
         "dashboard": DASHBOARD,

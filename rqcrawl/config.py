@@ -88,6 +88,11 @@ class CrawlConfig:
     max_pages_per_host: int = 0
     priority_share: float = 0.5  # share of a page's priority its links get (rounded toward 0)
     max_host_share: float = 0.0  # most share of the admitted URLs per host; 0: off
+    # Seed sites' sitemaps as a discovery source (rqcrawl.sitemaps), and their caps per site.
+    sitemaps: bool = True
+    max_sitemaps_per_host: int = 10  # sitemap documents read per seed site (indexes included)
+    max_sitemap_urls: int = 50_000  # page URLs taken from one site's sitemaps
+    max_sitemap_bytes: int = 10_000_000  # one sitemap's bytes, after gunzip
     max_segment_repeats: int = 3
     max_query_params: int = 20
     # Extraction: {name: {css|xpath = "...", all = bool}}, see extract.field_problem.
@@ -421,6 +426,9 @@ _BOUNDS: dict[str, Bounds] = {
     "max_pages": Bounds(0),
     "max_pages_per_host": Bounds(0),
     "max_host_share": Bounds(0, 1),
+    "max_sitemaps_per_host": Bounds(1),
+    "max_sitemap_urls": Bounds(0),
+    "max_sitemap_bytes": Bounds(1),
     "priority_share": Bounds(0, 1),
     "max_segment_repeats": Bounds(1),
     "max_query_params": Bounds(0),

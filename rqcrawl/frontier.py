@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import time
 import uuid
+from collections import Counter
 from dataclasses import replace
 from datetime import UTC, datetime
 from functools import cached_property
@@ -33,11 +34,12 @@ from rq import Queue
 from rq.job import Job, JobStatus
 from rq.registry import StartedJobRegistry
 
-from . import keys, levels, shards
+from . import keys, levels, shards, sitemaps
 from .changes import Content, Prior
 from .config import CrawlConfig
+from .robots import site_of
 from .sinks import record
-from .state import Children, CrawlState, InFlight, Released, StaleCrawl, outcome_counts
+from .state import Children, CrawlState, Ended, InFlight, Released, StaleCrawl, outcome_counts
 from .urls import host_of
 
 if TYPE_CHECKING:
@@ -95,9 +97,14 @@ class Frontier:
         self.queue = Queue(keys.QUEUE_NAME, connection=redis, job_class=CompactJob)
 
     def seed(self, urls: list[str], priority: int = 0) -> int:
-        """Admit `urls` at depth 0 and `priority` and queue what the window allows; returns
-        how many were new to the crawl."""
+        """Admit `urls` at depth 0 and `priority`, and their sites' first sitemap documents
+        (rqcrawl.sitemaps) unless the crawl reads none, and queue what the window allows;
+        returns how many URLs were new to the crawl."""
         admitted, released = self.state.seed(urls, priority)
+        if self.cfg.sitemaps and self.cfg.max_depth >= 1:
+            roots = {site_of(u): sitemaps.entry(sitemaps.root(site_of(u))) for u in urls}
+            cap = self.cfg.max_sitemaps_per_host
+            released += self.state.hold_sitemaps(roots.items(), priority, cap)[1]
         self._enqueue(released)
         return admitted
 
@@ -140,9 +147,15 @@ class Frontier:
             record["visit"], record["change"] = visited.visit, visited.change
             if visited.duplicate_of:
                 record["duplicate_of"], children = visited.duplicate_of, []
-        ended = self.state.finish(
-            url, counts, record, children, child_depth, self.state.inherited(priority)
+        self._ended(
+            self.state.finish(
+                url, counts, record, children, child_depth, self.state.inherited(priority)
+            )
         )
+
+    def _ended(self, ended: Ended) -> None:
+        """Queue what ending a URL released, and what it calls for: a drain of the links
+        it sent to other shards, the level's coordination, a recovery pass."""
         self._enqueue(ended.released)
         if ended.sent:
             self.drain()
@@ -150,6 +163,38 @@ class Frontier:
             levels.coordinate(self.peers)
         if ended.reap_due:
             self.reap()
+
+    def finish_sitemap(self, url: str, entry: InFlight, found: sitemaps.Found) -> None:
+        """End the sitemap entry `url` for good: admit its pages at depth 1 (at most
+        `max_sitemap_urls` per site, grouped by priority), hold the sitemaps it names (at
+        most `max_sitemaps_per_host` per site), then end it, and queue what that released. A
+        worker dying in between leaves the entry in flight: read again, what it admitted or
+        held already is not again."""
+        site, counts = site_of(sitemaps.target(url)), Counter(found.counts)
+        pages = found.pages
+        taken = self.state.take_sitemap_urls(site, len(pages), self.cfg.max_sitemap_urls)
+        if taken < len(pages):
+            counts[keys.links_dropped("max_sitemap_urls")] += len(pages) - taken
+        by_priority: dict[int, list[tuple[str | None, str]]] = {}
+        base = self.state.inherited(entry.priority)
+        for verdict, page, offset in pages[:taken]:
+            by_priority.setdefault(base + offset, []).append((verdict, page))
+        released: Released = []
+        sent = False
+        for priority, children in sorted(by_priority.items(), reverse=True):
+            listed = self.state.admit_listed(children, 1, priority, "sitemap")
+            released += listed.released
+            sent = sent or bool(listed.sent)
+        cap = self.cfg.max_sitemaps_per_host  # no more can be held: a site's cap
+        named = [(site_of(d), sitemaps.entry(d)) for d in found.sitemaps[:cap]]
+        held, more = self.state.hold_sitemaps(named, entry.priority, cap)
+        if held < len(found.sitemaps):  # past the cap, or already held
+            counts[keys.sitemap_problem("not_held")] += len(found.sitemaps) - held
+        released += more
+        self._enqueue(released)
+        if sent:
+            self.drain()
+        self._ended(self.state.finish(url, counts, None, [], 1))
 
     @cached_property
     def peers(self) -> list[Frontier]:
@@ -341,6 +386,9 @@ class Frontier:
         if not self.state.still_lost(url, entry):
             return
         message = f"job lost by its worker {entry.attempt + 1} times"
+        if sitemaps.document(url):
+            self.finish_sitemap(url, entry, sitemaps.Found.failed("lost", f"{url}: {message}"))
+            return
         attempts = entry.attempt + 1
         lost = record(url, "lost", entry.depth, error=message, attempts=attempts, reason="lost")
         counts = {keys.FAILED: 1} | outcome_counts(host_of(url), {keys.FAILED: 1}, lost, None)

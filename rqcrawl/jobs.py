@@ -12,6 +12,7 @@ once, so a worker never sleeps on a busy host.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import time
 from collections import Counter
@@ -23,7 +24,7 @@ from rq import get_current_job
 from rq.job import Job
 from rq.timeouts import JobTimeoutException
 
-from . import config, hooks, keys, stats, warc
+from . import config, hooks, keys, sitemaps, stats, warc
 from .changes import Content, Prior, simhash, visible_text
 from .config import CrawlConfig
 from .cookies import Cookies
@@ -39,6 +40,8 @@ from .rules import link_verdict
 from .sinks import record
 from .state import InFlight, StaleCrawl, outcome_counts
 from .urls import host_of, in_scope
+
+log = logging.getLogger(__name__)
 
 # Permanent fetch outcomes that mean "not for us" rather than "broken": counted as skips.
 SKIP_REASONS = {"out_of_scope", "refused_address", "too_large", "not_html"}
@@ -149,26 +152,35 @@ def _run_claimed(
     if paused and c.frontier.state.put_back(url, entry):
         return "crawl halted: URL given back unfetched"
     try:  # the URL's lease, and the host's slot once the job takes one
-        leases = (c.frontier.state.keys.leased, url), (c.politeness.lease_key(host_of(url)), job.id)
+        host = host_of(sitemaps.target(url))
+        leases = (c.frontier.state.keys.leased, url), (c.politeness.lease_key(host), job.id)
         with renewer.hold(c.frontier.redis, *leases):
             return _crawl_claimed(job, c, url, depth, entry)
     except JobTimeoutException:  # RQ's job_timeout: a timeout of this URL, not a lost job
         message = f"job ran over job_timeout ({job.timeout}s)"
         error = FetchError("timeout", message, transient=True)
+        if sitemaps.document(url):
+            found = sitemaps.Found.failed("timeout", f"{url}: {message}", error)
+            return _settle_sitemap(c, url, entry, found)
         return _settle(c, url, depth, entry, failed_visit(url, depth, error))
 
 
 def _crawl_claimed(job: Job, c: Crawl, url: str, depth: int, entry: InFlight) -> str | dict:
     """Visit `url`, claimed by `job` as `entry`: fetch and end it, or park it until its
-    host is ready."""
-    site, host, ua = site_of(url), host_of(url), c.cfg.user_agent
+    host is ready. A sitemap entry (rqcrawl.sitemaps) passes the same gates for its
+    document."""
+    doc, target = sitemaps.document(url), sitemaps.target(url)
+    site, host, ua = site_of(target), host_of(target), c.cfg.user_agent
     while True:
         robots = c.robots.get(site) if c.cfg.obey_robots else None
         must_fetch_robots = c.cfg.obey_robots and (robots is None or robots.due(time.time()))
         if not must_fetch_robots:
             if robots and robots.kind == "unavailable":
                 return _defer(c, url, entry, robots.retry_at)
-            refusal = _robots_refusal(robots, url, depth, entry, ua)
+            refusal = _robots_refusal(robots, target, depth, entry, ua)
+            if refusal and doc:
+                problem = f"{doc}: {refusal.record['error']}"
+                return _settle_sitemap(c, url, entry, sitemaps.Found.failed("robots", problem))
             if refusal:
                 refusal.counts.update(outcome_counts(host, refusal.counts, refusal.record, None))
                 return _settle(c, url, depth, entry, refusal)
@@ -184,6 +196,14 @@ def _crawl_claimed(job: Job, c: Crawl, url: str, depth: int, entry: InFlight) ->
         finally:  # the Crawl-delay just learnt already applies to the next request
             learnt = c.politeness.delay_for(robots.crawl_delay(ua) if robots else None)
             c.politeness.release(host, job.id, learnt, started)
+    if doc:
+        try:
+            first = sitemaps.is_root(doc, site)  # the site's /sitemap.xml: robots.txt's too
+            named = robots.sitemaps() if robots and first else []
+            found = sitemaps.read(doc, c.cfg, named, quiet_404=first)
+        finally:
+            c.politeness.release(host, job.id, delay, started)
+        return _settle_sitemap(c, url, entry, found)
     try:
         prior = c.frontier.prior(url)
         archive = warc.archive(c.frontier.crawl, c.cfg, job.worker_name, prior)
@@ -203,7 +223,8 @@ def abandon(job: Job) -> None:
     crawl, url, _ = job.args
     c = crawl_of(job.connection, crawl)
     if c is not None:
-        c.politeness.release(host_of(url), job.id, c.cfg.delay, time.time())
+        host = host_of(sitemaps.target(url))
+        c.politeness.release(host, job.id, c.cfg.delay, time.time())
 
 
 META_FIELDS = ("outcome", "reason", "status", "error", "attempts")
@@ -257,18 +278,42 @@ def _robots_refusal(
 
 def _settle(c: Crawl, url: str, depth: int, entry: InFlight, result: Visit) -> str | dict:
     """Retry a transient failure later, or end the URL for good."""
-    attempts = entry.attempt + 1
-    if result.error is not None and attempts <= c.cfg.retries:
-        delay = max(result.error.retry_after or 0.0, c.cfg.retry_base * 2**entry.attempt)
-        if not c.frontier.retry_later(url, entry, delay):
-            return "already ended"
-        return f"retry in {delay:.1f}s: {result.error}"
-    result.record["attempts"] = attempts
+    retried = _retry(c, url, entry, result.error)
+    if retried:
+        return retried
+    result.record["attempts"] = entry.attempt + 1
+    if entry.source:
+        result.record["source"] = entry.source
     c.frontier.finish(
         url, result.counts, result.record, result.children, depth + 1, result.content,
         entry.priority,
     )  # fmt: skip
     return result.record
+
+
+def _retry(c: Crawl, url: str, entry: InFlight, error: FetchError | None) -> str | None:
+    """Park the next attempt of a transient failure while attempts are left (the job's
+    message); None when the URL must end now."""
+    if error is None or entry.attempt + 1 > c.cfg.retries:
+        return None
+    delay = max(error.retry_after or 0.0, c.cfg.retry_base * 2**entry.attempt)
+    if not c.frontier.retry_later(url, entry, delay):
+        return "already ended"
+    return f"retry in {delay:.1f}s: {error}"
+
+
+def _settle_sitemap(c: Crawl, url: str, entry: InFlight, found: sitemaps.Found) -> str:
+    """Retry a sitemap whose fetch failed for now, or end its entry (one log line if the
+    document could not be read in full)."""
+    retried = _retry(c, url, entry, found.error)
+    if retried:
+        return retried
+    if found.problem:
+        log.warning("crawl %s: sitemap %s", c.frontier.crawl, found.problem)
+    c.frontier.finish_sitemap(url, entry, found)
+    return f"sitemap: {len(found.pages)} URLs, {len(found.sitemaps)} sitemaps" + (
+        f"; {found.problem}" if found.problem else ""
+    )
 
 
 def wake(crawl: str) -> str:

@@ -48,6 +48,10 @@ class CrawlKeys:
         self.outbox = self._key("outbox")  # list of state.Outgoing: links to other shards
         self.outbox_lock = self._key("outbox_lock")  # string with a TTL: the drain's token
         self.synced = self._key("synced")  # string with a TTL: see CrawlState.replicated
+        self.sitemapped = self._key("sitemapped")  # set: URLs a sitemap admitted, until they end
+        # hash: sitemap document URL -> 1 (held once), "docs|site" and "urls|site" -> how many
+        # documents were held and page URLs taken for the site (rqcrawl.sitemaps' caps)
+        self.sitemaps = self._key("sitemaps")
 
     def _key(self, *parts: str) -> str:
         return self.prefix + ":".join(parts)
@@ -80,6 +84,8 @@ DROPPED = "dropped"  # URLs dropped by a cancel
 PUT_BACK = "put_back"  # URLs given back unfetched while paused
 REVISITS = "revisits"  # URLs readmitted from the task table for a revisit
 HOOK_ERRORS = "hook_errors"
+SITEMAPS = "sitemaps"  # sitemap documents read
+SITEMAP_URLS = "sitemap_urls"  # page URLs found in sitemaps (before dedup and budgets)
 BYTES = "bytes"  # body bytes of fetched pages
 LATENCY_MS = "latency_ms"  # sum of fetch durations
 
@@ -89,6 +95,7 @@ LINKS = "links:"  # links dropped before admission, by rule
 FAILED_BY = "failed:"  # failed URLs, by reason
 RATE = "rate:"  # fetched pages per RATE_BUCKET seconds, by bucket number
 LATENCY_LE = "latency_le:"  # fetches per latency bucket, by upper bound
+SITEMAP_PROBLEMS = "sitemap_problems:"  # sitemap documents not read, or cut, by reason
 
 
 def skipped(reason: str) -> str:
@@ -97,6 +104,10 @@ def skipped(reason: str) -> str:
 
 def links_dropped(rule: str) -> str:
     return LINKS + rule
+
+
+def sitemap_problem(reason: str) -> str:
+    return SITEMAP_PROBLEMS + reason
 
 
 def failed_by(reason: str) -> str:

@@ -44,6 +44,10 @@ class Robots:
     def allows(self, url: str, user_agent: str) -> bool:
         return self._parser is None or self._parser.can_fetch(url, user_agent)
 
+    def sitemaps(self) -> list[str]:
+        """The URLs of the file's `Sitemap:` lines (as written: not canonical, maybe relative)."""
+        return [] if self._parser is None else list(self._parser.sitemaps)
+
     def crawl_delay(self, user_agent: str) -> float | None:
         return None if self._parser is None else self._parser.crawl_delay(user_agent)
 

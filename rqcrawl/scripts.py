@@ -223,15 +223,18 @@ return bloom_check(shard0, sbits, kk, ARGV, positions, (#ARGV - positions + 1) /
 # rqcrawl.state.Outgoing, admitted on their shard by a drain; counted in `outboxed`, the
 # cross-shard share the bench reports), and the level is not raised
 # here: the last element of the header says that this shard has nothing in flight.
+# source: 'sitemap' to note the admitted children in `sitemapped` until they end (their
+# records say where they came from), or ''.
 # Returns {1 | 0 (done had already ended), admitted, reap due, level done here,
 # released "priority depth url"...}.
 FINISH = Script(
     keys=(
         "counters", "inflight", "held", "items", "reap_lock", "host_pages", "later", "leased",
-        "revisiting", "priorities", "outbox",
+        "revisiting", "priorities", "outbox", "sitemapped",
     ),
     args=(
-        "done", "final", "increments", "record", "child_depth", "child_priority", "window",
+        "done", "final", "increments", "record", "child_depth", "child_priority", "source",
+        "window",
         "shard_bits", "k", "now", "reap_every", "max_pages", "max_host_pages", "max_host_share",
         "share_floor", "skip_record", "skip_prefix", "n", "bits", "sharded", "foreign", "exact",
     ),
@@ -247,6 +250,7 @@ elseif done ~= '' then
   redis.call('ZREM', later, done)
   redis.call('ZREM', leased, done)
   redis.call('SREM', revisiting, done)
+  redis.call('SREM', sitemapped, done)
   for field, count in string.gmatch(increments, '(%S+) (%S+)') do
     local per_host = string.find(field, '|', 1, true)
     redis.call('HINCRBY', per_host and host_pages or counters, field, count)
@@ -282,6 +286,7 @@ for i = 1, count do
     if verdict == '-' then
       hold(held, priorities, child_priority, child_depth .. ' ' .. url, false)
       redis.call('HINCRBY', host_pages, host, 1)
+      if source ~= '' then redis.call('SADD', sitemapped, url) end
       admitted = admitted + 1
     else
       skip = skip or cjson.decode(skip_record)
@@ -400,7 +405,7 @@ end
 # note: '1' to note the claim's time as last_claim_at (see stats.idle_warnings).
 # Returns {entry or nil, paused (0 | 1), identity or nil, {url, entry, ...}}.
 CLAIM = Script(
-    keys=("inflight", "leased", "counters", "later"),
+    keys=("inflight", "leased", "counters", "later", "sitemapped"),
     args=("url", "attempt", "turn", "expiry", "now", "limit", "note"),
     lib=DUE_LIB,
     body="""
@@ -412,7 +417,9 @@ end
 if note == '1' then redis.call('HSET', counters, 'last_claim_at', now) end
 local paused = redis.call('HEXISTS', counters, 'paused_at')
 local identity = redis.call('HGET', counters, 'started_at')
-return {entry, paused, identity, take_due(later, inflight, now, limit)}
+-- last: whether a sitemap admitted the URL (its record says so)
+return {entry, paused, identity, take_due(later, inflight, now, limit),
+        redis.call('SISMEMBER', sitemapped, url)}
 """,
 )
 
@@ -508,7 +515,7 @@ HELD = Script(
 # so that no release can slip in between. Returns false if it was already cancelled, else
 # {held count, url, entry, url, entry...} of the dropped in-flight URLs.
 CANCEL = Script(
-    keys=("counters", "inflight", "held", "later", "revisiting", "priorities"),
+    keys=("counters", "inflight", "held", "later", "revisiting", "priorities", "sitemapped"),
     args=("now",),
     lib=HELD_LIB + HELD_COUNT_LIB,
     body="""
@@ -520,7 +527,7 @@ for _, p in ipairs(redis.call('ZRANGE', priorities, 0, -1)) do
   redis.call('DEL', held_list(held, p))
 end
 local flying = redis.call('HGETALL', inflight)
-redis.call('DEL', inflight, held, later, revisiting, priorities)
+redis.call('DEL', inflight, held, later, revisiting, priorities, sitemapped)
 redis.call('HINCRBY', counters, 'dropped', n_held + #flying / 2)
 local out = {n_held}
 for _, v in ipairs(flying) do out[#out + 1] = v end
@@ -594,5 +601,31 @@ local ready, last_booked = load_state(hosts, host)
 local t, d = tonumber(now), tonumber(delay)
 save_state(hosts, host, math.max(ready, t + d), last_booked, d + tonumber(duration))
 return 1
+""",
+)
+
+# Hold sitemap documents (rqcrawl.sitemaps: entries "sitemap:<url>") at depth 0 and
+# `priority`, past the Bloom filter and the budgets (a sitemap is not a page of the crawl):
+# each document once per crawl (the field `entry` of `sitemaps`), at most `cap` per site (the
+# field `docs|site`), none once the crawl is cancelled. The tail holds pairs (site, entry).
+# Returns how many were held.
+HOLD_SITEMAPS = Script(
+    keys=("counters", "held", "priorities", "sitemaps"),
+    args=("cap", "priority"),
+    arg_tail="pairs",
+    lib=HELD_LIB,
+    body="""
+if redis.call('HEXISTS', counters, 'cancelled_at') == 1 then return 0 end
+local held_now = 0
+for i = pairs, #ARGV, 2 do
+  local count_field, entry = 'docs|' .. ARGV[i], ARGV[i + 1]
+  local taken = tonumber(redis.call('HGET', sitemaps, count_field) or '0')
+  if taken < tonumber(cap) and redis.call('HSETNX', sitemaps, entry, 1) == 1 then
+    redis.call('HINCRBY', sitemaps, count_field, 1)
+    hold(held, priorities, priority, '0 ' .. entry, false)
+    held_now = held_now + 1
+  end
+end
+return held_now
 """,
 )

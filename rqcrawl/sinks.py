@@ -44,6 +44,8 @@ FIELDS = [
     "change",  # and its change: new, changed, unchanged, gone (rqcrawl.tasks)
     "not_modified",  # true when the server answered 304 to a conditional GET
     "duplicate_of",  # an earlier URL of the crawl with the same body (crawls with revisits)
+    "source",  # "sitemap" for a URL found in a sitemap (rqcrawl.sitemaps); else None: a link
+    # (depth > 0) or a seed (depth 0)
 ]
 
 
@@ -61,10 +63,11 @@ def record(url: str, outcome: str | None, depth: int, **fields) -> dict:
     return built
 
 
-def skip_template(depth: int) -> str:
+def skip_template(depth: int, source: str = "") -> str:
     """The JSON of the record of a link refused at admission (a budget), for the finish
-    script, which adds its url and outcome: only the fields it has (readers fill the rest)."""
-    template = record("", None, depth, attempts=0)
+    script, which adds its url and outcome: only the fields it has (readers fill the rest).
+    `source`: where the refused URLs came from ("sitemap"), if not a page's links."""
+    template = record("", None, depth, attempts=0, source=source or None)
     kept = {k: v for k, v in template.items() if v is not None and k not in ("url", "outcome")}
     return json.dumps(kept, separators=(",", ":"))
 

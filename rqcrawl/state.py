@@ -43,7 +43,7 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from redis import Redis
@@ -88,13 +88,16 @@ Children = Sequence[tuple[str | None, str]]  # (verdict, url): a verdict refuses
 @dataclass(frozen=True)
 class InFlight:
     """A released URL: its depth, when it was (re)released or may run, its attempt number
-    (retries and recoveries), its turn (deferrals within an attempt) and its priority."""
+    (retries and recoveries), its turn (deferrals within an attempt) and its priority.
+    `source` ("sitemap" or ""), read by a claim from `sitemapped`, is not part of the stored
+    entry (nor of its comparisons)."""
 
     depth: int
     released_at: float
     attempt: int
     turn: int = 0
     priority: int = 0
+    source: str = field(default="", compare=False)
 
     @classmethod
     def parse(cls, raw: bytes | str) -> InFlight:
@@ -242,6 +245,30 @@ class CrawlState:
         ended = self._end("", "", None, [(None, u) for u in urls], 0, priority)
         return ended.admitted, ended.released
 
+    def admit_listed(self, children: Children, depth: int, priority: int, source: str) -> Ended:
+        """Admit `children` at `depth` and `priority` like a page's links without ending any
+        URL: a sitemap's URLs, noted as coming from `source`."""
+        return self._end("", "", None, children, depth, priority, source)
+
+    def hold_sitemaps(
+        self, entries: Iterable[tuple[str, str]], priority: int, cap: int
+    ) -> tuple[int, Released]:
+        """Hold sitemap entries (site, entry) at depth 0 (scripts.HOLD_SITEMAPS: once each,
+        at most `cap` per site) and release what the window allows; returns how many were
+        held, and the released URLs."""
+        k = self.keys
+        held = scripts.HOLD_SITEMAPS(
+            self.redis, tail_args=[part for pair in entries for part in pair],
+            counters=k.counters, held=k.held, priorities=k.priorities, sitemaps=k.sitemaps,
+            cap=cap, priority=priority,
+        )  # fmt: skip
+        return held, self._end("", "", None, [], 0).released if held else []
+
+    def take_sitemap_urls(self, site: str, n: int, cap: int) -> int:
+        """How many of `n` more sitemap URLs `site` may still give (at most `cap` in all)."""
+        total = self.redis.hincrby(self.keys.sitemaps, f"urls|{site}", n)
+        return max(0, n - max(0, total - cap))
+
     def finish(
         self,
         url: str,
@@ -269,6 +296,7 @@ class CrawlState:
         children: Children,
         depth: int,
         priority: int = 0,
+        source: str = "",
     ) -> Ended:
         """End `done` (unless '') and admit `children`, in batches of bounded Redis time, the
         URL ending with the last one (see the module docstring). Links to other shards'
@@ -278,13 +306,13 @@ class CrawlState:
         parts = list(batches(children, self.bloom.hashes + CHILD_COST)) or [[]]
         admitted, released = 0, []
         for part in parts[:-1]:
-            ended = self._finish_call(done, False, "", None, part, depth, priority, [])
+            ended = self._finish_call(done, False, "", None, part, depth, priority, [], source)
             if ended is None:  # a stale job: the URL ended meanwhile, its links are not ours
                 return Ended(admitted, released)
             admitted += ended.admitted
             released += ended.released
         last = self._finish_call(
-            done, True, increments, record, parts[-1], depth, priority, foreign
+            done, True, increments, record, parts[-1], depth, priority, foreign, source
         )
         if last is None:
             return Ended(admitted, released)
@@ -318,6 +346,7 @@ class CrawlState:
         child_depth: int,
         child_priority: int,
         foreign: list[Outgoing],
+        source: str = "",
     ) -> Ended | None:
         """One run of scripts.FINISH; None if `done` had already ended (a stale job)."""
         urls = [u for _, u in children]
@@ -331,8 +360,8 @@ class CrawlState:
             ],
             counters=k.counters, inflight=k.inflight, held=k.held, items=k.items,
             reap_lock=k.reap_lock, host_pages=k.host_pages, later=k.later, leased=k.leased,
-            revisiting=k.revisiting, priorities=k.priorities, outbox=k.outbox, done=done,
-            final=int(final),
+            revisiting=k.revisiting, priorities=k.priorities, outbox=k.outbox,
+            sitemapped=k.sitemapped, done=done, final=int(final), source=source,
             increments=increments,
             record=json.dumps(record, separators=(",", ":")) if record else "",
             child_depth=child_depth,
@@ -346,7 +375,7 @@ class CrawlState:
             max_host_pages=self.cfg.max_pages_per_host,
             max_host_share=repr(self.cfg.max_host_share),
             share_floor=SHARE_FLOOR,
-            skip_record=skip_template(child_depth),
+            skip_record=skip_template(child_depth, source),
             skip_prefix=keys.SKIPPED,
             n=len(children),
             bits=self.bloom.bits,
@@ -396,16 +425,18 @@ class CrawlState:
         attempt, turn = job_id.rsplit("-", 2)[1:]
         k, now = self.keys, time.time()
         note = now - self.claim_noted_at >= CLAIM_NOTE_EVERY
-        raw, paused, identity, due = scripts.CLAIM(
+        raw, paused, identity, due, sitemapped = scripts.CLAIM(
             self.redis, inflight=k.inflight, leased=k.leased, counters=k.counters,
-            later=k.later, url=url, attempt=attempt, turn=turn, expiry=repr(now + LEASE),
-            now=repr(now), limit=DUE_BATCH, note=int(note),
+            later=k.later, sitemapped=k.sitemapped, url=url, attempt=attempt, turn=turn,
+            expiry=repr(now + LEASE), now=repr(now), limit=DUE_BATCH, note=int(note),
         )  # fmt: skip
         if note:
             self.claim_noted_at = now
         entry = InFlight.parse(raw) if raw is not None else None
         if entry is not None and entry.job_id(self.crawl, url) != job_id:
             entry = None
+        if entry is not None and sitemapped:
+            entry = replace(entry, source="sitemap")
         return Claim(entry, bool(paused), _pairs(due), not self.same_crawl(identity))
 
     def same_crawl(self, identity: bytes | None) -> bool:
@@ -492,7 +523,8 @@ class CrawlState:
         k = self.keys
         out = scripts.CANCEL(
             self.redis, counters=k.counters, inflight=k.inflight, held=k.held, later=k.later,
-            revisiting=k.revisiting, priorities=k.priorities, now=repr(time.time()),
+            revisiting=k.revisiting, priorities=k.priorities, sitemapped=k.sitemapped,
+            now=repr(time.time()),
         )  # fmt: skip
         if out is None:
             return None

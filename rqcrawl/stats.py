@@ -10,7 +10,7 @@ from rq import Queue
 from rq.registry import ScheduledJobRegistry
 from rq.scheduler import RQScheduler
 
-from . import config, keys
+from . import config, keys, sitemaps
 from .levels import settled
 from .shards import all_shards
 from .state import LATENCY_BUCKETS, RATE_BUCKET, RECENT, CrawlState, Snapshot
@@ -97,6 +97,11 @@ def status(redis: Redis, crawl: str) -> dict | None:
         "level": snap.count(keys.LEVEL) if cfg.exact_depth else None,  # no levels: no barrier
         "max_depth": cfg.max_depth,
         "links_dropped": snap.family(keys.LINKS),
+        "sitemaps": {
+            "read": snap.count(keys.SITEMAPS),
+            "urls": snap.count(keys.SITEMAP_URLS),
+            "problems": snap.family(keys.SITEMAP_PROBLEMS),
+        },
         "elapsed_s": round(end - started, 3),
         "pages_per_s": round(fetched / (end - started), 2) if end > started else 0.0,
         "recent_pages_per_s": round(recent, 2),
@@ -183,7 +188,7 @@ def host_rows(
     held, requests running now, when its next request may start, and the time its remaining
     URLs need at the politeness pace (remaining x spacing / host_concurrency); the hosts that
     dominate the time left first."""
-    flying = Counter(host_of(url) for url in snap.in_flight)
+    flying = Counter(host_of(sitemaps.target(url)) for url in snap.in_flight)
     rows = []
     for host, n in snap.hosts.items():
         ended = n.get(keys.FETCHED, 0) + n.get(keys.FAILED, 0) + n.get(keys.HOST_SKIPPED, 0)
@@ -324,6 +329,7 @@ def render(s: dict) -> str:
             f"{s['deferred']} deferred for politeness)",
             *depth_lines(s),
             f"links      dropped: {dropped}",
+            f"sitemaps   {sitemap_line(s['sitemaps'])}",
             f"hook       {s['hook_errors']} error(s)",
             f"speed      {s['pages_per_s']} pages/s over {s['elapsed_s']} s, "
             f"{s['recent_pages_per_s']} pages/s in the last {RECENT} s",
@@ -334,6 +340,11 @@ def render(s: dict) -> str:
             *(f"WARNING    {w}" for w in s["warnings"]),
         ]
     )
+
+
+def sitemap_line(maps: dict) -> str:
+    problems = ", ".join(f"{k} {v}" for k, v in sorted(maps["problems"].items())) or "none"
+    return f"{maps['read']} read, {maps['urls']} URLs listed; not read: {problems}"
 
 
 def depth_lines(s: dict) -> list[str]:

@@ -75,11 +75,14 @@ def rqcrawl(redis_url: str, *args: str, check: bool = True) -> subprocess.Comple
 
 def seed_local(redis_url: str, url: str, crawl: str, max_depth: int, *extra: str):
     """`rqcrawl seed` of a crawl on loopback servers (so with --allow-private), without the
-    politeness delay unless `extra` sets one (robots.txt stays on)."""
+    politeness delay unless `extra` sets one (robots.txt stays on), and without sitemaps
+    unless `extra` says `--sitemaps`: the test sites have none, and tests that count their
+    requests are about other things (tests/test_sitemaps.py turns them on)."""
     delay = () if "--delay" in extra else ("--delay", "0")
+    maps = () if "--sitemaps" in extra else ("--no-sitemaps",)
     return rqcrawl(
         redis_url, "seed", url, "--max-depth", str(max_depth), "--crawl", crawl,
-        "--allow-private", *delay, *extra,
+        "--allow-private", *delay, *maps, *extra,
     )  # fmt: skip
 
 

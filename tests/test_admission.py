@@ -24,7 +24,8 @@ ODD = [
 
 
 def frontier(conn, crawl: str, **settings) -> Frontier:
-    cfg = CrawlConfig.from_dict({"bloom_capacity": 100_000, **settings})
+    # no sitemap entries: these are the admission of seeds and links alone
+    cfg = CrawlConfig.from_dict({"bloom_capacity": 100_000, "sitemaps": False, **settings})
     f = Frontier(conn, crawl, cfg)
     conn.set(f.state.keys.reap_lock, 1, ex=300)  # no recovery pass: its calls are not admission's
     return f

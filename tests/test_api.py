@@ -76,7 +76,7 @@ def test_pause_resume_cancel_purge(conn):
         api.resume(conn, "ctl")
 
     cancelled = api.cancel(conn, "ctl")
-    assert (cancelled.dropped, cancelled.jobs_removed) == (1, 1)
+    assert (cancelled.dropped, cancelled.jobs_removed) == (2, 2)  # the seed and its sitemap
     assert api.status(conn, "ctl")["state"] == "cancelled"
     with pytest.raises(api.StateError, match="already cancelled"):
         api.cancel(conn, "ctl")

@@ -134,6 +134,7 @@ def test_embedded_crawl_resumes_after_ctrl_c_without_refetching(tmp_path):
         assert second.returncode == 0, err
         assert "finished" in err
     assert http.hits.pop("/robots.txt") == 1  # the verdict survived the restart in Redis
+    assert http.hits.pop("/sitemap.xml") == 1  # a 404: the site has none
     assert all(n == 1 for n in http.hits.values()), http.hits
     rows = read_jsonl(out)
     assert len(expected) == len(http.hits), (sorted(expected), sorted(http.hits))

@@ -25,7 +25,7 @@ def test_two_workers_fetch_exactly_the_pages_within_depth(redis_url, conn, tmp_p
     site = Site(pages=60, slow={1: 0.4, 4: 0.2})
     max_depth = 3
     with HTTPSite(site.handle, max_requests=500, max_seconds=180) as http:
-        seeded = seed_local(redis_url, http.base + "/p0.html", "e2e", max_depth)
+        seeded = seed_local(redis_url, http.base + "/p0.html", "e2e", max_depth, "--sitemaps")
         assert "e2e" in seeded.stdout
         with LocalWorkers(redis_url, 2, worker_class=None, log_dir=tmp_path) as workers:
             final = wait_finished(redis_url, "e2e")
@@ -39,6 +39,7 @@ def test_two_workers_fetch_exactly_the_pages_within_depth(redis_url, conn, tmp_p
     # robots.txt once for the whole crawl (it is shared in Redis); no URL requested twice,
     # nothing beyond the depth requested at all.
     assert http.hits.pop("/robots.txt") == 1
+    assert http.hits.pop("/sitemap.xml") == 1  # a 404: the site has none (one request, no record)
     assert all(n == 1 for n in http.hits.values()), http.hits
     assert {path_of(canonicalize(http.base + p)) for p in http.hits} == set(canonical)
 

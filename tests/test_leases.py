@@ -18,7 +18,9 @@ URL = "http://127.0.0.1:9/a/page.html"
 
 def seeded(conn, crawl: str) -> tuple[Frontier, str]:
     """A crawl whose one URL was released as a queued RQ job; returns its job id."""
-    cfg = CrawlConfig.from_dict({"allow_private": True, "bloom_capacity": 1000, "retries": 2})
+    cfg = CrawlConfig.from_dict(
+        {"allow_private": True, "bloom_capacity": 1000, "retries": 2, "sitemaps": False}
+    )
     config.save(conn, crawl, cfg)
     frontier = Frontier(conn, crawl, cfg)
     frontier.seed([URL])

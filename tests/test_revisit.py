@@ -255,6 +255,7 @@ def test_crawl_interrupted_and_run_again_resumes_its_schedule(redis_url, tmp_pat
         command = [
             str(BIN / "rqcrawl"), "crawl", http.base + "/", "-o", str(out), "--revisit", "2s",
             "--max-depth", "1", "--allow-private", "--delay", "0", "--host-concurrency", "4",
+            "--no-sitemaps",
             "--workers", "1", "--data-dir", str(data),
         ]  # fmt: skip
 

@@ -45,7 +45,7 @@ def urls_of(shards: list[redis.Redis]) -> list[str]:
 
 def start_on(shard: redis.Redis, crawl: str, seed: str, **flags) -> config.CrawlConfig:
     """The crawl's part on one shard: its settings and its seed (of this shard's host)."""
-    base = {"allow_private": True, "delay": 0, "max_depth": 2, **flags}
+    base = {"allow_private": True, "delay": 0, "max_depth": 2, "sitemaps": False, **flags}
     cfg = config.layered(None, base).scoped_to([seed])
     return control.start(shard, crawl, cfg, [seed])[0]
 
@@ -213,9 +213,9 @@ def test_rqcrawl_crawl_over_shards_then_every_command_from_either_shard(
         rqcrawl(
             "redis://127.0.0.1:1/0",  # not used: the shards are the servers
             "crawl", web.url(0, 0), "--shards", ",".join(urls), "--crawl", "sh",
-            "--max-depth", "3", "--allow-private", "--delay", "0", "--workers", "1",
-            "--threads", "2", "--config", crawl_conf(web, urls, tmp_path), "-o", str(out),
-            "--data-dir", str(tmp_path / "data"),
+            "--max-depth", "3", "--allow-private", "--delay", "0", "--no-sitemaps",
+            "--workers", "1", "--threads", "2", "--config", crawl_conf(web, urls, tmp_path),
+            "-o", str(out), "--data-dir", str(tmp_path / "data"),
         )  # fmt: skip
     rows = check_exact(web, sites, urls, 3)
     assert read_jsonl(out) == rows  # every shard's records, merged by time

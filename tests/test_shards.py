@@ -278,7 +278,8 @@ def test_seeding_stores_the_crawl_in_every_shard_with_its_index(
             assert state.shard_index(conn, "sh") == index
             assert "sh" in state.crawl_names(conn)
             assert all_shards(conn, "sh")[index] is conn
-            assert conn.hlen(keys.CrawlKeys("sh").inflight) == 1  # its own seed, released
+            # its own seed and its site's sitemap entry (rqcrawl.sitemaps), released
+            assert conn.hlen(keys.CrawlKeys("sh").inflight) == 2
 
 
 # --- the outbox and the level coordinator, step by step ---------------------------------------
@@ -288,7 +289,8 @@ def two_shard_crawl(urls: list[str]) -> list[Frontier]:
     """Crawl `sh` over `urls`, host a.test on the first and b.test on the second, seeded
     with a.test's home page (in flight on the first shard)."""
     rules = {"a.test": urls[0], "b.test": urls[1]}
-    cfg = CrawlConfig.from_dict({"shards": urls, "shard_rules": rules, "max_depth": 3})
+    settings = {"shards": urls, "shard_rules": rules, "max_depth": 3, "sitemaps": False}
+    cfg = CrawlConfig.from_dict(settings)  # no sitemap entry: the seed alone is in flight
     control.start(shards.connect(urls[0]), "sh", cfg, ["http://a.test/"])
     return [Frontier(shards.connect(u), "sh", cfg) for u in urls]
 

@@ -147,7 +147,7 @@ def test_crawl_with_warc_archives_every_page(redis_url, tmp_path):
     with HTTPSite(site.handle, max_requests=200) as http:
         rqcrawl(
             redis_url, "crawl", http.base + "/p0.html", "--max-depth", "2", "--crawl", "w",
-            "--allow-private", "--delay", "0", "--warc", str(warc_dir),
+            "--allow-private", "--delay", "0", "--no-sitemaps", "--warc", str(warc_dir),
             "-o", str(tmp_path / "out.jsonl"),
         )  # fmt: skip
     assert http.hits.pop("/robots.txt") == 1  # read by the robots gate, not archived

@@ -20,7 +20,7 @@ from rqcrawl.worker import CrawlWorker, Tender
 
 def deferred_crawl(conn, name: str, url: str) -> Frontier:
     """A crawl whose only URL waits in `later`, due in 0.2 s."""
-    cfg = CrawlConfig(scope_hosts=["example.test"])
+    cfg = CrawlConfig(scope_hosts=["example.test"], sitemaps=False)
     control.start(conn, name, cfg, [url])
     frontier = Frontier(conn, name, cfg)
     entry = InFlight.parse(conn.hget(frontier.state.keys.inflight, url))
