@@ -75,6 +75,7 @@ PURGING_AT = "purging_at"  # set on every shard before a purge deletes any (cont
 LEVEL = "level"  # the depth being released
 SHARD = "shard"  # this Redis's index among the crawl's shards (rqcrawl.shards)
 ADMITTED = "admitted"
+OUTBOXED = "outboxed"  # links a shard sent to other shards through its outbox
 FETCHED = "fetched"
 FAILED = "failed"
 RETRIES = "retries"

@@ -220,7 +220,8 @@ return bloom_check(shard0, sbits, kk, ARGV, positions, (#ARGV - positions + 1) /
 # `child_priority`; the level is released highest priority first (HELD_LIB).
 # In a crawl over several shards (sharded = '1'), `foreign` is a JSON list of the page's links
 # to other shards' hosts, appended to `outbox` in the same step (entries of
-# rqcrawl.state.Outgoing, admitted on their shard by a drain), and the level is not raised
+# rqcrawl.state.Outgoing, admitted on their shard by a drain; counted in `outboxed`, the
+# cross-shard share the bench reports), and the level is not raised
 # here: the last element of the header says that this shard has nothing in flight.
 # source: 'sitemap' to note the admitted children in `sitemapped` until they end (their
 # records say where they came from), or ''.
@@ -302,6 +303,7 @@ if foreign ~= '' then
   for i = 1, #entries, 1000 do  -- unpack's stack is bounded
     redis.call('RPUSH', outbox, unpack(entries, i, math.min(i + 999, #entries)))
   end
+  redis.call('HINCRBY', counters, 'outboxed', #entries)
 end
 
 local out = {1, admitted, reap_due, 0}

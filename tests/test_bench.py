@@ -88,3 +88,52 @@ def test_bench_crawls_the_skewed_site_in_both_depth_modes_and_the_slow_host_alon
             and float(ratio) == pytest.approx(float(wall) / float(alone_wall), abs=0.02)
         ), proc.stdout
     assert "reproduce: rqcrawl bench --skewed --fan-pages 8" in proc.stdout
+
+
+def test_bench_crawls_the_same_site_over_one_and_two_shards():
+    """Both rows crawl the whole site (spread over 4 hosts); the per-page numbers are sane,
+    and only the two-shard crawl sends links across shards."""
+    proc = subprocess.run(
+        [str(BIN / "rqcrawl"), "bench", "--shards", "1,2", "--pages", "60", "--hosts", "4",
+         "--workers", "2"],
+        capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    rows = {
+        line.split()[0]: line.split()
+        for line in proc.stdout.splitlines()
+        if re.match(r"\s+[12]\s", line)
+    }
+    assert set(rows) == {"1", "2"}, proc.stdout
+    for n, (
+        _,
+        workers,
+        pages,
+        wall,
+        rate,
+        cpu,
+        redis,
+        per_shard,
+        fetched,
+        cmds,
+        _outbox,
+    ) in rows.items():
+        assert workers == {"1": "2", "2": "1+1"}[n] and pages == "60", proc.stdout
+        assert float(wall) > 0 and abs(60 / float(rate) - float(wall)) <= 0.051  # wall to 0.1 s
+        assert 0.5 < float(cpu) < 1000 and 0 < float(redis) < 100, proc.stdout
+        shares = [float(x) for x in per_shard.split("/")]
+        assert len(shares) == int(n) and all(x > 0 for x in shares), proc.stdout
+        assert sum(shares) == pytest.approx(float(redis), abs=0.02)
+        assert sum(int(x) for x in fetched.split("/")) == 60, proc.stdout
+        assert 20 < float(cmds) < 1000, proc.stdout
+    assert float(rows["1"][10]) == 0 < float(rows["2"][10]), proc.stdout
+    assert "reproduce: rqcrawl bench --shards 1,2 --pages 60 --hosts 4" in proc.stdout
+
+
+def test_bench_refuses_workers_that_do_not_split_evenly_over_shards():
+    proc = subprocess.run(
+        [str(BIN / "rqcrawl"), "bench", "--shards", "1,3", "--workers", "2"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 2 and "--shards 3 needs --workers a multiple of 3" in proc.stderr
+    assert "Traceback" not in proc.stderr

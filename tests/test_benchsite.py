@@ -6,7 +6,15 @@ from __future__ import annotations
 import http.client
 from collections import deque
 
-from rqcrawl.bench.site import SiteServer, SiteSpec, link_targets, lookup, page_path, render
+from rqcrawl.bench.site import (
+    SiteServer,
+    SiteSpec,
+    link_targets,
+    lookup,
+    page_path,
+    render,
+    render_hosts,
+)
 from rqcrawl.extract import parse
 
 SPEC = SiteSpec(pages=300)
@@ -38,6 +46,18 @@ def test_every_page_is_reachable_from_the_first():
                 seen.add(j)
                 todo.append(j)
     assert seen == set(range(SPEC.pages))
+
+
+def test_over_several_hosts_each_page_is_on_one_host_and_its_links_reach_the_others():
+    origins = [f"http://127.0.0.{h}:8000" for h in (1, 2, 3)]
+    parts = render_hosts(SPEC, origins)
+    assert [set(p) for p in parts] == [
+        {page_path(i) for i in range(SPEC.pages) if i % 3 == h} for h in range(3)
+    ]
+    assert render_hosts(SPEC, [ORIGIN]) == [render(SPEC, ORIGIN)]
+    links = parse(parts[0]["/p0.html"].decode(), origins[0] + "/p0.html").links
+    for i in (1, 2, 3):  # tree children of page 0 on every host, each at its host's origin
+        assert origins[i % 3] + page_path(i) in links
 
 
 def test_item_pages_accept_their_parameters_in_any_order():

@@ -285,7 +285,9 @@ def scrapy_available() -> bool:
 def parse_list(kind):
     """A click callback for comma-separated lists such as `--workers 1,2`."""
 
-    def parse(ctx, param, value: str) -> list:
+    def parse(ctx, param, value: str | None) -> list:
+        if value is None:  # an option without a default, not given
+            return []
         try:
             return [kind(v) for v in value.split(",") if v.strip()]
         except ValueError:
@@ -329,11 +331,23 @@ def parse_list(kind):
               show_default=True, help="With --skewed: the slow host's Crawl-delay.")  # fmt: skip
 @click.option("--chain-pages", type=click.IntRange(min=2), default=300, show_default=True,
               help="With --skewed: the other host's chain of pages.")  # fmt: skip
+@click.option("--shards", "shard_counts", callback=parse_list(int), metavar="N,...",
+              help="Instead: the crawl over N Redis servers (shards) for each N, with "
+                   "the largest --workers in total, on the site over --hosts hosts.")  # fmt: skip
+@click.option("--hosts", type=click.IntRange(min=1, max=254), default=8, show_default=True,
+              help="With --shards: hosts (127.0.0.1, .2, ...) of the site.")  # fmt: skip
 def bench(
     pages, workers, threads, latency, with_scrapy, concurrency, stock, repeat, site_procs,
-    revisit_memory, db_url, skewed, fan_pages, crawl_delay, chain_pages,
+    revisit_memory, db_url, skewed, fan_pages, crawl_delay, chain_pages, shard_counts, hosts,
 ) -> None:  # fmt: skip
     """Benchmark rqcrawl against Scrapy on a generated local site and print one table."""
+    if shard_counts:
+        from .sharded import report as sharded_report  # it builds on this module
+
+        if min(shard_counts) < 1:
+            raise click.BadParameter("shard counts must be at least 1", param_hint="--shards")
+        sharded_report(SiteSpec(pages=pages), hosts, shard_counts, max(workers), repeat)
+        return
     if revisit_memory:
         from .revisit import report  # it builds on this module
 

@@ -9,6 +9,9 @@ in another order. Each page also carries links no crawler may follow (mailto:, j
 tel:, another host). Page i links to its tree children 8i+1..8i+8, so every page is
 reachable from page 0, and to random pages up to about 40 links.
 
+`bench --shards` spreads the same pages over several hosts (render_hosts, start_hosts), so
+that they spread over shards.
+
 The skewed site of `bench --skewed` is two hosts (two servers): one with many pages at one
 level and a robots.txt Crawl-delay (FanSpec), one with a long chain of pages (ChainSpec).
 """
@@ -129,10 +132,24 @@ def href(source: int, target: int, form: int, origin: str) -> str:
 
 def render(spec: SiteSpec, origin: str) -> dict[str, bytes]:
     """Every page's HTML by request path (as the site spells it), for `origin`."""
+    return render_hosts(spec, [origin])[0]
+
+
+def render_hosts(spec: SiteSpec, origins: list[str]) -> list[dict[str, bytes]]:
+    """The site spread over several hosts, page i on host i % len(origins) (so the tree and
+    the random links cross hosts): each host's pages by request path. A link to another
+    host's page is absolute (or protocol-relative), a link within a host any of the six
+    spellings."""
     rnd = random.Random(spec.seed + 1)
-    pages = {}
+    hosts = len(origins)
+    out: list[dict[str, bytes]] = [{} for _ in origins]
     for i, targets in enumerate(link_targets(spec)):
-        hrefs = [href(i, t, (i + n) % 6, origin) for n, t in enumerate(targets)]
+        hrefs = []
+        for n, t in enumerate(targets):
+            form = (i + n) % 6
+            if t % hosts != i % hosts:
+                form = (2, 3)[form % 2]
+            hrefs.append(href(i, t, form, origins[t % hosts]))
         hrefs += UNCRAWLABLE
         links = "\n".join(
             f'<li><a href="{h}">link {n} of page {i}</a></li>' for n, h in enumerate(hrefs)
@@ -143,8 +160,8 @@ def render(spec: SiteSpec, origin: str) -> dict[str, bytes]:
         )
         tail = "</body></html>"
         room = rnd.randint(spec.min_bytes, spec.max_bytes) - len(head) - len(tail)
-        pages[page_path(i)] = (head + _filler(rnd, room) + tail).encode()
-    return pages
+        out[i % hosts][page_path(i)] = (head + _filler(rnd, room) + tail).encode()
+    return out
 
 
 def _filler(rnd: random.Random, size: int) -> str:
@@ -216,23 +233,31 @@ class SiteServer:
     listening socket (the kernel spreads connections; copy-on-write shares the pages). Each
     server is a host of its own (host and port): a skewed site is two servers."""
 
-    def __init__(self, spec: SiteSpec | FanSpec | ChainSpec, latency: float = 0.0, procs: int = 2):
+    def __init__(
+        self,
+        spec: SiteSpec | FanSpec | ChainSpec,
+        latency: float = 0.0,
+        procs: int = 2,
+        host: str = "127.0.0.1",
+    ):
         self.spec = spec
         self.latency = latency
         self.procs = procs
+        self.host = host
         self.sock = socket.socket()
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
+        self.sock.bind((host, 0))
         self.sock.listen(1024)
         self.port = self.sock.getsockname()[1]
         self.pids: list[int] = []
 
     @property
     def origin(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
-    def start(self) -> SiteServer:
-        pages = self.spec.pages_at(self.origin)
+    def start(self, pages: dict[str, bytes] | None = None) -> SiteServer:
+        """Serve `pages`, by default the spec's pages at this server's origin."""
+        pages = self.spec.pages_at(self.origin) if pages is None else pages
         for _ in range(self.procs):
             pid = os.fork()
             if pid == 0:
@@ -254,3 +279,19 @@ class SiteServer:
             except ProcessLookupError:
                 os.waitpid(pid, os.WNOHANG)
         self.pids = []
+
+
+def start_hosts(spec: SiteSpec, hosts: int, latency: float = 0.0) -> list[SiteServer]:
+    """The site spread over `hosts` hosts 127.0.0.1, 127.0.0.2, ... (render_hosts), one
+    serving process each; the caller stops them."""
+    servers: list[SiteServer] = []
+    try:
+        servers = [SiteServer(spec, latency, 1, f"127.0.0.{h + 1}") for h in range(hosts)]
+        parts = render_hosts(spec, [s.origin for s in servers])
+        for server, pages in zip(servers, parts, strict=True):
+            server.start(pages)
+    except BaseException:
+        for server in servers:
+            server.stop()
+        raise
+    return servers
