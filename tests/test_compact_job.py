@@ -14,7 +14,7 @@ URL = "http://127.0.0.1:9/a/page.html"
 
 
 def seeded_job(conn, crawl: str) -> bytes:
-    cfg = CrawlConfig.from_dict({"allow_private": True, "bloom_capacity": 1000})
+    cfg = CrawlConfig.from_dict({"allow_private": True, "bloom_capacity": 1000, "sitemaps": False})
     config.save(conn, crawl, cfg)
     Frontier(conn, crawl, cfg).seed([URL])
     [key] = [k for k in conn.scan_iter(match=f"rq:job:rqcrawl-{crawl}-*")]
