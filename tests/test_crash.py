@@ -22,10 +22,12 @@ from helpers import (
     worker_names,
 )
 from rq import Worker
+from rq.job import Job
 from servers import HTTPSite, RedisServer
 from testsite import Site
 
 from rqcrawl import leases, state, stats
+from rqcrawl.frontier import JOB_FUNC
 from rqcrawl.runner import WORKER_CLASS, LocalWorkers
 from rqcrawl.urls import canonicalize
 
@@ -59,10 +61,11 @@ def finished_untouched(conn, crawl: str, timeout: float) -> dict:
 
 def kill_when_busy(
     conn, workers: LocalWorkers, progress: int, http: HTTPSite, orphans: ExitStack
-) -> None:
+) -> tuple[float, str]:
     """SIGKILL `workers`' first process once `progress` pages were requested and it is in a
-    job (mid-request when pages are slow). Its RQ scheduler, if it holds the lock, outlives
-    it as it would in production: `orphans` (an ExitStack) stops it at the end."""
+    job (mid-request when pages are slow); returns the time of the kill and the path of the
+    job's URL. Its RQ scheduler, if it holds the lock, outlives it as it would in
+    production: `orphans` (an ExitStack) stops it at the end."""
     name = worker_names(conn, workers)[0]
     wait_until(
         lambda: sum(http.hits.values()) >= progress and busy(conn, name),
@@ -71,9 +74,14 @@ def kill_when_busy(
         every=0.01,
     )
     victim = workers.procs[0]
+    job_id = Worker.find_by_key(Worker.redis_worker_namespace_prefix + name, connection=conn)
+    job_id = job_id.get_current_job_id() if job_id else None
     orphans.callback(stop_pids, child_pids(victim.pid))
     victim.send_signal(signal.SIGKILL)
+    killed_at = time.time()
     victim.wait()
+    job = Job.fetch(job_id, connection=conn) if job_id else None
+    return killed_at, path_of(job.args[1]) if job and job.func_name == JOB_FUNC else ""
 
 
 def test_sigkill_of_a_worker_mid_crawl_leaves_an_exact_result(redis_url, conn, tmp_path):
@@ -160,17 +168,14 @@ def test_repeated_sigkills_recover_in_seconds(redis_url, conn, tmp_path, record_
                 logs = tmp_path / f"worker{next(numbers)}"
                 return stack.enter_context(LocalWorkers(redis_url, 1, log_dir=logs))
 
-            started = time.monotonic()
             slots = [start_worker() for _ in range(workers_at_once)]
+            killed = []  # (time of the kill, path of the URL the killed worker was on)
             for n in range(kills):
                 slot = n % 2  # slots 0 and 1 are killed again and again, slot 2 never
                 progress = (n + 1) * len(want) // (kills + 2)  # the last at 5/7: work remains
-                kill_when_busy(conn, slots[slot], progress, http, stack)
+                killed.append(kill_when_busy(conn, slots[slot], progress, http, stack))
                 slots[slot] = start_worker()
-            last_kill = time.monotonic()
             s = finished_untouched(conn, "z", timeout=400)
-            after_last_kill = time.monotonic() - last_kill
-            record_testsuite_property("finished_after_last_kill_s", round(after_last_kill, 1))
 
     out = tmp_path / "z.jsonl"
     rqcrawl(redis_url, "export", "z", "-o", str(out))
@@ -181,15 +186,18 @@ def test_repeated_sigkills_recover_in_seconds(redis_url, conn, tmp_path, record_
     assert s["admitted"] == len(want) and s["in_flight"] == 0
     refetches = {p: n for p, n in http.hits.items() if n > 1}
     assert sum(n - 1 for n in refetches.values()) <= kills, refetches
-    # a killed job's URL is back within a lease and a recovery pass or two
+    # a killed job's URL is back within a lease and a recovery pass or two (RQ alone would
+    # bring it back after job_timeout + 60 s): whether the kill came before its request or
+    # during it, it is requested again within 20 s of the kill (or never, had the job just
+    # ended, and then it is recorded once like every URL, above)
     times = {p: [t for t, q in http.log if q == p] for p in refetches}
     gaps = [t[1] - t[0] for t in times.values()]
     record_testsuite_property("refetch_gaps_s", " ".join(f"{g:.1f}" for g in gaps))
     assert all(g < 20 for g in gaps), times
-    # the last 2/7 of the crawl at the rate of its first 5/7, plus one recovery window: a
-    # bound on recovery that scales with machine load instead of a fixed throughput budget
-    before_last_kill = last_kill - started
-    assert after_last_kill < 20 + before_last_kill, (after_last_kill, before_last_kill)
+    for killed_at, path in filter(lambda kill: kill[1], killed):
+        after = [t - killed_at for t, q in http.log if q == path and t >= killed_at]
+        record_testsuite_property(f"back_after_kill_s {path}", round(after[0], 1) if after else "")
+        assert not after or after[0] < 20, (path, after)
 
 
 @pytest.mark.parametrize("worker", [WORKER_CLASS, None], ids=["crawl", "stock"])
