@@ -11,6 +11,9 @@ level L has nothing in flight mean that no link of depth <= L can appear anywher
 every page of depth < L has ended and its links were admitted on their shards. Each shard
 at L then moves to L + 1 (scripts.ADVANCE, conditional, so that two coordinators racing do
 it once) and releases that level. The same double read decides `finished` for `status`.
+Behind Sentinel or with replicas, a shard's state counts only once a replica has it: a
+failover that lost an ended page would bring the page back at level L while other shards
+had moved on, and its links would get depths one too deep.
 
 The worker whose shard went idle, the recovery pass and `status` all run it, so a worker
 killed between two steps leaves nothing stranded: the outbox stays until drained, and a
@@ -63,6 +66,8 @@ def coordinate(shards: list[Frontier]) -> int:
             continue
         if not any(v.held for v in seen):
             return raised
+        if not all(f.state.replicated() for f in shards):
+            return raised  # what was read could be undone by a failover: retried later
         for f, v in zip(shards, seen, strict=True):
             if v.level == low:
                 f.advance(low)
