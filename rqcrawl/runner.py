@@ -124,8 +124,8 @@ class LocalWorkers:
         for p in self.procs:
             try:
                 p.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                p.kill()
+            except subprocess.TimeoutExpired:  # its whole group: a forked RQ scheduler
+                os.killpg(p.pid, signal.SIGKILL)  # would outlive the worker, holding the lock
                 p.wait()
 
 
