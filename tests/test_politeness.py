@@ -8,6 +8,7 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from http.server import BaseHTTPRequestHandler
 
+import redis
 from helpers import read_jsonl, rqcrawl, seed_local, status, wait_finished
 from servers import HTTPSite, reply
 
@@ -193,9 +194,13 @@ def test_robots_5xx_means_wait_and_retry_never_crawl_blindly(redis_url, tmp_path
     assert row["outcome"] == "failed" and "robots.txt unavailable" in row["error"]
 
 
-def test_status_warns_about_eviction_and_a_missing_scheduler(redis_url, conn):
+def test_status_warns_about_eviction_and_a_missing_scheduler(redis_url):
+    # A database of the session's Redis that no worker uses: an RQ scheduler outlives a
+    # SIGKILLed worker (as in production) and keeps taking the lock of the database it served.
+    redis_url = redis_url.rsplit("/", 1)[0] + "/7"
+    conn = redis.Redis.from_url(redis_url)
+    conn.flushdb()
     seed_local(redis_url, "http://127.0.0.1:9/", "w", 1)  # never crawled: no worker runs
-    conn.delete("rq:scheduler-lock:crawl")  # a lock the previous test's scheduler left behind
     assert status(redis_url, "w")["warnings"] == []
     conn.config_set("maxmemory", "1gb")
     conn.config_set("maxmemory-policy", "allkeys-lru")
@@ -206,6 +211,7 @@ def test_status_warns_about_eviction_and_a_missing_scheduler(redis_url, conn):
     finally:
         conn.config_set("maxmemory-policy", "noeviction")
         conn.config_set("maxmemory", "0")
+        conn.close()
     assert len(warnings) == 2
     assert "no RQ scheduler" in warnings[0] and "allkeys-lru" in warnings[1]
     assert text.count("WARNING") == 2
