@@ -37,7 +37,10 @@ def test_bench_measures_a_revisit_crawls_bytes_per_known_url(postgres_url):
         capture_output=True, text=True, timeout=240,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    assert "crawl with revisits, 200 known URLs" in proc.stdout, proc.stdout
+    # the bench sizes the Bloom filter to the site: at its error rate (0.001 when full) a
+    # false positive now and then keeps a page out, and it is not known
+    known = re.search(r"crawl with revisits, (\d+) known URLs", proc.stdout)
+    assert known and 195 <= int(known[1]) <= 200, proc.stdout
     table = re.search(r"SQLite (\d+), PostgreSQL (\d+)", proc.stdout)
     assert table and all(100 < int(b) < 2000 for b in table.groups()), proc.stdout
     redis = re.search(
