@@ -35,7 +35,7 @@ from .leases import renewer
 from .lru import LRU
 from .politeness import Politeness
 from .redisurl import server_key
-from .robots import Robots, RobotsCache, site_of
+from .robots import CLAIM_POLL, Robots, RobotsCache, site_of
 from .rules import link_verdict
 from .sinks import record
 from .state import InFlight, StaleCrawl, outcome_counts
@@ -81,7 +81,7 @@ def crawl_of(redis: Redis, name: str) -> Crawl | None:
                 cfg,
                 frontier,
                 Politeness(redis, frontier.state.keys, cfg),
-                RobotsCache(redis, frontier.state.keys.robots, cfg),
+                RobotsCache(redis, frontier.state.keys, cfg),
                 Cookies(cfg),
             ),
         )
@@ -191,6 +191,13 @@ def _crawl_claimed(job: Job, c: Crawl, url: str, depth: int, entry: InFlight) ->
         started = time.time()
         if not must_fetch_robots:
             break
+        fresh = c.robots.get(site)  # another job may have fetched it while we waited
+        known = fresh is not None and not fresh.due(started)
+        if known or not c.robots.claim(site, job.id):  # or be fetching it now
+            c.politeness.release(host, job.id, 0.0, started)  # no request made
+            if known:
+                continue
+            return _defer(c, url, entry, started + CLAIM_POLL)
         try:
             robots = c.robots.fetch(site, robots)
         finally:  # the Crawl-delay just learnt already applies to the next request

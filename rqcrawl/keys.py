@@ -60,6 +60,10 @@ class CrawlKeys:
         """zset: the leases of the requests in progress to `host` (politeness)."""
         return self._key("leases", host)
 
+    def robots_claim(self, site: str) -> str:
+        """string with a TTL: the job fetching the site's robots.txt (one at a time)."""
+        return self._key("robots_claim", site)
+
     def wake(self, second: int) -> str:
         """string with a TTL: a wake-up job is scheduled at that second."""
         return self._key("wake", str(second))

@@ -2,14 +2,17 @@
 
 The verdict for a site (scheme://host:port) lives in one hash field of the crawl for
 `robots_ttl` seconds, so every worker on every machine uses the same rules and the site sees
-one robots.txt request, not one per worker. As RFC 9309 asks: a 4xx means no rules (allow
-all); a 5xx, a 429 or an unreachable server means "wait and try again", never "crawl blindly";
-after `retries` more failures the site's pages are recorded as failed.
+one robots.txt request, not one per worker: the job that finds it missing claims the fetch
+(a key with a TTL), and the site's other URLs wait CLAIM_POLL at a time until it is known.
+As RFC 9309 asks: a 4xx means no rules (allow all); a 5xx, a 429 or an unreachable server
+means "wait and try again", never "crawl blindly"; after `retries` more failures the site's
+pages are recorded as failed.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import asdict, dataclass
 from functools import cached_property
@@ -20,9 +23,11 @@ from redis import Redis
 
 from .config import CrawlConfig
 from .fetch import FetchError, fetch
+from .keys import CrawlKeys
 from .lru import LRU
 
 MAX_BYTES = 500 * 1024  # RFC 9309: parse at least the first 500 KiB
+CLAIM_POLL = 0.5  # seconds a URL waits while another job fetches its site's robots.txt
 
 
 @dataclass
@@ -67,10 +72,11 @@ class RobotsCache:
 
     SITES_KEPT = 1000
 
-    def __init__(self, redis: Redis, key: str, cfg: CrawlConfig):
+    def __init__(self, redis: Redis, crawl_keys: CrawlKeys, cfg: CrawlConfig):
         self.redis = redis
         self.cfg = cfg
-        self.key = key  # hash: site -> verdict (keys.CrawlKeys.robots)
+        self.keys = crawl_keys
+        self.key = crawl_keys.robots  # hash: site -> verdict
         self._local: LRU[str, Robots] = LRU(self.SITES_KEPT)
 
     def get(self, site: str) -> Robots | None:
@@ -83,10 +89,19 @@ class RobotsCache:
             known = self._local.put(site, Robots(**json.loads(raw)))
         return known
 
+    def claim(self, site: str, holder: str) -> bool:
+        """Whether `holder` may fetch the site's robots.txt now: one fetch per site at a time
+        across the fleet. The claim ends with the fetch, or by itself if its holder dies."""
+        ttl = math.ceil(self.cfg.download_timeout) + 5
+        return bool(self.redis.set(self.keys.robots_claim(site), holder, nx=True, ex=ttl))
+
     def fetch(self, site: str, previous: Robots | None) -> Robots:
-        """Download the site's robots.txt now and share the verdict."""
+        """Download the site's robots.txt now, share the verdict and end the claim."""
         robots = self._download(site, previous.attempts if previous else 0)
-        self.redis.hset(self.key, site, json.dumps(asdict(robots)))
+        with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hset(self.key, site, json.dumps(asdict(robots)))
+            pipe.delete(self.keys.robots_claim(site))
+            pipe.execute()
         self._local.put(site, robots)
         return robots
 

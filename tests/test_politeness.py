@@ -215,3 +215,26 @@ def test_status_warns_about_eviction_and_a_missing_scheduler(redis_url):
     assert len(warnings) == 2
     assert "no RQ scheduler" in warnings[0] and "allkeys-lru" in warnings[1]
     assert text.count("WARNING") == 2
+
+
+def test_urls_of_a_site_taken_at_once_wait_for_one_robots_txt_fetch(redis_url):
+    """Eight URLs of one site taken at once by four workers that may all request it: one
+    fetches its slow robots.txt, the others wait for that verdict (not fetch it too), and
+    then obey it."""
+
+    def handle(req: BaseHTTPRequestHandler) -> None:
+        if req.path == "/robots.txt":
+            time.sleep(1.0)
+            reply(req, 200, b"User-agent: *\nDisallow: /private\n", ctype="text/plain")
+        else:
+            reply(req, 200, b"<title>page</title>")
+
+    with HTTPSite(handle, max_requests=30, max_seconds=60) as http:
+        seeds = [f"{http.base}/{i}" for i in range(7)] + [http.base + "/private"]
+        rqcrawl(redis_url, "seed", *seeds, "--crawl", "once", "--max-depth", "0", "--delay", "0",
+                "--allow-private", "--no-sitemaps", "--host-concurrency", "4")  # fmt: skip
+        with LocalWorkers(redis_url, 2, threads=2):
+            s = wait_finished(redis_url, "once", timeout=60)
+    assert http.hits["/robots.txt"] == 1, http.log
+    assert "/private" not in http.hits
+    assert s["fetched"] == 7 and s["skipped_total"] == 1

@@ -48,7 +48,7 @@ def test_per_crawl_caches_of_a_worker_process_are_bounded(conn, tmp_path):
 
 
 def test_robots_verdicts_kept_per_crawl_are_bounded(conn):
-    cache = RobotsCache(conn, CrawlKeys("r").robots, CrawlConfig())
+    cache = RobotsCache(conn, CrawlKeys("r"), CrawlConfig())
     sites = [f"http://s{i}.test" for i in range(RobotsCache.SITES_KEPT + 10)]
     for site in sites:
         conn.hset(cache.key, site, '{"kind": "allow", "expires": 9e99}')
