@@ -267,11 +267,15 @@ def test_local_workers_get_the_redis_url_from_the_environment(redis_server, conn
                 env=env_with(url), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             )  # fmt: skip
             cmdlines = {}
+            own = Path(f"/proc/{proc.pid}/cmdline").read_bytes()
 
             def workers_seen() -> dict[int, bytes]:
-                """The command lines of the crawl's child processes so far."""
+                """The command lines of the crawl's child processes so far (a child caught
+                between its fork and its exec still shows the crawl's own: not yet)."""
                 for pid in child_pids(proc.pid):
-                    cmdlines[pid] = Path(f"/proc/{pid}/cmdline").read_bytes()
+                    line = Path(f"/proc/{pid}/cmdline").read_bytes()
+                    if line != own:
+                        cmdlines[pid] = line
                 return cmdlines
 
             wait_until(
