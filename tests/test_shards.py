@@ -187,7 +187,7 @@ def test_without_exact_depth_two_shards_crawl_everything_once_at_first_found_dep
     assert all(r["outcome"] == "fetched" and r["depth"] >= want[r["url"]] for r in rows), rows
     assert all(fetched_on(u) > 0 for u in urls)
     assert final["admitted"] == final["fetched"] == len(want) and final["level"] is None
-    assert all(n == 1 for site in sites for n in site.hits.values())
+    assert all(n == 1 for site in sites for n in site.hits.values()), [s.hits for s in sites]
 
 
 def test_a_sigkilled_worker_loses_nothing_across_shards(redis_url, second_redis_url, tmp_path):
