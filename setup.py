@@ -36,6 +36,7 @@ setup(
         "test": [
             "pytest>=8",
             "pytest-timeout>=2",
+            "pytest-xdist>=3",
             "ruff",
             *DASHBOARD,
             POSTGRES,
