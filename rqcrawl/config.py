@@ -73,6 +73,9 @@ class CrawlConfig:
     bloom_capacity: int = 10_000_000
     bloom_error_rate: float = 0.001
     bloom_max_mb: int = 1024  # refuse a Bloom filter larger than this (MB of bits)
+    # auto: RedisBloom's BF.* where every shard has them, else the Lua filter (rqcrawl.bloom);
+    # resolved to native or lua when the crawl is created, so that it never switches
+    bloom_filter: str = "auto"
     window: int = 1000
     job_timeout: int = 60
     failure_ttl: int = 7 * 24 * 3600
@@ -309,6 +312,11 @@ def _check_bloom_size(config: CrawlConfig) -> None:
         )
 
 
+def _check_bloom_filter(name: str, value: str) -> None:
+    if value not in BLOOM_FILTERS:
+        raise ConfigError(f"setting {name!r} must be one of {', '.join(BLOOM_FILTERS)}")
+
+
 def _check_revisit_bounds(config: CrawlConfig) -> None:
     if config.revisit_min and config.revisit_max and config.revisit_min > config.revisit_max:
         raise ConfigError(
@@ -367,7 +375,9 @@ _VALIDATORS: dict[str, Callable[[str, Any], None]] = {
     "allow_networks": _check_networks,
     "db": _check_db,
     "shards": _check_shards,
+    "bloom_filter": _check_bloom_filter,
 }
+BLOOM_FILTERS = ("auto", "native", "lua")
 
 LUA_EXACT = 2**53  # the largest integer a Lua number (a double) holds exactly
 DAY = 86_400.0

@@ -15,14 +15,14 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Sequence
-from dataclasses import astuple, dataclass
+from dataclasses import astuple, dataclass, replace
 
 from redis import Redis, RedisError
 from rq.exceptions import InvalidJobOperation
 from rq.job import Job, JobStatus
 from rq.queue import Queue
 
-from . import config, keys, levels, shards, stats
+from . import bloom, config, keys, levels, shards, stats
 from .config import CrawlConfig
 from .frontier import Frontier
 from .shards import shard_map
@@ -130,6 +130,8 @@ def start(
     force, how many seeds were new, and whether the crawl existed."""
     conns = _shards_of(redis, cfg)
     stored = config.load(conns[0], crawl, fresh=True)
+    if stored is None:
+        cfg = _with_bloom_filter(cfg, conns)
     if stored is None and config.save(conns[0], crawl, cfg):
         try:
             for conn in conns[1:]:
@@ -147,6 +149,21 @@ def start(
     for conn in conns:
         CrawlState(conn, crawl, cfg).register()  # last: a listed crawl is a whole one
     return cfg, admitted, stored is not None
+
+
+def _with_bloom_filter(cfg: CrawlConfig, conns: list[Redis]) -> CrawlConfig:
+    """`cfg` with its Bloom filter decided for good: native where every shard has BF.*
+    (for `auto`), else the Lua one; `native` without them on a shard is a ConfigError."""
+    if cfg.bloom_filter == "lua":
+        return cfg
+    lacking = [c for c in conns if not bloom.native_available(c)]
+    if lacking and cfg.bloom_filter == "native":
+        where = f"shard {conns.index(lacking[0])}" if len(conns) > 1 else "this Redis"
+        raise config.ConfigError(
+            f"setting 'bloom_filter' is native, but {where} has no BF.* commands "
+            "(RedisBloom, or Redis 8): use auto or lua"
+        )
+    return replace(cfg, bloom_filter="lua" if lacking else "native")
 
 
 def _shards_of(redis: Redis, cfg: CrawlConfig) -> list[Redis]:

@@ -26,8 +26,9 @@ def server_binary() -> Path:
 
 
 class EmbeddedRedis:
-    def __init__(self, data_dir: Path):
+    def __init__(self, data_dir: Path, extra: tuple[str, ...] = ()):
         self.data_dir = data_dir.resolve()
+        self.extra = extra  # more server arguments (the bench's `--loadmodule`)
         self.socket = self.data_dir / "redis.sock"
         self.proc: subprocess.Popen | None = None
 
@@ -56,6 +57,7 @@ class EmbeddedRedis:
                 # 0.6 KB (README, "Redis settings that matter").
                 "--hash-max-ziplist-value", "512",
                 "--logfile", "redis.log",
+                *self.extra,
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.STDOUT,

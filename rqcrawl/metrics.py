@@ -63,7 +63,10 @@ def families(crawls: list[dict]) -> list[Metric]:
     in_flight = gauge("urls_in_flight", "URLs queued, scheduled, running or deferred")
     held = gauge("urls_held", "Admitted URLs waiting for their level")
     deferred = gauge("urls_deferred", "URLs deferred for politeness")
-    fill = gauge("bloom_fill_ratio", "Share of the Bloom filter's bits set")
+    fill = gauge(
+        "bloom_fill_ratio",
+        "How full the Bloom filter is: share of its bits set (lua) or of its capacity (native)",
+    )
     fp_rate = gauge("bloom_false_positive_rate", "Estimated false-positive rate of the filter")
     rate = gauge("recent_pages_per_second", f"Pages fetched per second, last {stats.RECENT} s")
     eta = gauge("eta_seconds", "Estimated seconds until the admitted URLs have ended")

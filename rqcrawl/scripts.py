@@ -76,17 +76,28 @@ def load(redis: Redis, *scripts: Script) -> None:
 
 
 # Shared by the Bloom filter's own script and the finish step. Shards are
-# KEYS[shard_key0 + shard], each `shard_bits` long but the last, which ends at bit `bits`.
+# KEYS[shard_key0 + shard], each `shard_bits` long but the last, which ends at bit `size`.
 # bloom_alloc creates missing shards at their full length, each in one allocation.
 # bloom_check: `pos` holds k global bit positions for each of `count` URLs from index `first`.
 # Returns per URL 1 when some bit was still clear (the URL is new); with `add`, also sets every
 # bit. The bits go in one BITFIELD per shard (per BITFIELD_OPS bits), not one SETBIT each: a
 # page's links cost one command instead of k per link, in the same order (a URL twice in a
 # batch is new only once).
+# shard_bits 0 means the native filter (bloom.NativeBloomFilter): KEYS[shard_key0] is one
+# RedisBloom filter, `size` is "error_rate capacity" for its BF.RESERVE, k is 1 and `pos`
+# holds one fingerprint per URL, checked and added by BF.MADD (1: it was not there).
 BLOOM_LIB = """
 local BITFIELD_OPS = 512  -- 4 arguments each, well within Lua's unpack limit (8000)
 
-local function bloom_alloc(shard_key0, shard_bits, bits)
+local function bloom_alloc(shard_key0, shard_bits, size)
+  if shard_bits == 0 then
+    if redis.call('EXISTS', KEYS[shard_key0]) == 0 then
+      local rate, capacity = string.match(size, '(%S+) (%S+)')
+      redis.call('BF.RESERVE', KEYS[shard_key0], rate, capacity)
+    end
+    return
+  end
+  local bits = tonumber(size)
   local shards = math.ceil(bits / shard_bits)
   -- all shards are created in one call, the last one last: it stands for them all
   if redis.call('EXISTS', KEYS[shard_key0 + shards - 1]) == 1 then return end
@@ -99,6 +110,14 @@ local function bloom_alloc(shard_key0, shard_bits, bits)
 end
 
 local function bloom_check(shard_key0, shard_bits, k, pos, first, count, add)
+  if shard_bits == 0 then
+    if count == 0 then return {} end
+    local items = {unpack(pos, first, first + count - 1)}
+    if add then return redis.call('BF.MADD', KEYS[shard_key0], unpack(items)) end
+    local seen = redis.call('BF.MEXISTS', KEYS[shard_key0], unpack(items))
+    for i = 1, count do seen[i] = 1 - seen[i] end
+    return seen
+  end
   local old, groups = {}, {}
   local function flush(shard, g)
     local got = redis.call('BITFIELD', KEYS[shard_key0 + shard], unpack(g.args))
@@ -192,13 +211,13 @@ end
 # Returns 1 (new) or 0 per URL.
 BLOOM_BATCH = Script(
     keys=(),
-    args=("shard_bits", "bits", "k", "add"),
+    args=("shard_bits", "size", "k", "add"),
     key_tail="shard0",
     arg_tail="positions",
     lib=BLOOM_LIB,
     body="""
 local sbits, kk, adding = tonumber(shard_bits), tonumber(k), add == '1'
-if adding then bloom_alloc(shard0, sbits, tonumber(bits)) end
+if adding then bloom_alloc(shard0, sbits, size) end
 return bloom_check(shard0, sbits, kk, ARGV, positions, (#ARGV - positions + 1) / kk, adding)
 """,
 )
@@ -236,7 +255,7 @@ FINISH = Script(
         "done", "final", "increments", "record", "child_depth", "child_priority", "source",
         "window",
         "shard_bits", "k", "now", "reap_every", "max_pages", "max_host_pages", "max_host_share",
-        "share_floor", "skip_record", "skip_prefix", "n", "bits", "sharded", "foreign", "exact",
+        "share_floor", "skip_record", "skip_prefix", "n", "size", "sharded", "foreign", "exact",
     ),
     key_tail="bloom0",
     arg_tail="children",
@@ -263,7 +282,7 @@ local sbits, kk = tonumber(shard_bits), tonumber(k)
 local max_total, max_host = tonumber(max_pages), tonumber(max_host_pages)
 local max_share, floor = tonumber(max_host_share), tonumber(share_floor)
 local count = tonumber(n)
-if count > 0 then bloom_alloc(bloom0, sbits, tonumber(bits)) end
+if count > 0 then bloom_alloc(bloom0, sbits, size) end
 local total = tonumber(redis.call('HGET', counters, 'admitted') or '0')
 local admitted = 0
 local skip = nil

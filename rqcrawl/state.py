@@ -51,7 +51,7 @@ from redis.client import Pipeline
 from redis.exceptions import NoScriptError
 
 from . import keys, scripts
-from .bloom import BloomFilter, batches
+from .bloom import BloomFilter, NativeBloomFilter, batches
 from .config import CrawlConfig
 from .keys import CrawlKeys
 from .leases import LEASE
@@ -231,9 +231,8 @@ class CrawlState:
     @cached_property
     def bloom(self) -> BloomFilter:
         """The crawl's filter of admitted URLs (made on first use: operators need none)."""
-        return BloomFilter(
-            self.redis, self.keys.bloom, self.cfg.bloom_capacity, self.cfg.bloom_error_rate
-        )
+        kind = NativeBloomFilter if self.cfg.bloom_filter == "native" else BloomFilter
+        return kind(self.redis, self.keys.bloom, self.cfg.bloom_capacity, self.cfg.bloom_error_rate)
 
     # -- admission and ending -------------------------------------------------------------
 
@@ -378,7 +377,7 @@ class CrawlState:
             skip_record=skip_template(child_depth, source),
             skip_prefix=keys.SKIPPED,
             n=len(children),
-            bits=self.bloom.bits,
+            size=self.bloom.size,
             sharded=int(self.shards is not None),
             foreign=json.dumps([o.encode() for o in foreign]) if foreign else "",
             exact=int(self.cfg.exact_depth),

@@ -299,7 +299,7 @@ def bloom_warnings(bloom: dict) -> list[str]:
     """A filter filled past its capacity takes more new URLs for seen ones than asked, and
     skips them without a trace: say so, also once the crawl is over."""
     items = bloom["estimated_items"]  # -1: every bit is set, too many to estimate
-    if 0 <= items <= bloom["capacity"]:
+    if bloom["kind"] == "native" or 0 <= items <= bloom["capacity"]:  # native ones grow
         return []
     held = f"about {items:,} URLs" if items >= 0 else "too many URLs to count"
     return [
@@ -307,6 +307,18 @@ def bloom_warnings(bloom: dict) -> list[str]:
         f"{bloom['estimated_false_positive_rate']:.2%} of new URLs are taken for seen ones and "
         f"skipped (asked: {bloom['error_rate']:.2%}); give the next crawl a larger bloom_capacity"
     ]
+
+
+def bloom_line(bloom: dict) -> str:
+    """The filter in use and how full it is (rqcrawl.bloom)."""
+    rate = f"est. false-positive rate {bloom['estimated_false_positive_rate']:.3g}"
+    if bloom["kind"] == "native":
+        return (
+            f"native (BF.*): {bloom['estimated_items']:,} URLs of capacity "
+            f"{bloom['capacity']:,} in {bloom['filters']} filter(s), {bloom['bytes']:,} bytes, "
+            + rate
+        )
+    return f"lua: fill {bloom['fill_ratio']:.6f}, {rate}"
 
 
 def render(s: dict) -> str:
@@ -334,8 +346,7 @@ def render(s: dict) -> str:
             f"speed      {s['pages_per_s']} pages/s over {s['elapsed_s']} s, "
             f"{s['recent_pages_per_s']} pages/s in the last {RECENT} s",
             f"eta        {duration(s['eta_s'])} for the URLs admitted so far",
-            f"bloom      fill {s['bloom_fill_ratio']:.6f}, "
-            f"est. false-positive rate {s['bloom_false_positive_rate']:.3g}",
+            f"bloom      {bloom_line(s['bloom'])}",
             *host_table(s),
             *(f"WARNING    {w}" for w in s["warnings"]),
         ]

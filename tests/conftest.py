@@ -8,7 +8,7 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from servers import RedisServer  # noqa: E402
+from servers import RedisServer, redisbloom_module  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -24,6 +24,24 @@ def second_redis_server(tmp_path_factory):
     server = RedisServer(tmp_path_factory.mktemp("redis2")).start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def bloom_redis_server(tmp_path_factory):
+    """A private Redis with native Bloom commands: the native filter's server."""
+    extra = ("--loadmodule", str(redisbloom_module()))
+    server = RedisServer(tmp_path_factory.mktemp("redisbloom"), extra=extra).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def bloom_redis_url(bloom_redis_server):
+    """The private Redis with BF.*, emptied for each test."""
+    conn = redis.Redis.from_url(bloom_redis_server.url)
+    conn.flushdb()
+    yield bloom_redis_server.url
+    conn.close()
 
 
 @pytest.fixture

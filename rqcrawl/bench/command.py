@@ -31,7 +31,7 @@ from ..keys import CrawlKeys
 from ..runner import WORKER_CLASS, LocalWorkers
 from ..state import CrawlState
 from ..urls import canonicalize
-from .report import PRELOADED, STOCK, Result, median_result, notes, table
+from .report import NATIVE, PRELOADED, STOCK, Result, median_result, notes, table
 from .site import ChainSpec, FanSpec, SiteServer, SiteSpec, page_path
 
 CRAWL = "bench"
@@ -95,14 +95,18 @@ def run_rqcrawl(
     threads: int,
     site_procs: int,
     crawler: str = "rqcrawl",
+    bloom_module: str | None = None,
 ) -> Result:
     """Crawl the site with `workers` local worker processes (of `threads` workers each)
-    of the `crawler`'s kind (the recommended worker, or stock ones) against a private Redis."""
+    of the `crawler`'s kind (the recommended worker, or stock ones; NATIVE: the recommended
+    worker on the native Bloom filter of `bloom_module`) against a private Redis."""
     server = SiteServer(spec, latency, site_procs).start()
+    native = crawler == NATIVE
     with tempfile.TemporaryDirectory(prefix="rqcrawl-bench-") as tmp:
-        redis_server = EmbeddedRedis(Path(tmp)).start()
+        module = ("--loadmodule", str(bloom_module)) if native else ()
+        redis_server = EmbeddedRedis(Path(tmp), extra=module).start()
         conn = Redis.from_url(redis_server.url)
-        stock = crawler != "rqcrawl"
+        stock = crawler in (STOCK, PRELOADED)
         pool = LocalWorkers(
             redis_server.url,
             workers,
@@ -115,7 +119,7 @@ def run_rqcrawl(
             cpu0 = sum(proc_cpu_s(p.pid) for p in pool.procs)
             site0 = sum(proc_cpu_s(pid) for pid in server.pids)
             before = redis_numbers(conn)
-            cfg = crawl_config(server)
+            cfg = replace(crawl_config(server), bloom_filter="native" if native else "lua")
             config.save(conn, CRAWL, cfg)
             Frontier(conn, CRAWL, cfg).seed([canonicalize(server.origin + "/p0.html")])
             wait_finished(conn, pool)
@@ -336,9 +340,13 @@ def parse_list(kind):
                    "the largest --workers in total, on the site over --hosts hosts.")  # fmt: skip
 @click.option("--hosts", type=click.IntRange(min=1, max=254), default=8, show_default=True,
               help="With --shards: hosts (127.0.0.1, .2, ...) of the site.")  # fmt: skip
+@click.option("--bloom-module", type=click.Path(exists=True, dir_okay=False),
+              help="RedisBloom's redisbloom.so: also crawl with the native Bloom filter "
+                   f"(rows {NATIVE}), the module loaded into the bench's Redis.")  # fmt: skip
 def bench(
     pages, workers, threads, latency, with_scrapy, concurrency, stock, repeat, site_procs,
     revisit_memory, db_url, skewed, fan_pages, crawl_delay, chain_pages, shard_counts, hosts,
+    bloom_module,
 ) -> None:  # fmt: skip
     """Benchmark rqcrawl against Scrapy on a generated local site and print one table."""
     if shard_counts:
@@ -364,6 +372,8 @@ def bench(
         with_scrapy = False
     spec = SiteSpec(pages=pages)
     runs = [("rqcrawl", n, t, lat) for lat in latency for t in threads for n in workers]
+    if bloom_module:
+        runs += [(NATIVE, n, t, lat) for lat in latency for t in threads for n in workers]
     if stock:
         runs += [(k, n, 1, lat) for k in (STOCK, PRELOADED) for lat in latency for n in workers]
     if with_scrapy:
@@ -379,7 +389,9 @@ def bench(
             if crawler == "scrapy":
                 reps.append(run_scrapy(spec, lat, procs, per_proc, site_procs))
             else:
-                reps.append(run_rqcrawl(spec, lat, procs, per_proc, site_procs, crawler))
+                reps.append(
+                    run_rqcrawl(spec, lat, procs, per_proc, site_procs, crawler, bloom_module)
+                )
         results.append(median_result(reps))
     command = (
         f"rqcrawl bench --pages {pages} --workers {','.join(map(str, workers))} "
@@ -387,7 +399,7 @@ def bench(
         f"--latency {','.join(map(str, latency))} --{'' if with_scrapy else 'no-'}scrapy "
         f"--concurrency {','.join(map(str, concurrency))} --{'' if stock else 'no-'}stock "
         f"--repeat {repeat} "
-        f"--site-procs {site_procs}"
+        f"--site-procs {site_procs}" + (f" --bloom-module {bloom_module}" if bloom_module else "")
     )
     click.echo(
         f"site: {pages} pages of {spec.min_bytes // 1000}-{spec.max_bytes // 1000} KB, "

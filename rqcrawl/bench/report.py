@@ -15,6 +15,7 @@ from ..runner import WORKER_CLASS
 # the same with the crawler imported in the parent (RQ_CONFIG=rqcrawl.preload).
 STOCK = "rq-stock"
 PRELOADED = "rq-stock+preload"
+NATIVE = "rqcrawl+bf"  # the recommended worker, the crawl on the native Bloom filter (BF.*)
 
 
 @dataclass
