@@ -14,7 +14,7 @@ import os
 import re
 import tomllib
 from collections.abc import Callable, Hashable
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -114,11 +114,19 @@ class CrawlConfig:
     revisit_min: float = 0.0  # bounds of the adaptive interval; 0: revisit / 4
     revisit_max: float = 0.0  # 0: revisit * 8
     revisit_gone_after: int = 3  # 404/410 visits in a row after which a URL is not revisited
+    sitemap_revisit: float = 0.0  # seconds between two reads of a sitemap; 0: `revisit`
     db: str = ""  # SQLAlchemy URL of the task table (set by `seed`/`crawl` with --revisit)
     # One crawl over several Redis servers (rqcrawl.shards): their URLs, and placement rules
     # {host glob: one of those URLs}. Empty: the crawl lives in the Redis it is seeded in.
     shards: list[str] = field(default_factory=list)
     shard_rules: dict[str, str] = field(default_factory=dict)
+
+    def for_sitemaps(self) -> CrawlConfig:
+        """The schedule of sitemap documents: every `sitemap_revisit` (adapting within
+        a quarter to 8 times it, as pages do around `revisit`)."""
+        if not self.sitemap_revisit:
+            return self
+        return replace(self, revisit=self.sitemap_revisit, revisit_min=0.0, revisit_max=0.0)
 
     def revisit_bounds(self) -> tuple[float, float]:
         """The range of a URL's revisit interval: the settings, or revisit/4 .. revisit*8."""
@@ -239,7 +247,7 @@ def _typed(name: str, value: Any, expected: type) -> Any:
 
 
 # Settings in seconds that also accept a duration string.
-DURATIONS = ("revisit", "revisit_min", "revisit_max")
+DURATIONS = ("revisit", "revisit_min", "revisit_max", "sitemap_revisit")
 _DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*")
 _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -444,6 +452,7 @@ _BOUNDS: dict[str, Bounds] = {
     "max_query_params": Bounds(0),
     "warc_max_bytes": Bounds(1),
     "revisit": Bounds(0),
+    "sitemap_revisit": Bounds(0),
     "revisit_min": Bounds(0),
     "revisit_max": Bounds(0),
     "revisit_gone_after": Bounds(1),

@@ -166,10 +166,12 @@ class Frontier:
 
     def finish_sitemap(self, url: str, entry: InFlight, found: sitemaps.Found) -> None:
         """End the sitemap entry `url` for good: admit its pages at depth 1 (at most
-        `max_sitemap_urls` per site, grouped by priority), hold the sitemaps it names (at
-        most `max_sitemaps_per_host` per site), then end it, and queue what that released. A
-        worker dying in between leaves the entry in flight: read again, what it admitted or
-        held already is not again."""
+        `max_sitemap_urls` admitted per site, grouped by priority), hold the sitemaps it
+        names (at most `max_sitemaps_per_host` per site), then end it, and queue what that
+        released. With revisits, known pages whose <lastmod> is after their last visit are
+        due at once, and the document's own visit goes to the task table first (as a page's:
+        read again on its schedule). A worker dying in between leaves the entry in flight:
+        read again, what it admitted or held already is not again."""
         site, counts = site_of(sitemaps.target(url)), Counter(found.counts)
         pages = found.pages
         taken = self.state.take_sitemap_urls(site, len(pages), self.cfg.max_sitemap_urls)
@@ -177,24 +179,44 @@ class Frontier:
             counts[keys.links_dropped("max_sitemap_urls")] += len(pages) - taken
         by_priority: dict[int, list[tuple[str | None, str]]] = {}
         base = self.state.inherited(entry.priority)
-        for verdict, page, offset in pages[:taken]:
-            by_priority.setdefault(base + offset, []).append((verdict, page))
+        for listed_page in pages[:taken]:
+            group = by_priority.setdefault(base + listed_page.offset, [])
+            group.append((listed_page.verdict, listed_page.url))
         released: Released = []
-        sent = False
+        sent, admitted = False, 0
         for priority, children in sorted(by_priority.items(), reverse=True):
             listed = self.state.admit_listed(children, 1, priority, "sitemap")
             released += listed.released
-            sent = sent or bool(listed.sent)
+            sent, admitted = sent or bool(listed.sent), admitted + listed.admitted
+        self.state.return_sitemap_urls(site, taken - admitted)
         cap = self.cfg.max_sitemaps_per_host  # no more can be held: a site's cap
         named = [(site_of(d), sitemaps.entry(d)) for d in found.sitemaps[:cap]]
-        held, more = self.state.hold_sitemaps(named, entry.priority, cap)
-        if held < len(found.sitemaps):  # past the cap, or already held
-            counts[keys.sitemap_problem("not_held")] += len(found.sitemaps) - held
+        capped, more = self.state.hold_sitemaps(named, entry.priority, cap)
+        capped += max(0, len(found.sitemaps) - cap)
+        if capped:
+            counts[keys.sitemap_problem("not_held")] += capped
         released += more
         self._enqueue(released)
         if sent:
             self.drain()
+        if self.cfg.revisit:
+            self._revisit_sitemap(url, entry, found, counts)
         self._ended(self.state.finish(url, counts, None, [], 1))
+
+    def _revisit_sitemap(
+        self, url: str, entry: InFlight, found: sitemaps.Found, counts: Counter
+    ) -> None:
+        """Bring forward the known pages a sitemap says changed since their last visit, and
+        schedule the sitemap's next read (its task row: unchanged documents are read less
+        often, as pages are; one that failed or is gone backs off, as pages do)."""
+        dated = [(p.url, p.lastmod) for p in found.pages if p.lastmod is not None]
+        counts[keys.SITEMAP_LASTMOD] += self.table.pull_forward(self.crawl, dated)
+        outcome = "fetched" if found.digest else "failed"
+        content = Content(found.digest) if found.digest else None
+        self.table.visited(
+            self.crawl, url, 0, outcome, found.status, content, self.cfg.for_sitemaps(),
+            entry.priority,
+        )  # fmt: skip
 
     @cached_property
     def peers(self) -> list[Frontier]:

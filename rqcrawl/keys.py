@@ -50,7 +50,7 @@ class CrawlKeys:
         self.synced = self._key("synced")  # string with a TTL: see CrawlState.replicated
         self.sitemapped = self._key("sitemapped")  # set: URLs a sitemap admitted, until they end
         # hash: sitemap document URL -> 1 (held once), "docs|site" and "urls|site" -> how many
-        # documents were held and page URLs taken for the site (rqcrawl.sitemaps' caps)
+        # documents were held and page URLs admitted for the site (rqcrawl.sitemaps' caps)
         self.sitemaps = self._key("sitemaps")
 
     def _key(self, *parts: str) -> str:
@@ -90,6 +90,7 @@ REVISITS = "revisits"  # URLs readmitted from the task table for a revisit
 HOOK_ERRORS = "hook_errors"
 SITEMAPS = "sitemaps"  # sitemap documents read
 SITEMAP_URLS = "sitemap_urls"  # page URLs found in sitemaps (before dedup and budgets)
+SITEMAP_LASTMOD = "sitemap_lastmod"  # known URLs made due early by a sitemap's <lastmod>
 BYTES = "bytes"  # body bytes of fetched pages
 LATENCY_MS = "latency_ms"  # sum of fetch durations
 

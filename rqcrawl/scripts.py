@@ -627,24 +627,29 @@ return 1
 # `priority`, past the Bloom filter and the budgets (a sitemap is not a page of the crawl):
 # each document once per crawl (the field `entry` of `sitemaps`), at most `cap` per site (the
 # field `docs|site`), none once the crawl is cancelled. The tail holds pairs (site, entry).
-# Returns how many were held.
+# Returns {held, refused by the cap} (one held before is neither: with revisits it comes back
+# on its own schedule, from the task table).
 HOLD_SITEMAPS = Script(
     keys=("counters", "held", "priorities", "sitemaps"),
     args=("cap", "priority"),
     arg_tail="pairs",
     lib=HELD_LIB,
     body="""
-if redis.call('HEXISTS', counters, 'cancelled_at') == 1 then return 0 end
-local held_now = 0
+if redis.call('HEXISTS', counters, 'cancelled_at') == 1 then return {0, 0} end
+local held_now, capped = 0, 0
 for i = pairs, #ARGV, 2 do
   local count_field, entry = 'docs|' .. ARGV[i], ARGV[i + 1]
-  local taken = tonumber(redis.call('HGET', sitemaps, count_field) or '0')
-  if taken < tonumber(cap) and redis.call('HSETNX', sitemaps, entry, 1) == 1 then
-    redis.call('HINCRBY', sitemaps, count_field, 1)
-    hold(held, priorities, priority, '0 ' .. entry, false)
-    held_now = held_now + 1
+  if redis.call('HEXISTS', sitemaps, entry) == 0 then
+    if tonumber(redis.call('HGET', sitemaps, count_field) or '0') < tonumber(cap) then
+      redis.call('HSET', sitemaps, entry, 1)
+      redis.call('HINCRBY', sitemaps, count_field, 1)
+      hold(held, priorities, priority, '0 ' .. entry, false)
+      held_now = held_now + 1
+    else
+      capped = capped + 1
+    end
   end
 end
-return held_now
+return {held_now, capped}
 """,
 )

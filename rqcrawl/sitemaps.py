@@ -15,20 +15,27 @@ else). A sitemap index holds its sitemaps as more entries, each once per crawl, 
 `max_sitemaps_per_host` per site (an index naming itself or 10,000 sitemaps stops there).
 Gzip and plain-text sitemaps are read; a body over `max_sitemap_bytes` after gunzip is not.
 XML goes through defusedxml with DTDs forbidden (no entity expansion, no external entities).
-A site's sitemaps give at most `max_sitemap_urls` page URLs; each goes through the scope, the
-link rules, the trap rules, the Bloom filter and the budgets like a link, and its record says
-`source: "sitemap"`. A sitemap's `<priority>` p (0.0 to 1.0, 0.5 when absent) adds
-round((p - 0.5) * 10) (-5 to +5) to the priority the seed's links get (`priority_share`).
+A site's sitemaps give at most `max_sitemap_urls` admitted page URLs; each goes through the
+scope, the link rules, the trap rules, the Bloom filter and the budgets like a link, and its
+record says `source: "sitemap"`. In a crawl with revisits, documents are read again on their
+own schedule and a listed URL's `<lastmod>` after its last visit makes it due at once
+(Frontier.finish_sitemap, TaskTable.pull_forward). A sitemap's `<priority>` p (0.0 to
+1.0, 0.5 when absent) adds round((p - 0.5) * 10) (-5 to +5) to the priority the seed's links
+get (`priority_share`).
 A document that cannot be read is counted by reason (`sitemap_problems:`) and logged in one
 line; it never fails the crawl.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
+import time
 import zlib
 from collections import Counter
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import NamedTuple
 from xml.etree.ElementTree import Element, ParseError
 
 import defusedxml.ElementTree as SafeET
@@ -44,6 +51,7 @@ PREFIX = "sitemap:"
 PATH = "/sitemap.xml"  # where a seed site's sitemap is looked for first
 GZIP_MAGIC = b"\x1f\x8b"
 PRIORITY_STEPS = 10  # sitemap priority 0.0..1.0 -> -5..+5 around the links' priority
+DAY = 86_400.0
 
 
 def entry(document: str) -> str:
@@ -71,17 +79,30 @@ def is_root(doc: str, site: str) -> bool:
     return doc == root(site)
 
 
+class Listed(NamedTuple):
+    """A page URL a sitemap lists: its link verdict, the URL, its priority offset and its
+    `<lastmod>` (epoch seconds, None when absent or unusable)."""
+
+    verdict: str | None
+    url: str
+    offset: int
+    lastmod: float | None
+
+
 @dataclass
 class Found:
-    """What one sitemap document gave: page URLs (verdict, url, priority offset), sitemaps
-    it names, counters; `problem` ("reason: message") when it could not be read in full,
-    `error` when trying again later may help."""
+    """What one sitemap document gave: page URLs, sitemaps it names, counters; `problem`
+    ("reason: message") when it could not be read in full, `error` when trying again later
+    may help; `digest` (SHA-1 of the body) when it was downloaded, else the failed answer's
+    `status` (for the task table of a crawl with revisits)."""
 
-    pages: list[tuple[str | None, str, int]] = field(default_factory=list)
+    pages: list[Listed] = field(default_factory=list)
     sitemaps: list[str] = field(default_factory=list)
     counts: Counter = field(default_factory=Counter)
     problem: str = ""
     error: FetchError | None = None
+    digest: str | None = None
+    status: int | None = None
 
     @classmethod
     def failed(cls, reason: str, message: str, error: FetchError | None = None) -> Found:
@@ -98,11 +119,13 @@ def read(doc: str, cfg: CrawlConfig, named: list[str], quiet_404: bool) -> Found
         body = _download(doc, cfg)
     except FetchError as exc:
         if quiet_404 and exc.status == 404:
+            found.status = exc.status
             return found
         failed = Found.failed(exc.reason, f"{doc}: {exc}", exc if exc.transient else None)
-        failed.sitemaps = found.sitemaps
+        failed.sitemaps, failed.status = found.sitemaps, exc.status
         failed.counts.update(found.counts)
         return failed
+    found.digest = hashlib.sha1(body).hexdigest()
     try:
         _parse(body, doc, cfg, found)
     except DefusedXmlException:
@@ -153,7 +176,8 @@ def _parse(body: bytes, doc: str, cfg: CrawlConfig, found: Found) -> None:
     if kind == "urlset":
         for item in tree:
             if _local(item) == "url":
-                _add_page(found, _text(item, "loc"), _text(item, "priority"), doc, cfg)
+                priority, lastmod = _text(item, "priority"), _text(item, "lastmod")
+                _add_page(found, _text(item, "loc"), priority, doc, cfg, lastmod)
     elif kind == "sitemapindex":
         names = [_text(item, "loc") for item in tree if _local(item) == "sitemap"]
         _add_sitemaps(found, [n for n in names if n], doc, cfg)
@@ -161,7 +185,9 @@ def _parse(body: bytes, doc: str, cfg: CrawlConfig, found: Found) -> None:
         raise ValueError(f"root element <{kind}> is neither <urlset> nor <sitemapindex>")
 
 
-def _add_page(found: Found, loc: str, priority: str | None, doc: str, cfg: CrawlConfig) -> None:
+def _add_page(
+    found: Found, loc: str, priority: str | None, doc: str, cfg: CrawlConfig, lastmod: str = ""
+) -> None:
     try:
         if not loc:
             raise InvalidURL("empty <loc>")
@@ -173,7 +199,7 @@ def _add_page(found: Found, loc: str, priority: str | None, doc: str, cfg: Crawl
     if verdict is not None and verdict.startswith("drop:"):
         found.counts[keys.links_dropped(verdict.removeprefix("drop:"))] += 1
     else:
-        found.pages.append((verdict, url, priority_offset(priority)))
+        found.pages.append(Listed(verdict, url, priority_offset(priority), lastmod_time(lastmod)))
 
 
 def _add_sitemaps(found: Found, locs: list[str], doc: str, cfg: CrawlConfig) -> None:
@@ -200,6 +226,23 @@ def priority_offset(text: str | None) -> int:
     if not math.isfinite(p) or not 0.0 <= p <= 1.0:
         return 0
     return round((p - 0.5) * PRIORITY_STEPS)
+
+
+def lastmod_time(text: str, now: float | None = None) -> float | None:
+    """A `<lastmod>` (W3C Datetime: `2026-11-23`, `2026-11-23T18:00:00+01:00`, ... , or a
+    year or month alone) in epoch seconds, UTC when it has no zone; None when absent, not a
+    date, or more than a day ahead of `now` (a clock or a page claiming a future change)."""
+    if not text:
+        return None
+    padded = text + "-01-01"[len(text) - 4 :] if len(text) in (4, 7) else text
+    try:
+        when = datetime.fromisoformat(padded.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    stamp = when.timestamp()
+    return stamp if stamp <= (now or time.time()) + DAY else None
 
 
 def _local(element: Element) -> str:

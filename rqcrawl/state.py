@@ -253,20 +253,30 @@ class CrawlState:
         self, entries: Iterable[tuple[str, str]], priority: int, cap: int
     ) -> tuple[int, Released]:
         """Hold sitemap entries (site, entry) at depth 0 (scripts.HOLD_SITEMAPS: once each,
-        at most `cap` per site) and release what the window allows; returns how many were
-        held, and the released URLs."""
+        at most `cap` per site) and release what the window allows; returns how many the
+        cap refused, and the released URLs."""
         k = self.keys
-        held = scripts.HOLD_SITEMAPS(
+        held, capped = scripts.HOLD_SITEMAPS(
             self.redis, tail_args=[part for pair in entries for part in pair],
             counters=k.counters, held=k.held, priorities=k.priorities, sitemaps=k.sitemaps,
             cap=cap, priority=priority,
         )  # fmt: skip
-        return held, self._end("", "", None, [], 0).released if held else []
+        return capped, self._end("", "", None, [], 0).released if held else []
 
     def take_sitemap_urls(self, site: str, n: int, cap: int) -> int:
-        """How many of `n` more sitemap URLs `site` may still give (at most `cap` in all)."""
+        """How many of `n` more sitemap URLs `site` may still give (at most `cap` admitted
+        in all): reserved now, the unadmitted given back by `return_sitemap_urls`."""
         total = self.redis.hincrby(self.keys.sitemaps, f"urls|{site}", n)
-        return max(0, n - max(0, total - cap))
+        taken = max(0, n - max(0, total - cap))
+        if taken < n:
+            self.return_sitemap_urls(site, n - taken)
+        return taken
+
+    def return_sitemap_urls(self, site: str, n: int) -> None:
+        """Give back `n` URLs of `site`'s sitemap cap: taken but not admitted (known ones,
+        refused ones, or past the cap), so that a sitemap read again costs nothing."""
+        if n:
+            self.redis.hincrby(self.keys.sitemaps, f"urls|{site}", -n)
 
     def finish(
         self,

@@ -100,6 +100,7 @@ def status(redis: Redis, crawl: str) -> dict | None:
         "sitemaps": {
             "read": snap.count(keys.SITEMAPS),
             "urls": snap.count(keys.SITEMAP_URLS),
+            "lastmod_due": snap.count(keys.SITEMAP_LASTMOD),
             "problems": snap.family(keys.SITEMAP_PROBLEMS),
         },
         "elapsed_s": round(end - started, 3),
@@ -355,7 +356,12 @@ def render(s: dict) -> str:
 
 def sitemap_line(maps: dict) -> str:
     problems = ", ".join(f"{k} {v}" for k, v in sorted(maps["problems"].items())) or "none"
-    return f"{maps['read']} read, {maps['urls']} URLs listed; not read: {problems}"
+    due = (
+        f", {maps['lastmod_due']} revisits brought forward by <lastmod>"
+        if maps["lastmod_due"]
+        else ""
+    )
+    return f"{maps['read']} read, {maps['urls']} URLs listed{due}; not read: {problems}"
 
 
 def depth_lines(s: dict) -> list[str]:

@@ -59,6 +59,7 @@ from sqlalchemy import (
     event,
     func,
     insert,
+    inspect,
     or_,
     select,
     update,
@@ -101,8 +102,12 @@ TASKS = Table(
     Column("last_status", Integer),
     Column("visits", Integer, nullable=False),
     Column("queued_at", Double),
+    Column("visited_at", Double),  # when the last visit ended (a sitemap's <lastmod> vs it)
     Index("rqcrawl_tasks_due", "crawl", "state", "next_visit"),
 )
+# Columns added after the table's first release: an older table gets them on first use.
+ADDED_COLUMNS = (TASKS.c.visited_at,)
+LISTED_BATCH = 500  # sitemap URLs looked up per query (pull_forward)
 # Content dedup (a table of part A, made before this index existed, gets it on first use).
 DIGEST_INDEX = Index("rqcrawl_tasks_digest", TASKS.c.crawl, TASKS.c.digest)
 
@@ -212,6 +217,7 @@ class TaskTable:
                 "state": nxt.state, "next_visit": nxt.next_visit, "interval_s": nxt.interval,
                 "failures": nxt.failures, "missing": nxt.missing, "last_status": status,
                 "visits": known.visits + 1, "queued_at": None, "priority": priority,
+                "visited_at": now,
             }  # fmt: skip
             duplicate_of = None
             if content is not None:
@@ -272,6 +278,24 @@ class TaskTable:
                 taken = and_(TASKS.c.crawl == crawl, TASKS.c.key.in_([r.key for r in rows]))
                 conn.execute(update(TASKS).where(taken).values(state=QUEUED, queued_at=now))
         return [(r.url, r.depth, r.priority) for r in rows]
+
+    def pull_forward(self, crawl: str, listed: list[tuple[str, float]]) -> int:
+        """Make due now the scheduled URLs among `listed` (url, a sitemap's <lastmod>) that
+        changed after their last visit ended, unless they are due sooner anyway; returns
+        how many. Two queries per LISTED_BATCH URLs, whatever the sitemap's size."""
+        now, pulled = time.time(), 0
+        for start in range(0, len(listed), LISTED_BATCH):
+            lastmods = {url_key(u): t for u, t in listed[start : start + LISTED_BATCH]}
+            mine = and_(TASKS.c.crawl == crawl, TASKS.c.key.in_(list(lastmods)))
+            later = and_(TASKS.c.state == SCHEDULED, TASKS.c.next_visit > now)
+            query = select(TASKS.c.key, TASKS.c.visited_at).where(mine, later)
+            with self.engine.begin() as conn:
+                rows = conn.execute(query).all()
+                keys = [r.key for r in rows if r.visited_at and lastmods[r.key] > r.visited_at]
+                if keys:
+                    due = and_(TASKS.c.crawl == crawl, TASKS.c.key.in_(keys), later)
+                    pulled += conn.execute(update(TASKS).where(due).values(next_visit=now)).rowcount
+        return pulled
 
     def next_visit(self, crawl: str) -> float | None:
         """When the crawl's earliest scheduled visit is due, if any is."""
@@ -350,11 +374,20 @@ def _sqlite(url) -> Engine:
 
 
 def _create_table(made: Engine) -> None:
-    """Create the table unless it exists; another process creating it at the same moment
-    makes ours fail, which is then harmless."""
+    """Create the table unless it exists, or add what an older one lacks; another process
+    doing the same at the same moment makes ours fail, which is then harmless."""
     try:
-        METADATA.create_all(made)
-        DIGEST_INDEX.create(made, checkfirst=True)
+        _complete(made)
     except (IntegrityError, DBAPIError):
-        METADATA.create_all(made)  # raises if the table still is not there
-        DIGEST_INDEX.create(made, checkfirst=True)
+        _complete(made)  # raises if the table still is not right
+
+
+def _complete(made: Engine) -> None:
+    METADATA.create_all(made)
+    DIGEST_INDEX.create(made, checkfirst=True)
+    present = {c["name"] for c in inspect(made).get_columns(TASKS.name)}
+    with made.begin() as conn:
+        for column in ADDED_COLUMNS:
+            if column.name not in present:
+                kind = column.type.compile(dialect=made.dialect)
+                conn.exec_driver_sql(f"ALTER TABLE {TASKS.name} ADD COLUMN {column.name} {kind}")

@@ -192,3 +192,27 @@ def test_a_sqlite_table_is_created_with_its_directory_in_wal_mode(tmp_path):
     visit(TaskTable(url), "http://a/")
     with tasks.engine(url).connect() as conn:
         assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+
+
+def test_lastmod_after_the_last_visit_makes_a_scheduled_url_due_now(db_url):
+    table = TaskTable(db_url)
+    for n in range(3):
+        visit(table, f"http://a/{n}")
+    visit(table, "http://a/gone", "failed", 404, None)
+    now = time.time()
+    listed = [("http://a/0", now + 1), ("http://a/1", now - 3600), ("http://a/new", now + 1)]
+    listed += [(f"http://a/x{n}", now) for n in range(tasks.LISTED_BATCH)]  # a second batch
+    assert table.pull_forward("c", listed) == 1  # /0 changed after its visit; /1 before it
+    assert [u for u, _, _ in table.take_due("c", 10)] == ["http://a/0"]
+    assert table.pull_forward("c", [("http://a/0", now + 1)]) == 0  # queued: not again
+
+
+def test_a_table_of_an_earlier_version_gets_the_columns_added_since(db_url):
+    with tasks.engine(db_url).begin() as conn:
+        conn.exec_driver_sql(f"ALTER TABLE {tasks.TASKS.name} DROP COLUMN visited_at")
+    tasks._engines.pop(db_url)  # as a process of the new version meets the old table
+    table = TaskTable(db_url)
+    visit(table, "http://a/")
+    with table.engine.connect() as conn:
+        (stamp,) = conn.execute(tasks.select(tasks.TASKS.c.visited_at)).one()
+    assert stamp == pytest.approx(time.time(), abs=60)
