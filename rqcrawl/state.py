@@ -168,21 +168,32 @@ class Ended:
 @dataclass(frozen=True)
 class Outgoing:
     """A link to a host of another shard, waiting in the outbox of the shard that found it:
-    entries "shard priority depth verdict url" ('-': no verdict)."""
+    entries "shard priority depth verdict source url" ('-': no verdict, no source; an entry
+    of an earlier version has no source field)."""
 
     shard: int
     priority: int
     depth: int
     verdict: str | None
     url: str
+    source: str = ""  # 'sitemap' for a sitemap's URL (its record says so)
 
     @classmethod
     def parse(cls, raw: bytes) -> Outgoing:
-        shard, priority, depth, verdict, url = raw.decode().split(" ", 4)
-        return cls(int(shard), int(priority), int(depth), None if verdict == "-" else verdict, url)
+        fields = raw.decode().split(" ")  # a canonical URL has no space
+        if len(fields) == 5:
+            fields.insert(4, "-")
+        shard, priority, depth, verdict, source, url = fields
+        return cls(
+            int(shard), int(priority), int(depth), None if verdict == "-" else verdict, url,
+            "" if source == "-" else source,
+        )  # fmt: skip
 
     def encode(self) -> str:
-        return f"{self.shard} {self.priority} {self.depth} {self.verdict or '-'} {self.url}"
+        return (
+            f"{self.shard} {self.priority} {self.depth} {self.verdict or '-'} "
+            f"{self.source or '-'} {self.url}"
+        )
 
 
 @dataclass(frozen=True)
@@ -311,7 +322,7 @@ class CrawlState:
         URL ending with the last one (see the module docstring). Links to other shards'
         hosts go to the outbox with the last one."""
         children = [c for c in children if c[1] not in self.known]
-        children, foreign = self._split(children, depth, priority)
+        children, foreign = self._split(children, depth, priority, source)
         parts = list(batches(children, self.bloom.hashes + CHILD_COST)) or [[]]
         admitted, released = 0, []
         for part in parts[:-1]:
@@ -331,7 +342,7 @@ class CrawlState:
         )  # fmt: skip
 
     def _split(
-        self, children: Children, depth: int, priority: int
+        self, children: Children, depth: int, priority: int, source: str
     ) -> tuple[Children, list[Outgoing]]:
         """The children of this shard's hosts, and the others for the outbox."""
         if self.shards is None:
@@ -342,7 +353,7 @@ class CrawlState:
             if shard == self.index:
                 local.append((verdict, url))
             else:
-                foreign.append(Outgoing(shard, priority, depth, verdict, url))
+                foreign.append(Outgoing(shard, priority, depth, verdict, url, source))
         return local, foreign
 
     def _finish_call(
@@ -554,11 +565,11 @@ class CrawlState:
         """Admit links that another shard found (its outbox) as if found here: the Bloom
         filter makes a second admission of the same link a no-op."""
         ended = Ended(0, [])
-        by_origin: dict[tuple[int, int], Children] = {}
+        by_origin: dict[tuple[int, int, str], Children] = {}
         for o in links:
-            by_origin.setdefault((o.depth, o.priority), []).append((o.verdict, o.url))
-        for (depth, priority), children in by_origin.items():
-            step = self._end("", "", None, children, depth, priority)
+            by_origin.setdefault((o.depth, o.priority, o.source), []).append((o.verdict, o.url))
+        for (depth, priority, source), children in by_origin.items():
+            step = self._end("", "", None, children, depth, priority, source)
             ended = Ended(ended.admitted + step.admitted, ended.released + step.released)
         return ended
 

@@ -22,6 +22,7 @@ from rqcrawl.config import ConfigError, CrawlConfig
 from rqcrawl.frontier import Frontier
 from rqcrawl.runner import WORKER_CLASS, LocalWorkers
 from rqcrawl.shards import ShardMap, all_shards, shard_map
+from rqcrawl.state import Outgoing
 
 HOSTS = 4
 PAGES = 12
@@ -323,6 +324,21 @@ def test_a_drain_that_dies_before_its_trim_admits_nothing_twice(redis_url, secon
     assert [len(f.queue) for f in (a, b)] == [2, 1]  # their jobs on their shard (a: the seed too)
     assert levels.coordinate([a, b]) == 0  # in flight at the lowest level: not yet
     assert not levels.settled([a.state, b.state])
+
+
+def test_a_sitemap_url_of_another_shard_keeps_its_source(redis_url, second_redis_url):
+    """A sitemap of a.test lists a page of b.test: admitted on b through the outbox, noted as
+    a sitemap's there (its record says `source: "sitemap"`); an outbox entry of the earlier
+    format (no source field) still reads."""
+    a, b = two_shard_crawl([redis_url, second_redis_url])
+    listed = a.state.admit_listed([(None, "http://b.test/listed")], 1, 0, "sitemap")
+    assert listed.sent == 1 and a.drain() == 1
+    assert b.redis.smembers(b.state.keys.sitemapped) == {b"http://b.test/listed"}
+    old = Outgoing.parse(b"1 0 1 - http://b.test/old")
+    assert (old.shard, old.depth, old.verdict, old.source, old.url) == (
+        1, 1, None, "", "http://b.test/old")  # fmt: skip
+    listed_entry = Outgoing(1, 2, 1, None, "http://b.test/x", "sitemap")
+    assert Outgoing.parse(listed_entry.encode().encode()) == listed_entry
 
 
 def test_a_halted_shard_holds_every_level(redis_url, second_redis_url):
