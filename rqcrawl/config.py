@@ -347,10 +347,7 @@ def _check_shards(name: str, urls: list[str]) -> None:
 
 
 def _check_shard_rules(config: CrawlConfig) -> None:
-    """Every rule sends a host glob to one of the crawl's shards; shards and revisits do not
-    mix yet (the pump would readmit every shard's URLs into one)."""
-    if config.shards and config.revisit:
-        raise ConfigError("settings 'shards' and 'revisit' cannot be combined yet")
+    """Every rule sends a host glob to one of the crawl's shards."""
     if not config.shards:  # a file of rules may come before the --shards flag: see layered
         return
     for pattern, url in config.shard_rules.items():

@@ -324,15 +324,30 @@ class Frontier:
     def pump(self) -> int:
         """Move due URLs from the task table into Redis (CrawlState.readmit) in batches and
         queue what that releases, until none is due or a window's worth is waiting: the
-        database holds what is known, Redis only what is due now."""
+        database holds what is known, Redis only what is due now. The table is the whole
+        crawl's: in a crawl over several shards, each URL goes to its host's shard (a pump
+        of any shard may take it; the table hands each due row to one pump)."""
         readmitted = 0
         while due := self.table.take_due(self.crawl, PUMP_BATCH):
-            added, released = self.state.readmit(due)
-            self._enqueue(released)
-            readmitted += added
-            if len(due) < PUMP_BATCH or self.state.unfinished() >= self.cfg.window:
+            targets = self._by_shard(due)
+            for frontier, rows in targets.items():
+                added, released = frontier.state.readmit(rows)
+                frontier._enqueue(released)
+                readmitted += added
+            full = any(f.state.unfinished() >= self.cfg.window for f in targets)
+            if len(due) < PUMP_BATCH or full:
                 break
         return readmitted
+
+    def _by_shard(self, due: list[tuple[str, int, int]]) -> dict[Frontier, list]:
+        """Due rows (url, depth, priority) by the frontier of their host's shard."""
+        if self.state.shards is None:
+            return {self: due}
+        placed: dict[Frontier, list] = {}
+        for row in due:
+            shard = self.state.shards.index_of(host_of(sitemaps.target(row[0])))
+            placed.setdefault(self.peers[shard], []).append(row)
+        return placed
 
     def _enqueue(self, entries: Released, at_front: bool = False) -> None:
         """Create the RQ jobs of released URLs in one pipeline (`at_front`: at the head of

@@ -4,6 +4,7 @@ shard, and a worker SIGKILLed mid-crawl."""
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import signal
@@ -23,6 +24,7 @@ from rqcrawl.frontier import Frontier
 from rqcrawl.runner import WORKER_CLASS, LocalWorkers
 from rqcrawl.shards import ShardMap, all_shards, shard_map
 from rqcrawl.state import Outgoing
+from rqcrawl.urls import host_of
 
 HOSTS = 4
 PAGES = 12
@@ -85,15 +87,17 @@ def start_sites(stack: ExitStack, web: Web, max_seconds: float) -> list[HTTPSite
     return sites
 
 
-def seed_sharded(urls: list[str], web: Web, tmp_path, max_depth: int, *extra: str) -> None:
-    """`rqcrawl seed --shards A,B` of the four hosts, host 1 placed on A and host 3 on B by
-    rules (so that both shards have hosts whatever the hash), hosts 2 and 4 by the hash."""
+def seed_sharded(
+    urls: list[str], web: Web, tmp_path, max_depth: int, *extra: str, on_b: int = 3
+) -> None:
+    """`rqcrawl seed --shards A,B` of the four hosts, host 1 placed on A and host `on_b` on B
+    by rules (so that both shards have hosts whatever the hash), the others by the hash."""
     conf = tmp_path / "shards.toml"
     scope = ", ".join(f'"{b.removeprefix("http://")}"' for b in web.bases)
     conf.write_text(
         "[crawl]\n"
         f"scope_hosts = [{scope}]\n"
-        f'shard_rules = {{ "127.0.0.1:*" = "{urls[0]}", "127.0.0.3:*" = "{urls[1]}" }}\n'
+        f'shard_rules = {{ "127.0.0.1:*" = "{urls[0]}", "127.0.0.{on_b}:*" = "{urls[1]}" }}\n'
         "job_timeout = 20\ndownload_timeout = 10.0\n"
     )
     seed_local(
@@ -191,6 +195,52 @@ def test_without_exact_depth_two_shards_crawl_everything_once_at_first_found_dep
     assert all(n == 1 for site in sites for n in site.hits.values()), [s.hits for s in sites]
 
 
+@pytest.mark.timeout(120)
+def test_revisits_over_two_shards_visit_every_page_again_on_its_host_shard(
+    redis_url, second_redis_url, tmp_path
+):
+    """One task table for the crawl, a pump on each shard: every page of the four hosts is
+    visited again, readmitted on its own host's shard, its visits numbered in order, none
+    twice in one round; `status` from either shard gives the same revisit figures."""
+    urls = [redis_url, second_redis_url]
+    web = Web()
+    db = f"sqlite:///{tmp_path / 'tasks.db'}"
+    with ExitStack() as stack:
+        sites = start_sites(stack, web, max_seconds=100)
+        seed_sharded(urls, web, tmp_path, 1, "--revisit", "2s", "--db", db, on_b=4)
+        for n, url in enumerate(urls):
+            stack.enter_context(LocalWorkers(url, 1, log_dir=tmp_path / f"shard{n}"))
+        want = web.expected(1)
+        where = {u: (sites[web.bases.index(u.rsplit("/", 1)[0])], u.rsplit("/", 1)[1])
+                 for u in want}  # fmt: skip
+
+        def visits() -> list[int]:
+            return [site.hits["/" + path] for site, path in where.values()]
+
+        wait_until(visits, 60, "every page visited twice", accept=lambda v: min(v) >= 2)
+    a, b = status(urls[0], "sh"), status(urls[1], "sh")  # the workers stopped: still figures
+    rows = records_of(urls[0])
+    by_url: dict[str, list[int]] = {}
+    for r in rows:
+        by_url.setdefault(r["url"], []).append(r["visit"])
+    assert set(by_url) == set(want)
+    assert all(v == list(range(1, len(v) + 1)) for v in by_url.values()), by_url
+    placement = shard_map(config.load(redis.Redis.from_url(urls[0]), "sh"))
+    for n, url in enumerate(urls):  # every visit recorded on its host's shard
+        with redis.Redis.from_url(url) as conn:
+            own = [json.loads(e[b"r"]) for _, e in conn.xrange(keys.CrawlKeys("sh").items)]
+        assert own and {placement.index_of(host_of(r["url"])) for r in own} == {n}
+    for site in sites:
+        times: dict[str, list[float]] = {}
+        for t, path in site.log:
+            times.setdefault(path, []).append(t)
+        gaps = [b - a for ts in times.values() for a, b in zip(ts, ts[1:], strict=False)]
+        assert all(g >= 1.0 for g in gaps), times  # a round is at least 2 s: none twice in one
+    figures = ("known", "revisit_s")
+    assert [a[f] for f in figures] == [b[f] for f in figures] and a["known"] == len(want)
+    assert a["revisits"] == b["revisits"] > 0
+
+
 def test_a_sigkilled_worker_loses_nothing_across_shards(redis_url, second_redis_url, tmp_path):
     urls = [redis_url, second_redis_url]
     web = Web(slow={(h, i): 0.3 for h in range(HOSTS) for i in range(PAGES)})
@@ -246,7 +296,6 @@ def test_shard_settings_are_checked_in_one_line():
         ({"shards": ["http://a/0"]}, "bad Redis URL"),
         ({"shards": ["redis://:pw@a/0", "redis://:pw@a/0"]}, "'redis://:***@a/0' is listed twice"),
         ({"shards": two, "shard_rules": {"*.de": "redis://c/0"}}, "not one of 'shards'"),
-        ({"shards": two, "revisit": 60}, "cannot be combined"),
     ]
     for settings, message in bad:
         with pytest.raises(ConfigError, match=re.escape(message)):

@@ -287,10 +287,11 @@ def test_with_revisits_sitemaps_are_read_again_and_lastmod_brings_a_revisit_forw
         seed_local(redis_url, http.base + "/", "lm", 1, "--sitemaps", "--no-robots",
                    "--revisit", "60s", "--db", db, "--config", str(settings))  # fmt: skip
         with LocalWorkers(redis_url, 2):
-            wait_until(lambda: http.hits["/a"] == 2 and http.hits["/c"] == 1, 40,
+            wait_until(lambda: http.hits["/a"] >= 2 and http.hits["/c"] == 1, 40,
                        "/a revisited and /c fetched")  # fmt: skip
             s = status(redis_url, "lm")
-        first_a, second_a = [t for t, p in http.log if p == "/a"]
+        # (every later read says /a changed again at that moment: it is brought forward again)
+        first_a, second_a = [t for t, p in http.log if p == "/a"][:2]
     assert http.hits["/b"] == 1 and http.hits["/"] == 1  # not due for 60 s
     assert second_a - first_a < 20  # brought forward, not its 60 s
     assert s["sitemaps"]["lastmod_due"] >= 1 and s["sitemaps"]["read"] >= 2
