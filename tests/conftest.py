@@ -1,6 +1,7 @@
 import os
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,55 +12,54 @@ sys.path.insert(0, str(Path(__file__).parent))
 from servers import RedisServer, redisbloom_module  # noqa: E402
 
 
-@pytest.fixture(scope="session")
-def redis_server(tmp_path_factory):
-    server = RedisServer(tmp_path_factory.mktemp("redis")).start()
+def started(tmp_path_factory, name: str, extra: tuple[str, ...] = ()) -> Iterator[RedisServer]:
+    """A private Redis for the session, stopped at its end."""
+    server = RedisServer(tmp_path_factory.mktemp(name), extra=extra).start()
     yield server
     server.stop()
+
+
+def emptied(server: RedisServer) -> Iterator[str]:
+    """The server's URL, its database emptied first (it is ours: nobody else's data is in it)."""
+    conn = redis.Redis.from_url(server.url)
+    conn.flushdb()
+    yield server.url
+    conn.close()
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory):
+    yield from started(tmp_path_factory, "redis")
 
 
 @pytest.fixture(scope="session")
 def second_redis_server(tmp_path_factory):
     """Another private Redis: the second shard of a crawl over several (test_shards)."""
-    server = RedisServer(tmp_path_factory.mktemp("redis2")).start()
-    yield server
-    server.stop()
+    yield from started(tmp_path_factory, "redis2")
 
 
 @pytest.fixture(scope="session")
 def bloom_redis_server(tmp_path_factory):
     """A private Redis with native Bloom commands: the native filter's server."""
-    extra = ("--loadmodule", str(redisbloom_module()))
-    server = RedisServer(tmp_path_factory.mktemp("redisbloom"), extra=extra).start()
-    yield server
-    server.stop()
+    yield from started(tmp_path_factory, "redisbloom", ("--loadmodule", str(redisbloom_module())))
 
 
 @pytest.fixture
-def bloom_redis_url(bloom_redis_server):
-    """The private Redis with BF.*, emptied for each test."""
-    conn = redis.Redis.from_url(bloom_redis_server.url)
-    conn.flushdb()
-    yield bloom_redis_server.url
-    conn.close()
+def redis_url(redis_server):
+    """The private Redis, emptied for each test."""
+    yield from emptied(redis_server)
 
 
 @pytest.fixture
 def second_redis_url(second_redis_server):
     """The second private Redis, emptied for each test."""
-    conn = redis.Redis.from_url(second_redis_server.url)
-    conn.flushdb()
-    yield second_redis_server.url
-    conn.close()
+    yield from emptied(second_redis_server)
 
 
 @pytest.fixture
-def redis_url(redis_server):
-    """The private Redis, emptied for each test (it is ours: nobody else's data is in it)."""
-    conn = redis.Redis.from_url(redis_server.url)
-    conn.flushdb()
-    yield redis_server.url
-    conn.close()
+def bloom_redis_url(bloom_redis_server):
+    """The private Redis with BF.*, emptied for each test."""
+    yield from emptied(bloom_redis_server)
 
 
 @pytest.fixture
