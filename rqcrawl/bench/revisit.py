@@ -58,6 +58,7 @@ def revisit_memory(pages: int, db_url: str | None) -> dict[str, float]:
                 revisit=86_400.0,
                 db=f"sqlite:///{sqlite}",
                 bloom_capacity=pages,
+                sitemaps=False,  # the site has none: its /sitemap.xml would be a row too
             )
             config.save(conn, CRAWL, cfg)
             Frontier(conn, CRAWL, cfg).seed([canonicalize(server.origin + "/p0.html")])
