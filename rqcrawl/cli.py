@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import sys
+import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -15,6 +16,7 @@ import redis
 
 from . import api, config, keys, monitor, stats
 from .config import ConfigError, CrawlConfig
+from .demo import DemoSite
 from .embedded import EmbeddedRedis
 from .lazygroup import LazyGroup
 from .redisurl import client, masked
@@ -443,6 +445,31 @@ def crawl(urls, output, fmt, workers, threads, name, config_file, data_dir, url,
     finally:
         if server:
             server.stop()
+
+
+@main.command()
+@click.option("-o", "--output", type=click.Path(), default="pages.jsonl", show_default=True)
+@click.option("--max-depth", type=click.IntRange(min=0), default=3, show_default=True)
+@click.pass_context
+def demo(ctx: click.Context, output: str, max_depth: int) -> None:
+    """Crawl a small demo web that this command serves on 127.0.0.1 (two sites, a robots.txt,
+    a sitemap, a broken link), at default settings: a first crawl that needs no internet.
+    It is `rqcrawl crawl` with --allow-private, which loopback sites need."""
+    site = DemoSite().start()
+    click.echo(f"demo sites on this machine: {' and '.join(site.origins())}", err=True)
+    try:
+        with tempfile.TemporaryDirectory(prefix="rqcrawl-demo-") as data_dir:
+            ctx.invoke(
+                crawl,
+                urls=site.urls,
+                output=output,
+                max_depth=max_depth,
+                allow_private=True,
+                name="demo",
+                data_dir=data_dir,
+            )
+    finally:
+        site.stop()
 
 
 def embedded(server: EmbeddedRedis) -> str:
