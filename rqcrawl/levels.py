@@ -23,12 +23,20 @@ level ends at the next recovery pass at the latest.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from .state import CrawlState, LevelView
 
-if TYPE_CHECKING:
-    from .frontier import Frontier
+
+class Shard(Protocol):
+    """What the coordinator needs of one shard's frontier (rqcrawl.frontier.Frontier)."""
+
+    state: CrawlState
+
+    def drain(self) -> int: ...
+
+    def advance(self, level: int) -> None: ...
+
 
 SETTLE_TRIES = 20  # double reads that may differ (other workers moving) before giving up
 SETTLE_PAUSE = 0.02  # seconds between two of them
@@ -45,7 +53,7 @@ def settled(states: list[CrawlState]) -> bool:
     return not any(v.held or v.in_flight or v.outbox for v in first) and first == views(states)
 
 
-def coordinate(shards: list[Frontier]) -> int:
+def coordinate(shards: list[Shard]) -> int:
     """Drain every outbox and raise the level of the shards at the lowest level while the
     whole crawl has ended it (see the module docstring); returns how many levels were
     raised. Gives up when the lowest level still has URLs in flight (their end runs this
