@@ -438,8 +438,10 @@ def crawl(urls, output, fmt, workers, threads, name, config_file, data_dir, url,
         log_dir = Path(data_dir) / "workers"
         continuous = bool(planned.cfg.revisit)
         targets = shards or [target]
-        run_local(conn, targets, planned.name, workers, threads, log_dir, continuous)
+        final = run_local(conn, targets, planned.name, workers, threads, log_dir, continuous)
         write_export(conn, planned.name, output, fmt)
+        if final.get("thin_crawl"):  # the last line: a one-page crawl is not a finished site
+            click.echo(f"warning: {final['thin_crawl']}", err=True)
     finally:
         if server:
             server.stop()
@@ -477,7 +479,7 @@ def run_local(
     threads: int,
     log_dir: Path,
     continuous: bool,
-) -> None:
+) -> dict:
     """Run the crawl with local workers (`workers` per Redis of `targets`, its shards) until
     it is over; a `continuous` one (revisits) never is: Ctrl-C or SIGTERM ends it, and its
     export is written all the same."""
@@ -503,3 +505,4 @@ def run_local(
         f"{final['skipped_total']} skipped in {final['elapsed_s']:.1f} s",
         err=True,
     )
+    return final
