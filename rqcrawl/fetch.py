@@ -3,7 +3,10 @@ redirects re-checked, the crawl's own cookies."""
 
 from __future__ import annotations
 
+import http.client
 import os
+import socket
+import ssl
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -12,11 +15,12 @@ from http.cookiejar import DefaultCookiePolicy
 from urllib.request import getproxies
 
 import requests
+import urllib3.exceptions
 
 from .config import CrawlConfig
 from .cookies import Cookies
 from .deadline import Watch
-from .guard import find_refusal, networks
+from .guard import exception_chain, find_refusal, networks
 from .transport import CrawlAdapter
 from .urls import InvalidURL, canonicalize
 
@@ -187,7 +191,7 @@ def _get(
             raise FetchError("refused_address", refused.detail) from None
         if watch.fired:
             raise _too_slow(cfg, None) from None
-        kind = "timeout" if isinstance(exc, requests.Timeout) else "connection"
+        kind = failure_kind(exc) or "connection"
         raise FetchError(kind, f"{kind}: {_short(exc)}", transient=True) from None
     if cookies:
         cookies.receive(resp)
@@ -254,10 +258,38 @@ def _body(
     except requests.RequestException as exc:
         if watch.fired:
             raise _too_slow(cfg, resp.status_code) from None
-        raise FetchError("read_error", f"read error: {_short(exc)}", transient=True) from None
+        kind = failure_kind(exc) or "read_error"
+        raise FetchError(kind, f"{kind}: {_short(exc)}", transient=True) from None
     if watch.fired:
         raise _too_slow(cfg, resp.status_code)
     return b"".join(chunks)
+
+
+# Kinds of failed connection by exception type: the first kind that an exception of the
+# chain is an instance of. Never by the message, which can contain the URL (a refused
+# `http://host/getaddrinfo` is not a DNS failure). RemoteDisconnected (no answer at all) is
+# a ConnectionResetError; the other HTTPExceptions (a 1 MB header line, 101 headers, a
+# garbled status line) are the server's answer, not the network's fault.
+_FAILURE_KINDS: tuple[tuple[str, tuple[type[BaseException], ...]], ...] = (
+    ("dns", (socket.gaierror, urllib3.exceptions.NameResolutionError)),
+    ("tls", (ssl.SSLError, urllib3.exceptions.SSLError)),
+    ("connection_refused", (ConnectionRefusedError,)),
+    ("timeout", (TimeoutError, requests.Timeout, urllib3.exceptions.TimeoutError)),
+    ("connection_reset", (ConnectionResetError, ConnectionAbortedError, BrokenPipeError)),
+    ("read_error", (http.client.IncompleteRead,)),  # a body cut short
+    ("bad_response", (http.client.HTTPException, urllib3.exceptions.DecodeError)),
+)
+
+
+def failure_kind(exc: BaseException) -> str | None:
+    """What went wrong under a requests exception, by the types in its chain: dns, tls,
+    connection_refused, timeout, connection_reset, read_error or bad_response; None when no
+    type says."""
+    chain = list(exception_chain(exc))
+    for kind, types in _FAILURE_KINDS:
+        if any(isinstance(e, types) for e in chain):
+            return kind
+    return None
 
 
 def _too_slow(cfg: CrawlConfig, status: int | None) -> FetchError:

@@ -20,32 +20,18 @@ OVERDUE = 10  # seconds a scheduled job may be late before `status` warns
 IDLE_WARN = 60  # seconds URLs may wait in RQ with no job of the crawl started before a warning
 HOSTS_SHOWN = 10  # hosts in `status`, those with the most time left first
 
-# Words in a connection error's message that tell what went wrong (requests and urllib3
-# name the same failures differently across versions and platforms).
-_CONNECTION_KINDS = (
-    ("dns", ("name or service not known", "nodename nor servname", "name resolution",
-             "failed to resolve", "getaddrinfo", "no address associated")),
-    ("connection_refused", ("connection refused", "econnrefused", "errno 111")),
-    ("tls", ("ssl", "certificate", "tls")),
-    ("connection_reset", ("connection reset", "connection aborted", "remote end closed")),
-)  # fmt: skip
 
-
-def failure_reason(reason: str, message: str, status: int | None) -> str:
+def failure_reason(reason: str, status: int | None) -> str:
     """One short, stable word per kind of failure (`http_404`, `http_5xx`, `timeout`, `dns`,
-    `connection_refused`, `tls`...), for the counters, `status` and `rqcrawl failures`: a
-    FetchError's own reason is too fine for 5xx and too coarse for connection errors."""
+    `connection_refused`, `tls`, `bad_response`...), for the counters, `status` and
+    `rqcrawl failures`: a FetchError's own reason (fetch.failure_kind for connection
+    errors) is too fine for 5xx and timeouts."""
     if status is not None and status >= 500:
         return "http_5xx"
     if status is not None and status >= 400:
         return f"http_{status}"
     if reason in ("timeout", "download_timeout"):
         return "timeout"
-    if reason in ("connection", "read_error"):
-        text = message.lower()
-        for kind, words in _CONNECTION_KINDS:
-            if any(w in text for w in words):
-                return kind
     return reason
 
 
