@@ -367,11 +367,16 @@ def pump(name, every, once, url) -> None:
     default="",
     help="Only records whose change is one of KINDS: new,changed,unchanged,gone.",
 )
+@click.option(
+    "--raw-csv",
+    is_flag=True,
+    help="CSV cells as recorded: no quote before cells starting with = + - @ (formulas).",
+)
 @redis_option
-def export(name, output, fmt, since, changes, url) -> None:
+def export(name, output, fmt, since, changes, raw_csv, url) -> None:
     """Write every recorded URL of crawl NAME to a file, one row per visit; with --since
     and --change, a change feed."""
-    write_export(connect(redis_url(url)), name, output, fmt, since, changes)
+    write_export(connect(redis_url(url)), name, output, fmt, since, changes, raw_csv)
 
 
 def write_export(
@@ -381,9 +386,10 @@ def write_export(
     fmt: str | None,
     since: str | None = None,
     changes: str = "",
+    raw_csv: bool = False,
 ) -> None:
     out = sys.stdout if output == "-" else output
-    rows = api.export(conn, name, out, fmt, since=since, changes=changes)
+    rows = api.export(conn, name, out, fmt, since=since, changes=changes, raw_csv=raw_csv)
     click.echo(f"{rows} row(s) written to {output}", err=True)
 
 
