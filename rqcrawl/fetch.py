@@ -3,6 +3,7 @@ redirects re-checked, the crawl's own cookies."""
 
 from __future__ import annotations
 
+import codecs
 import http.client
 import os
 import socket
@@ -211,7 +212,8 @@ def _read(
     with resp:
         status = resp.status_code
         ctype = resp.headers.get("content-type", "")
-        wanted = any_type or ctype.split(";")[0].strip().lower() in HTML_TYPES
+        mime = ctype.split(";")[0].strip().lower()
+        wanted = any_type or mime in HTML_TYPES or not mime  # no type: sniffed from the body
         if status == NOT_MODIFIED:  # the answer to a conditional GET: no body
             archive(resp, None)
             return Response(url, final, status, ctype, None, resp.headers)
@@ -234,7 +236,31 @@ def _read(
             raise FetchError("too_large", f"Content-Length {declared} over the cap", status=status)
         body = _body(resp, cfg, watch, truncate_at)
         archive(resp, body)
+        if not (any_type or mime or sniff_html(body)):
+            return Response(url, final, status, ctype, None, resp.headers)
         return Response(url, final, status, ctype, body, resp.headers)
+
+
+# What a body without a Content-Type must start with to be taken for HTML (the WHATWG MIME
+# sniffing standard's HTML patterns, each followed by a space or `>`), and an XML
+# declaration followed by an XHTML root: what a browser renders as a page.
+_HTML_STARTS = tuple(
+    f"<{tag}".encode()
+    for tag in ("!doctype html", "html", "head", "script", "iframe", "h1", "div", "font",
+                "table", "a", "style", "title", "b", "body", "br", "p", "!--")
+)  # fmt: skip
+_SNIFFED = 1445  # bytes the standard looks at
+
+
+def sniff_html(body: bytes) -> bool:
+    """Whether a body served without a Content-Type is HTML, by its first bytes."""
+    head = body[:_SNIFFED].removeprefix(codecs.BOM_UTF8).lstrip(b" \t\n\f\r").lower()
+    if head.startswith(b"<?xml"):
+        return b"<html" in head
+    for start in _HTML_STARTS:
+        if head.startswith(start) and head[len(start) : len(start) + 1] in (b" ", b">"):
+            return True
+    return False
 
 
 def _body(

@@ -17,7 +17,9 @@ from helpers import BIN, rqcrawl, seed_local, wait_finished, worker_names
 from servers import HTTPSite, reply
 
 from rqcrawl import api
+from rqcrawl.config import CrawlConfig
 from rqcrawl.extract import decode, parse
+from rqcrawl.jobs import visit
 from rqcrawl.runner import LocalWorkers
 
 BASE = "http://site.example/docs/"
@@ -136,6 +138,35 @@ def test_each_page_shape_gives_its_title_and_the_links_a_browser_follows(name):
     # fields and the hook see the same (HTML) selector: element names without a namespace
     assert page.selector.css("title::text").get().split() == title.split()
     assert page.selector.xpath("//title/text()").get().split() == title.split()
+
+
+UNTYPED = {
+    "/xhtml": (XML_DECL + STRICT + XHTML_BODY).encode(),
+    "/html": b"\n  <!DOCTYPE html><title>No type</title><a href=/b>b</a>",
+    "/text": b"just text, <html> later",
+    "/png": b"\x89PNG\r\n\x1a\n<html>",
+}
+
+
+def untyped(req: BaseHTTPRequestHandler) -> None:
+    """Bodies sent without a Content-Type header."""
+    body = UNTYPED[req.path]
+    req.send_response(200)
+    req.send_header("Content-Length", str(len(body)))
+    req.end_headers()
+    req.wfile.write(body)
+
+
+def test_a_body_without_a_content_type_is_parsed_when_it_sniffs_as_html():
+    cfg = CrawlConfig.from_dict({"allow_private": True})
+    with HTTPSite(untyped, host="127.0.0.7") as http:
+        found = {path: visit(http.base + path, 1, cfg).record for path in UNTYPED}
+    assert {path: r["outcome"] for path, r in found.items()} == {
+        "/xhtml": "fetched", "/html": "fetched", "/text": "not_html", "/png": "not_html"
+    }  # fmt: skip
+    assert (found["/xhtml"]["title"], found["/html"]["title"]) == (
+        "Chapter 1. Getting started", "No type"
+    )  # fmt: skip
 
 
 PAGES = 15
