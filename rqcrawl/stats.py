@@ -286,10 +286,10 @@ def idle_warnings(counters: dict, waiting: int) -> list[str]:
 
 
 THIN_CAUSES = (
-    "likely causes: links out of scope (scope_hosts), refused by robots.txt or dropped by "
-    "link rules (see skipped and links dropped above), a nofollow directive, or pages whose "
-    "links are not in <a href> (built by JavaScript, or not HTML); check the export's "
-    "outlinks column"
+    "likely causes: links out of scope (scope_hosts), refused by robots.txt or a budget, or "
+    "dropped by link rules (see skipped and links dropped above), a nofollow directive, or "
+    "pages whose links are not in <a href> (built by JavaScript, or not HTML); check the "
+    "export's outlinks column"
 )
 
 
