@@ -287,14 +287,16 @@ def export(
     fmt: str | None = None,
     since: str | datetime | None = None,
     changes: Iterable[str] | str = (),
+    raw_csv: bool = False,
 ) -> int:
     """Write the crawl's records to a file (its name ending in .csv means CSV) or an open
     text stream (JSON lines unless `fmt`); returns the row count. `since` and `changes`
-    make it a change feed, as in `records`."""
+    make it a change feed, as in `records`. CSV cells that start like a formula get a
+    leading quote unless `raw_csv` (sinks.safe_cell)."""
     crawl_config(redis, name)
     if fmt is not None and fmt not in FORMATS:
         raise InvalidInput(f"unknown export format {fmt!r}: use one of {', '.join(FORMATS)}")
-    feed = {"since": since_time(since), "changes": change_kinds(changes)}
+    feed = {"since": since_time(since), "changes": change_kinds(changes), "raw_csv": raw_csv}
     shards = _shards(redis, name)
     if not isinstance(out, str | os.PathLike):
         return sinks.export(shards, name, out, fmt or "jsonl", **feed)

@@ -369,11 +369,16 @@ def pump(name, every, once, url) -> None:
     default="",
     help="Only records whose change is one of KINDS: new,changed,unchanged,gone.",
 )
+@click.option(
+    "--raw-csv",
+    is_flag=True,
+    help="CSV cells as recorded: no quote before cells starting with = + - @ (formulas).",
+)
 @redis_option
-def export(name, output, fmt, since, changes, url) -> None:
+def export(name, output, fmt, since, changes, raw_csv, url) -> None:
     """Write every recorded URL of crawl NAME to a file, one row per visit; with --since
     and --change, a change feed."""
-    write_export(connect(redis_url(url)), name, output, fmt, since, changes)
+    write_export(connect(redis_url(url)), name, output, fmt, since, changes, raw_csv)
 
 
 def write_export(
@@ -383,9 +388,10 @@ def write_export(
     fmt: str | None,
     since: str | None = None,
     changes: str = "",
+    raw_csv: bool = False,
 ) -> None:
     out = sys.stdout if output == "-" else output
-    rows = api.export(conn, name, out, fmt, since=since, changes=changes)
+    rows = api.export(conn, name, out, fmt, since=since, changes=changes, raw_csv=raw_csv)
     click.echo(f"{rows} row(s) written to {output}", err=True)
 
 
@@ -440,8 +446,10 @@ def crawl(urls, output, fmt, workers, threads, name, config_file, data_dir, url,
         log_dir = Path(data_dir) / "workers"
         continuous = bool(planned.cfg.revisit)
         targets = shards or [target]
-        run_local(conn, targets, planned.name, workers, threads, log_dir, continuous)
+        final = run_local(conn, targets, planned.name, workers, threads, log_dir, continuous)
         write_export(conn, planned.name, output, fmt)
+        if final.get("thin_crawl"):  # the last line: a one-page crawl is not a finished site
+            click.echo(f"warning: {final['thin_crawl']}", err=True)
     finally:
         if server:
             server.stop()
@@ -504,7 +512,7 @@ def run_local(
     threads: int,
     log_dir: Path,
     continuous: bool,
-) -> None:
+) -> dict:
     """Run the crawl with local workers (`workers` per Redis of `targets`, its shards) until
     it is over; a `continuous` one (revisits) never is: Ctrl-C or SIGTERM ends it, and its
     export is written all the same."""
@@ -530,3 +538,4 @@ def run_local(
         f"{final['skipped_total']} skipped in {final['elapsed_s']:.1f} s",
         err=True,
     )
+    return final

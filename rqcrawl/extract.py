@@ -59,9 +59,29 @@ def _context(href: str, contexts: tuple[str, str, str, str]) -> str:
     return contexts[2]
 
 
+# The links a browser follows or loads by itself: `<a>` and `<area>` hrefs, the pages of
+# `<frame>` and `<iframe>`, and the `<link rel="next|prev">` pagination of documentation
+# toolchains (rel is a list of case-insensitive words). A union of `//name` steps comes out
+# in document order, and libxml2 walks each fast: about twice as fast as a single
+# `//*[self::a or ...]` or parsel's translation of the CSS selector `a::attr(href)`.
+_REL = "concat(' ', translate(normalize-space(@rel), 'NEXTPRVIOUS', 'nextprvious'), ' ')"
+LINKS_XPATH = (
+    "//a/@href | //area/@href | //frame/@src | //iframe/@src"
+    f" | //link[contains({_REL}, ' next ') or contains({_REL}, ' prev ')"
+    f" or contains({_REL}, ' previous ')]/@href"
+)
+
+
+def selector(text: str) -> Selector:
+    """The page as the HTML parser reads it: parsel takes a text that starts with an XML
+    declaration for XML, and in XML mode the XHTML namespace hides every element from CSS
+    selectors (a site of XHTML served as text/html would yield no title and no links)."""
+    return Selector(text=text, type="html")
+
+
 def parse(text: str, url: str) -> Page:
     """Title and links of an HTML page fetched from `url`, honouring `<base href>`."""
-    sel = Selector(text=text)
+    sel = selector(text)
     base = url
     base_href = sel.css("base::attr(href)").get()
     if base_href:
@@ -73,7 +93,7 @@ def parse(text: str, url: str) -> Page:
     page = Page(title=" ".join(title.split()) if title else None, selector=sel)
     contexts = _contexts(base)
     seen = set()
-    for href in sel.css("a::attr(href), area::attr(href)").getall():
+    for href in sel.xpath(LINKS_XPATH).getall():
         href = href.strip()
         try:
             link = _canonical(_context(href, contexts), href)
@@ -99,7 +119,7 @@ def _select(sel: Selector, spec: dict) -> SelectorList:
     return sel.css(spec["css"]) if "css" in spec else sel.xpath(spec["xpath"])
 
 
-_EMPTY = Selector(text="<html></html>")
+_EMPTY = selector("<html></html>")
 
 
 def field_problem(spec: Any) -> str | None:

@@ -3,7 +3,11 @@ redirects re-checked, the crawl's own cookies."""
 
 from __future__ import annotations
 
+import codecs
+import http.client
 import os
+import socket
+import ssl
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -12,11 +16,12 @@ from http.cookiejar import DefaultCookiePolicy
 from urllib.request import getproxies
 
 import requests
+import urllib3.exceptions
 
 from .config import CrawlConfig
 from .cookies import Cookies
 from .deadline import Watch
-from .guard import find_refusal, networks
+from .guard import exception_chain, find_refusal, networks
 from .transport import CrawlAdapter
 from .urls import InvalidURL, canonicalize
 
@@ -187,7 +192,7 @@ def _get(
             raise FetchError("refused_address", refused.detail) from None
         if watch.fired:
             raise _too_slow(cfg, None) from None
-        kind = "timeout" if isinstance(exc, requests.Timeout) else "connection"
+        kind = failure_kind(exc) or "connection"
         raise FetchError(kind, f"{kind}: {_short(exc)}", transient=True) from None
     if cookies:
         cookies.receive(resp)
@@ -207,7 +212,8 @@ def _read(
     with resp:
         status = resp.status_code
         ctype = resp.headers.get("content-type", "")
-        wanted = any_type or ctype.split(";")[0].strip().lower() in HTML_TYPES
+        mime = ctype.split(";")[0].strip().lower()
+        wanted = any_type or mime in HTML_TYPES or not mime  # no type: sniffed from the body
         if status == NOT_MODIFIED:  # the answer to a conditional GET: no body
             archive(resp, None)
             return Response(url, final, status, ctype, None, resp.headers)
@@ -230,7 +236,31 @@ def _read(
             raise FetchError("too_large", f"Content-Length {declared} over the cap", status=status)
         body = _body(resp, cfg, watch, truncate_at)
         archive(resp, body)
+        if not (any_type or mime or sniff_html(body)):
+            return Response(url, final, status, ctype, None, resp.headers)
         return Response(url, final, status, ctype, body, resp.headers)
+
+
+# What a body without a Content-Type must start with to be taken for HTML (the WHATWG MIME
+# sniffing standard's HTML patterns, each followed by a space or `>`), and an XML
+# declaration followed by an XHTML root: what a browser renders as a page.
+_HTML_STARTS = tuple(
+    f"<{tag}".encode()
+    for tag in ("!doctype html", "html", "head", "script", "iframe", "h1", "div", "font",
+                "table", "a", "style", "title", "b", "body", "br", "p", "!--")
+)  # fmt: skip
+_SNIFFED = 1445  # bytes the standard looks at
+
+
+def sniff_html(body: bytes) -> bool:
+    """Whether a body served without a Content-Type is HTML, by its first bytes."""
+    head = body[:_SNIFFED].removeprefix(codecs.BOM_UTF8).lstrip(b" \t\n\f\r").lower()
+    if head.startswith(b"<?xml"):
+        return b"<html" in head
+    for start in _HTML_STARTS:
+        if head.startswith(start) and head[len(start) : len(start) + 1] in (b" ", b">"):
+            return True
+    return False
 
 
 def _body(
@@ -254,10 +284,38 @@ def _body(
     except requests.RequestException as exc:
         if watch.fired:
             raise _too_slow(cfg, resp.status_code) from None
-        raise FetchError("read_error", f"read error: {_short(exc)}", transient=True) from None
+        kind = failure_kind(exc) or "read_error"
+        raise FetchError(kind, f"{kind}: {_short(exc)}", transient=True) from None
     if watch.fired:
         raise _too_slow(cfg, resp.status_code)
     return b"".join(chunks)
+
+
+# Kinds of failed connection by exception type: the first kind that an exception of the
+# chain is an instance of. Never by the message, which can contain the URL (a refused
+# `http://host/getaddrinfo` is not a DNS failure). RemoteDisconnected (no answer at all) is
+# a ConnectionResetError; the other HTTPExceptions (a 1 MB header line, 101 headers, a
+# garbled status line) are the server's answer, not the network's fault.
+_FAILURE_KINDS: tuple[tuple[str, tuple[type[BaseException], ...]], ...] = (
+    ("dns", (socket.gaierror, urllib3.exceptions.NameResolutionError)),
+    ("tls", (ssl.SSLError, urllib3.exceptions.SSLError)),
+    ("connection_refused", (ConnectionRefusedError,)),
+    ("timeout", (TimeoutError, requests.Timeout, urllib3.exceptions.TimeoutError)),
+    ("connection_reset", (ConnectionResetError, ConnectionAbortedError, BrokenPipeError)),
+    ("read_error", (http.client.IncompleteRead,)),  # a body cut short
+    ("bad_response", (http.client.HTTPException, urllib3.exceptions.DecodeError)),
+)
+
+
+def failure_kind(exc: BaseException) -> str | None:
+    """What went wrong under a requests exception, by the types in its chain: dns, tls,
+    connection_refused, timeout, connection_reset, read_error or bad_response; None when no
+    type says."""
+    chain = list(exception_chain(exc))
+    for kind, types in _FAILURE_KINDS:
+        if any(isinstance(e, types) for e in chain):
+            return kind
+    return None
 
 
 def _too_slow(cfg: CrawlConfig, status: int | None) -> FetchError:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+from collections.abc import Iterator
 from urllib.parse import urlsplit
 
 from urllib3.connection import HTTPConnection
@@ -144,8 +145,9 @@ def _peer_checked(conn: HTTPConnection, sock: socket.socket, allowed: Networks) 
     return sock
 
 
-def find_refusal(exc: BaseException) -> AddressRefused | None:
-    """The AddressRefused buried in a requests exception chain, if any."""
+def exception_chain(exc: BaseException) -> Iterator[BaseException]:
+    """`exc` and every exception buried in it: requests and urllib3 wrap the cause in
+    `args` and `reason` as well as in `__cause__` and `__context__`."""
     seen = set()
     todo = [exc]
     while todo:
@@ -153,8 +155,11 @@ def find_refusal(exc: BaseException) -> AddressRefused | None:
         if id(e) in seen:
             continue
         seen.add(id(e))
-        if isinstance(e, AddressRefused):
-            return e
-        todo.extend(x for x in (e.__cause__, e.__context__, getattr(e, "reason", None)) if x)
-        todo.extend(a for a in getattr(e, "args", ()) if isinstance(a, BaseException))
-    return None
+        yield e
+        found = (e.__cause__, e.__context__, getattr(e, "reason", None), *getattr(e, "args", ()))
+        todo.extend(x for x in found if isinstance(x, BaseException))
+
+
+def find_refusal(exc: BaseException) -> AddressRefused | None:
+    """The AddressRefused buried in a requests exception chain, if any."""
+    return next((e for e in exception_chain(exc) if isinstance(e, AddressRefused)), None)

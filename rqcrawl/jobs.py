@@ -337,9 +337,7 @@ def failed_visit(url: str, depth: int, exc: FetchError) -> Visit:
     outcome = exc.reason if exc.reason in SKIP_REASONS else "failed"
     failed = record(url, outcome, depth, status=exc.status, error=str(exc))
     if outcome == "failed":
-        # the full message of the cause: FetchError's own is cut short
-        detail = f"{exc} {exc.__context__ or ''}"
-        failed["reason"] = stats.failure_reason(exc.reason, detail, exc.status)
+        failed["reason"] = stats.failure_reason(exc.reason, exc.status)
     counter = keys.skipped(exc.reason) if outcome != "failed" else keys.FAILED
     return Visit(failed, {counter: 1}, error=exc if exc.transient else None)
 

@@ -92,6 +92,9 @@ SITEMAPS = "sitemaps"  # sitemap documents read
 SITEMAP_URLS = "sitemap_urls"  # page URLs found in sitemaps (before dedup and budgets)
 SITEMAP_LASTMOD = "sitemap_lastmod"  # known URLs made due early by a sitemap's <lastmod>
 BYTES = "bytes"  # body bytes of fetched pages
+OUTLINKS = "outlinks"  # links found on fetched pages (before rules, scope and budgets)
+SEED_PAGES = "seed_pages"  # pages fetched at depth 0 (seeds)
+SEED_OUTLINKS = "seed_outlinks"  # links found on them
 LATENCY_MS = "latency_ms"  # sum of fetch durations
 
 # Families of fields, "prefix:name"

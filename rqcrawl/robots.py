@@ -44,7 +44,9 @@ class Robots:
 
     @cached_property
     def _parser(self) -> Protego | None:
-        return Protego.parse(self.body) if self.kind == "rules" else None
+        # A NUL (`User-agent: *\0`) made Protego drop the line's group, rules and all: no
+        # robots.txt means one by it, so NULs are left out.
+        return Protego.parse(self.body.replace("\0", "")) if self.kind == "rules" else None
 
     def allows(self, url: str, user_agent: str) -> bool:
         return self._parser is None or self._parser.can_fetch(url, user_agent)

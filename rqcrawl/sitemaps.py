@@ -13,7 +13,8 @@ A seed site's first document is its `/sitemap.xml`; reading it also reads the `S
 lines of the site's robots.txt (a 404 of `/sitemap.xml` costs that one request and nothing
 else). A sitemap index holds its sitemaps as more entries, each once per crawl, at most
 `max_sitemaps_per_host` per site (an index naming itself or 10,000 sitemaps stops there).
-Gzip and plain-text sitemaps are read; a body over `max_sitemap_bytes` after gunzip is not.
+Gzip (every member) and plain-text sitemaps are read; a body over `max_sitemap_bytes` after
+gunzip is not.
 XML goes through defusedxml with DTDs forbidden (no entity expansion, no external entities).
 A site's sitemaps give at most `max_sitemap_urls` admitted page URLs; each goes through the
 scope, the link rules, the trap rules, the Bloom filter and the budgets like a link, and its
@@ -154,14 +155,27 @@ def _download(doc: str, cfg: CrawlConfig) -> bytes:
     body = resp.body or b""
     if not body.startswith(GZIP_MAGIC):
         return body
-    inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    try:
-        out = inflate.decompress(body, cap + 1)
-    except zlib.error as exc:
-        raise FetchError("bad_gzip", f"bad gzip: {exc}") from None
-    if len(out) > cap:
-        raise FetchError("too_large", f"over {cap} bytes after gunzip")
-    return out
+    return _gunzip(body, cap)
+
+
+def _gunzip(body: bytes, cap: int) -> bytes:
+    """Every member of a gzip file (a sitemap appended to is several, one after the other),
+    inflated together at most `cap` bytes far. What follows the last member and is not one
+    (zero padding) is ignored, as gzip does."""
+    out = bytearray()
+    rest = body
+    while rest.startswith(GZIP_MAGIC):
+        inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            out += inflate.decompress(rest, cap + 1 - len(out))
+        except zlib.error as exc:
+            raise FetchError("bad_gzip", f"bad gzip: {exc}") from None
+        if len(out) > cap:
+            raise FetchError("too_large", f"over {cap} bytes after gunzip")
+        if not inflate.eof:  # cut short: what it held so far
+            break
+        rest = inflate.unused_data
+    return bytes(out)
 
 
 def _parse(body: bytes, doc: str, cfg: CrawlConfig, found: Found) -> None:

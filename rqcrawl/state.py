@@ -776,11 +776,21 @@ def outcome_counts(
     if kind == keys.FETCHED:
         out[f"{keys.RATE}{int(time.time()) // RATE_BUCKET}"] = 1
         out[keys.BYTES] = record.get("bytes") or 0
+        out.update(_link_counts(record))
     if fetch_s is not None:
         bound = next((b for b in LATENCY_BUCKETS if fetch_s <= b), "inf")
         out[f"{keys.LATENCY_LE}{bound}"] = 1
         out[keys.LATENCY_MS] = round(fetch_s * 1000)
     return out
+
+
+def _link_counts(record: dict) -> dict[str, int]:
+    """Links found on a fetched page, and on a seed's: a crawl that ends having found none
+    is told apart from a finished site (stats.thin_crawl_warnings)."""
+    found = record.get("outlinks") or 0
+    if record["depth"] == 0 and not record.get("source"):
+        return {keys.OUTLINKS: found, keys.SEED_PAGES: 1, keys.SEED_OUTLINKS: found}
+    return {keys.OUTLINKS: found}
 
 
 def shard_index(redis: Redis, crawl: str) -> int:

@@ -20,32 +20,18 @@ OVERDUE = 10  # seconds a scheduled job may be late before `status` warns
 IDLE_WARN = 60  # seconds URLs may wait in RQ with no job of the crawl started before a warning
 HOSTS_SHOWN = 10  # hosts in `status`, those with the most time left first
 
-# Words in a connection error's message that tell what went wrong (requests and urllib3
-# name the same failures differently across versions and platforms).
-_CONNECTION_KINDS = (
-    ("dns", ("name or service not known", "nodename nor servname", "name resolution",
-             "failed to resolve", "getaddrinfo", "no address associated")),
-    ("connection_refused", ("connection refused", "econnrefused", "errno 111")),
-    ("tls", ("ssl", "certificate", "tls")),
-    ("connection_reset", ("connection reset", "connection aborted", "remote end closed")),
-)  # fmt: skip
 
-
-def failure_reason(reason: str, message: str, status: int | None) -> str:
+def failure_reason(reason: str, status: int | None) -> str:
     """One short, stable word per kind of failure (`http_404`, `http_5xx`, `timeout`, `dns`,
-    `connection_refused`, `tls`...), for the counters, `status` and `rqcrawl failures`: a
-    FetchError's own reason is too fine for 5xx and too coarse for connection errors."""
+    `connection_refused`, `tls`, `bad_response`...), for the counters, `status` and
+    `rqcrawl failures`: a FetchError's own reason (fetch.failure_kind for connection
+    errors) is too fine for 5xx and timeouts."""
     if status is not None and status >= 500:
         return "http_5xx"
     if status is not None and status >= 400:
         return f"http_{status}"
     if reason in ("timeout", "download_timeout"):
         return "timeout"
-    if reason in ("connection", "read_error"):
-        text = message.lower()
-        for kind, words in _CONNECTION_KINDS:
-            if any(w in text for w in words):
-                return kind
     return reason
 
 
@@ -76,6 +62,7 @@ def status(redis: Redis, crawl: str) -> dict | None:
     skipped = snap.family(keys.SKIPPED)
     bloom = snap.bloom
     waiting = in_flight - snap.deferred
+    thin = thin_crawl(snap, cfg) if over and keys.CANCELLED_AT not in snap.counters else None
     return {
         "crawl": crawl,
         "shards": len(states),
@@ -115,7 +102,9 @@ def status(redis: Redis, crawl: str) -> dict | None:
         "bloom_false_positive_rate": bloom["estimated_false_positive_rate"],
         "bloom": bloom,
         **revisit_status(crawl, cfg, snap),
+        "thin_crawl": thin,
         "warnings": bloom_warnings(bloom)
+        + ([thin] if thin else [])
         + (forked_warnings() if snap.forked else [])
         + (warnings(redis) + idle_warnings(snap.counters, waiting) if not done else []),
     }
@@ -294,6 +283,36 @@ def idle_warnings(counters: dict, waiting: int) -> list[str]:
         f"{waiting} URL(s) in flight but no worker has started a job of this crawl for "
         f"{idle:.0f} s: are workers running on queue '{keys.QUEUE_NAME}'? (see their logs)"
     ]
+
+
+THIN_CAUSES = (
+    "likely causes: links out of scope (scope_hosts), refused by robots.txt or a budget, or "
+    "dropped by link rules (see skipped and links dropped above), a nofollow directive, or "
+    "pages whose links are not in <a href> (built by JavaScript, or not HTML); check the "
+    "export's outlinks column"
+)
+
+
+def thin_crawl(snap: Snapshot, cfg: config.CrawlConfig) -> str | None:
+    """Why a crawl that is over may not be a finished site: its fetched pages had no links
+    at all, or its seeds had none, or no page beyond the seeds was fetched. A one-page crawl
+    must not pass for a finished site (a site whose links the crawler cannot see ends the
+    same way). None when the crawl went past its seeds, or was asked not to (max_depth 0)."""
+    fetched, seeds = snap.count(keys.FETCHED), snap.count(keys.SEED_PAGES)
+    if cfg.max_depth == 0 or not fetched:
+        return None
+    if not snap.count(keys.OUTLINKS):
+        found = f"the {fetched} fetched page(s) had no links at all"
+    elif seeds and not snap.count(keys.SEED_OUTLINKS):
+        found = f"the seed page(s) had no links ({fetched} page(s) fetched)"
+    elif seeds and fetched == seeds:
+        found = (
+            f"the seed page(s) had {snap.count(keys.SEED_OUTLINKS)} link(s) but no page "
+            "beyond them was fetched"
+        )
+    else:
+        return None
+    return f"crawl over after {found}: {THIN_CAUSES}"
 
 
 def bloom_warnings(bloom: dict) -> list[str]:

@@ -149,18 +149,11 @@ def test_crawl_workers_are_named_host_and_pid(redis_url, conn):
 
 
 def test_failure_reasons_are_short_stable_words():
-    assert stats.failure_reason("http_404", "HTTP 404", 404) == "http_404"
-    assert stats.failure_reason("http_503", "HTTP 503", 503) == "http_5xx"
-    assert stats.failure_reason("download_timeout", "download took over 45s", 200) == "timeout"
-    refused = "connection: ... [Errno 111] Connection refused"
-    assert stats.failure_reason("connection", refused, None) == "connection_refused"
-    dns = "connection: ... NameResolutionError: Failed to resolve 'x.invalid'"
-    assert stats.failure_reason("connection", dns, None) == "dns"
-    tls = "connection: SSLError(SSLCertVerificationError(1, 'certificate verify failed'))"
-    assert stats.failure_reason("connection", tls, None) == "tls"
-    assert stats.failure_reason("redirect_loop", "redirect loop back to x", None) == (
-        "redirect_loop"
-    )
+    assert stats.failure_reason("http_404", 404) == "http_404"
+    assert stats.failure_reason("http_503", 503) == "http_5xx"
+    assert stats.failure_reason("download_timeout", 200) == "timeout"
+    assert stats.failure_reason("connection_refused", None) == "connection_refused"
+    assert stats.failure_reason("redirect_loop", None) == "redirect_loop"
 
 
 def test_status_drops_rate_buckets_older_than_a_minute(redis_url, conn):

@@ -238,3 +238,15 @@ def test_urls_of_a_site_taken_at_once_wait_for_one_robots_txt_fetch(redis_url):
     assert http.hits["/robots.txt"] == 1, http.log
     assert "/private" not in http.hits
     assert s["fetched"] == 7 and s["skipped_total"] == 1
+
+
+def test_a_nul_in_robots_txt_does_not_void_its_group(redis_url, tmp_path):
+    robots = "User-agent: *\0\nDisallow: /priv\0ate\n"
+    with HTTPSite(tree_site(3, robots)) as site, LocalWorkers(redis_url, 1):
+        seed_local(redis_url, site.base + "/0", "nul", 2)
+        wait_finished(redis_url, "nul")
+    out = tmp_path / "nul.jsonl"
+    rqcrawl(redis_url, "export", "nul", "-o", str(out))
+    outcomes = {r["url"][len(site.base) :]: r["outcome"] for r in read_jsonl(out)}
+    assert outcomes["/private"] == "robots_disallowed"
+    assert "/private" not in site.hits and site.hits["/1"] == 1

@@ -307,3 +307,49 @@ def test_lastmod_is_read_as_w3c_datetime_and_junk_or_the_future_is_ignored():
     now = 1795392000.0
     assert sitemaps.lastmod_time("2026-11-25", now) is None  # two days ahead
     assert all(sitemaps.lastmod_time(t) is None for t in ("", "yesterday", "2026-13-01"))
+
+
+class AppendedSite:
+    """/sitemap.xml is a sitemap in two gzip members (written, then appended to): the second
+    member lists /second.html. robots.txt names /big.xml.gz: two members, each under the
+    byte cap, together over it."""
+
+    def __init__(self) -> None:
+        self.base = ""
+
+    def handle(self, req) -> None:
+        b, path = self.base, req.path
+        if path == "/sitemap.xml":
+            whole = urlset(f"{b}/first.html", f"{b}/second.html")
+            cut = whole.index(b"<url><loc>" + f"{b}/second.html".encode())
+            reply(req, 200, gzip.compress(whole[:cut]) + gzip.compress(whole[cut:]), "text/xml")
+        elif path == "/robots.txt":
+            reply(req, 200, f"User-agent: *\nSitemap: {b}/big.xml.gz\n".encode(), "text/plain")
+        elif path == "/big.xml.gz":
+            half = b" " * (CAP * 3 // 5)
+            body = gzip.compress(urlset(f"{b}/big.html") + half) + gzip.compress(half)
+            reply(req, 200, body, "application/gzip")
+        elif path in ("/", "/first.html", "/second.html", "/big.html"):
+            reply(req, 200, page(), "text/html")
+        else:
+            reply(req, 404, b"not found")
+
+
+def test_every_member_of_a_gzip_sitemap_is_read_within_the_byte_cap(redis_url, tmp_path):
+    settings = tmp_path / "caps.toml"
+    settings.write_text(f"max_sitemap_bytes = {CAP}\n")
+    site = AppendedSite()
+    with HTTPSite(site.handle, host="127.0.0.2") as http:
+        site.base = http.base
+        seed_local(
+            redis_url, http.base + "/", "appended", 3, "--sitemaps", "--config", str(settings),
+        )  # fmt: skip
+        with LocalWorkers(redis_url, 1):
+            wait_finished(redis_url, "appended")
+    records = export(redis_url, "appended", tmp_path)
+    assert records["/second.html"]["outcome"] == "fetched"  # listed in the second member
+    assert records["/second.html"]["source"] == "sitemap"
+    assert http.hits["/first.html"] == http.hits["/second.html"] == 1
+    maps = status(redis_url, "appended")["sitemaps"]
+    assert (maps["read"], maps["urls"], maps["problems"]) == (1, 2, {"too_large": 1})
+    assert "/big.html" not in http.hits  # listed in the first member of a document too large
