@@ -367,11 +367,16 @@ def pump(name, every, once, url) -> None:
     default="",
     help="Only records whose change is one of KINDS: new,changed,unchanged,gone.",
 )
+@click.option(
+    "--skip-noindex",
+    is_flag=True,
+    help="Leave out the pages that asked not to be indexed (meta robots, X-Robots-Tag).",
+)
 @redis_option
-def export(name, output, fmt, since, changes, url) -> None:
+def export(name, output, fmt, since, changes, skip_noindex, url) -> None:
     """Write every recorded URL of crawl NAME to a file, one row per visit; with --since
     and --change, a change feed."""
-    write_export(connect(redis_url(url)), name, output, fmt, since, changes)
+    write_export(connect(redis_url(url)), name, output, fmt, since, changes, skip_noindex)
 
 
 def write_export(
@@ -381,9 +386,10 @@ def write_export(
     fmt: str | None,
     since: str | None = None,
     changes: str = "",
+    skip_noindex: bool = False,
 ) -> None:
     out = sys.stdout if output == "-" else output
-    rows = api.export(conn, name, out, fmt, since=since, changes=changes)
+    rows = api.export(conn, name, out, fmt, since=since, changes=changes, skip_noindex=skip_noindex)
     click.echo(f"{rows} row(s) written to {output}", err=True)
 
 

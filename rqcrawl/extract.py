@@ -1,5 +1,6 @@
-"""What a crawler needs from an HTML page: its title, its links in canonical form, and the
-fields the user asked for by CSS or XPath selector."""
+"""What a crawler needs from an HTML page: its title, its links in canonical form (without
+those marked rel="nofollow", when asked), its canonical URL, and the fields the user asked
+for by CSS or XPath selector."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from cssselect import SelectorError
 from parsel import Selector, SelectorList
 from w3lib.encoding import html_to_unicode
 
-from .urls import InvalidURL, canonicalize
+from .urls import InvalidURL, ParamFilter, canonicalize
 
 
 @dataclass
@@ -20,6 +21,8 @@ class Page:
     title: str | None
     links: list[str] = field(default_factory=list)  # canonical, unique, in page order
     bad_links: int = 0  # hrefs that are not crawlable URLs (mailto:, javascript:, malformed...)
+    nofollow_links: int = 0  # links only marked rel="nofollow" (when those are left out)
+    canonical: str | None = None  # <link rel="canonical" href>, canonical
     selector: Selector | None = field(default=None, compare=False, repr=False)  # for fields, hook
 
 
@@ -35,8 +38,8 @@ def decode(body: bytes, content_type: str | None) -> str:
 # and joining plus w3lib's canonicalization is most of the cost of parsing a page (about
 # 40 us a link); a cache hit costs under 1 us.
 @lru_cache(maxsize=16384)
-def _canonical(context: str, href: str) -> str:
-    return canonicalize(href, context)
+def _canonical(context: str, href: str, strip: ParamFilter | None = None) -> str:
+    return canonicalize(href, context, strip)
 
 
 def _contexts(base: str) -> tuple[str, str, str, str]:
@@ -59,8 +62,25 @@ def _context(href: str, contexts: tuple[str, str, str, str]) -> str:
     return contexts[2]
 
 
-def parse(text: str, url: str) -> Page:
-    """Title and links of an HTML page fetched from `url`, honouring `<base href>`."""
+# Elements whose rel attribute (a list of words, any case) has the word `word`.
+_REL = (
+    "[contains(concat(' ', translate(normalize-space(@rel), 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', "
+    "'abcdefghijklmnopqrstuvwxyz'), ' '), ' {} ')]"
+)
+_NOFOLLOW = _REL.format("nofollow")
+_LINKS = "//a/@href | //area/@href"
+_FOLLOWED = f"//a[not({_NOFOLLOW[1:-1]})]/@href | //area[not({_NOFOLLOW[1:-1]})]/@href"
+_NOT_FOLLOWED = f"//a{_NOFOLLOW}/@href | //area{_NOFOLLOW}/@href"
+_CANONICAL = "//link" + _REL.format("canonical") + "/@href"
+
+
+def parse(
+    text: str, url: str, strip: ParamFilter | None = None, skip_nofollow: bool = False
+) -> Page:
+    """Title, links and canonical URL of an HTML page fetched from `url`, honouring
+    `<base href>`; URLs without the parameters `strip` names. With `skip_nofollow`, links
+    of `<a rel="nofollow">` (and `<area>`) are left out, unless another link of the page
+    has the same URL."""
     sel = Selector(text=text)
     base = url
     base_href = sel.css("base::attr(href)").get()
@@ -73,17 +93,35 @@ def parse(text: str, url: str) -> Page:
     page = Page(title=" ".join(title.split()) if title else None, selector=sel)
     contexts = _contexts(base)
     seen = set()
-    for href in sel.css("a::attr(href), area::attr(href)").getall():
+    for href in sel.xpath(_FOLLOWED if skip_nofollow else _LINKS).getall():
         href = href.strip()
         try:
-            link = _canonical(_context(href, contexts), href)
+            link = _canonical(_context(href, contexts), href, strip)
         except InvalidURL:
             page.bad_links += 1
             continue
         if link not in seen:
             seen.add(link)
             page.links.append(link)
+    if skip_nofollow:
+        page.nofollow_links = len(_links(sel.xpath(_NOT_FOLLOWED).getall(), contexts, strip) - seen)
+    canonical = _links(sel.xpath(_CANONICAL).getall()[:1], contexts, strip)
+    page.canonical = canonical.pop() if canonical else None
     return page
+
+
+def _links(
+    hrefs: list[str], contexts: tuple[str, str, str, str], strip: ParamFilter | None
+) -> set[str]:
+    """The crawlable URLs of `hrefs`, canonical (the others are left out)."""
+    links = set()
+    for href in hrefs:
+        href = href.strip()
+        try:
+            links.add(_canonical(_context(href, contexts), href, strip))
+        except InvalidURL:
+            pass
+    return links
 
 
 def extract_fields(sel: Selector, specs: dict[str, dict]) -> dict[str, Any]:
