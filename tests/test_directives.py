@@ -175,7 +175,7 @@ def links(*paths: str, head: str = "", more: str = "") -> str:
 DIRECTIVES_SITE = {
     "/": (
         links("/meta", "/meta-ua", "/meta-other", "/header", "/header-ua", "/header-other",
-              "/noindex", "/header-noindex", "/yes/plain",
+              "/header-lines", "/noindex", "/header-noindex", "/yes/plain",
               more=anchors("/no/rel", rel="nofollow") + anchors("/no/ugc", rel="ugc nofollow")),
         [],
     ),
@@ -187,6 +187,10 @@ DIRECTIVES_SITE = {
     "/header-other": (
         links("/yes/header-other"),
         [("X-Robots-Tag", "otherbot: nofollow, noindex"), ("X-Robots-Tag", "noarchive")],
+    ),
+    "/header-lines": (  # the second line is for every agent, not otherbot's
+        links("/no/header-lines"),
+        [("X-Robots-Tag", "otherbot: noindex"), ("X-Robots-Tag", "nofollow")],
     ),
     "/noindex": (links("/yes/noindex", head='<meta name="robots" content="noindex">'), []),
     "/header-noindex": (links("/yes/header-noindex"), [("X-Robots-Tag", "noindex")]),
@@ -219,13 +223,13 @@ def test_nofollow_in_meta_header_and_rel_is_obeyed_and_noindex_recorded(redis_ur
     rqcrawl(redis_url, "export", "dir", "-o", str(out))
     rows = {r["url"].removeprefix(http.base): r for r in read_jsonl(out)}
     assert {p for p, r in rows.items() if r["nofollow"]} == {
-        "/meta", "/meta-ua", "/header", "/header-ua",
+        "/meta", "/meta-ua", "/header", "/header-ua", "/header-lines",
     }  # fmt: skip
     noindex = {"/meta-ua", "/header-ua", "/noindex", "/header-noindex"}
     assert {p for p, r in rows.items() if r["noindex"]} == noindex
     assert rows["/meta-other"]["nofollow"] is None and rows["/meta-other"]["noindex"] is None
-    assert s["links_dropped"]["nofollow"] == 4 and s["links_dropped"]["rel_nofollow"] == 2
-    assert "nofollow 4" in rqcrawl(redis_url, "status", "dir").stdout
+    assert s["links_dropped"]["nofollow"] == 5 and s["links_dropped"]["rel_nofollow"] == 2
+    assert "nofollow 5" in rqcrawl(redis_url, "status", "dir").stdout
     kept = tmp_path / "kept.jsonl"
     rqcrawl(redis_url, "export", "dir", "-o", str(kept), "--skip-noindex")
     assert {r["url"].removeprefix(http.base) for r in read_jsonl(kept)} == set(rows) - noindex
