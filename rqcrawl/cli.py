@@ -65,6 +65,9 @@ _SETTING_FLAGS = [
                  help="Requests in flight per host (default 1)."),
     click.option("--robots/--no-robots", "obey_robots", default=None,
                  help="Obey robots.txt (default: yes)."),
+    click.option("--page-directives/--no-page-directives", "obey_page_directives",
+                 default=None, help="Obey meta robots, X-Robots-Tag and rel=nofollow "
+                 "(default: yes)."),
     click.option("--sitemaps/--no-sitemaps", "sitemaps", default=None,
                  help="Read the seed sites' sitemaps (robots.txt Sitemap: lines, "
                  "/sitemap.xml) for URLs at depth 1 (default: yes)."),

@@ -13,6 +13,7 @@ from requests.structures import CaseInsensitiveDict
 from servers import HTTPSite
 from urllib3 import HTTPHeaderDict
 
+from rqcrawl import api
 from rqcrawl.config import CrawlConfig
 from rqcrawl.directives import (
     Directives,
@@ -254,3 +255,10 @@ def test_directives_are_ignored_when_the_crawl_says_so():
     assert ignoring.record["noindex"] is None and ignoring.record["nofollow"] is None
     assert obeying.children == [] and obeying.record["noindex"] is True
     assert obeying.counts["links:nofollow"] == 1 and obeying.counts["links:rel_nofollow"] == 1
+
+
+def test_no_page_directives_flag_reaches_the_crawls_settings(conn, redis_url):
+    seed_local(redis_url, "http://127.0.0.1:9/", "flag", 1, "--no-page-directives")
+    seed_local(redis_url, "http://127.0.0.1:9/", "default", 1)
+    assert api.crawl_config(conn, "flag").obey_page_directives is False
+    assert api.crawl_config(conn, "default").obey_page_directives is True
