@@ -37,7 +37,7 @@ from .frontier import PUMP_EVERY, Frontier
 from .hooks import HookError
 from .shards import all_shards
 from .state import crawl_names, is_known
-from .urls import InvalidURL, canonicalize
+from .urls import InvalidURL, canonicalize, param_filter
 
 FORMATS = ("jsonl", "csv")
 
@@ -124,8 +124,9 @@ def plan(
     `stable_name` from a hash of the seeds and settings, so that the same call names, and
     so resumes, the same crawl. A crawl with revisits and no `db` keeps its task table in
     SQLite in `task_dir`. The seeds are admitted at `priority`."""
-    urls = _canonical_seeds(seeds)
-    scoped = settings(config_file, cfg, **flags).scoped_to(urls).with_task_table_in(task_dir)
+    chosen = settings(config_file, cfg, **flags)
+    urls = _canonical_seeds(seeds, chosen)
+    scoped = chosen.scoped_to(urls).with_task_table_in(task_dir)
     if name is None:
         stable_key = json.dumps([urls, scoped.to_json()]) if stable_name else None
         name = _derived_name(urls[0], stable_key)
@@ -148,14 +149,16 @@ def start(
     return plan(seeds, name, cfg, **flags).start(redis)
 
 
-def _canonical_seeds(urls: Iterable[str]) -> list[str]:
-    """The seeds in canonical form; at least one, each an http(s) URL. One URL may come as a
-    plain string (which would otherwise be read as URLs of one character)."""
+def _canonical_seeds(urls: Iterable[str], cfg: CrawlConfig) -> list[str]:
+    """The seeds in canonical form, without the crawl's `strip_params` (as its links); at
+    least one, each an http(s) URL. One URL may come as a plain string (which would
+    otherwise be read as URLs of one character)."""
+    strip = param_filter(cfg.strip_params)
     seeds = []
     for raw in [urls] if isinstance(urls, str) else urls:
         try:
             raw.encode("utf-8")  # bytes that are not UTF-8 arrive as lone surrogates
-            seeds.append(canonicalize(raw))
+            seeds.append(canonicalize(raw, strip=strip))
         except UnicodeEncodeError:
             raise InvalidInput(f"invalid URL {raw!r}: not UTF-8") from None
         except InvalidURL as exc:
@@ -177,7 +180,7 @@ def _derived_name(seed_url: str, stable_key: str | None = None) -> str:
 def add_seeds(redis: Redis, name: str, urls: Iterable[str]) -> int:
     """Admit more seeds (depth 0) to an existing crawl; returns how many were new."""
     cfg = crawl_config(redis, name)
-    return Plan(name, _canonical_seeds(urls), cfg).start(redis).admitted
+    return Plan(name, _canonical_seeds(urls, cfg), cfg).start(redis).admitted
 
 
 def crawls(redis: Redis) -> list[str]:
@@ -220,14 +223,25 @@ def records(
     name: str,
     since: str | datetime | None = None,
     changes: Iterable[str] | str = (),
+    skip_noindex: bool = False,
 ) -> Iterator[dict]:
     """Every record of the crawl (one per URL that ended), oldest first (a sharded crawl's
     from every shard, merged by time: sinks.iter_records): the rows of `export`. A change
     feed: only those recorded since `since` (see `since_time`) and whose change is one of
-    `changes` (a list, or names separated by commas)."""
+    `changes` (a list, or names separated by commas). With `skip_noindex`, not the pages
+    that asked not to be indexed (`noindex`)."""
     crawl_config(redis, name)
-    feed = {"since": since_time(since), "changes": change_kinds(changes)}
+    feed = _feed(since, changes, skip_noindex)
     return sinks.iter_records(_shards(redis, name), name, **feed)
+
+
+def _feed(since: str | datetime | None, changes: Iterable[str] | str, skip_noindex: bool) -> dict:
+    """The record filters of `records` and `export`, as sinks.iter_records takes them."""
+    return {
+        "since": since_time(since),
+        "changes": change_kinds(changes),
+        "skip_noindex": skip_noindex,
+    }
 
 
 def since_time(since: str | datetime | None, now: float | None = None) -> float | None:
@@ -288,15 +302,16 @@ def export(
     since: str | datetime | None = None,
     changes: Iterable[str] | str = (),
     raw_csv: bool = False,
+    skip_noindex: bool = False,
 ) -> int:
     """Write the crawl's records to a file (its name ending in .csv means CSV) or an open
     text stream (JSON lines unless `fmt`); returns the row count. `since` and `changes`
-    make it a change feed, as in `records`. CSV cells that start like a formula get a
-    leading quote unless `raw_csv` (sinks.safe_cell)."""
+    make it a change feed, `skip_noindex` leaves out noindex pages, as in `records`. CSV
+    cells that start like a formula get a leading quote unless `raw_csv` (sinks.safe_cell)."""
     crawl_config(redis, name)
     if fmt is not None and fmt not in FORMATS:
         raise InvalidInput(f"unknown export format {fmt!r}: use one of {', '.join(FORMATS)}")
-    feed = {"since": since_time(since), "changes": change_kinds(changes), "raw_csv": raw_csv}
+    feed = {**_feed(since, changes, skip_noindex), "raw_csv": raw_csv}
     shards = _shards(redis, name)
     if not isinstance(out, str | os.PathLike):
         return sinks.export(shards, name, out, fmt or "jsonl", **feed)

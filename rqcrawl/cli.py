@@ -67,6 +67,9 @@ _SETTING_FLAGS = [
                  help="Requests in flight per host (default 1)."),
     click.option("--robots/--no-robots", "obey_robots", default=None,
                  help="Obey robots.txt (default: yes)."),
+    click.option("--page-directives/--no-page-directives", "obey_page_directives",
+                 default=None, help="Obey meta robots, X-Robots-Tag and rel=nofollow "
+                 "(default: yes)."),
     click.option("--sitemaps/--no-sitemaps", "sitemaps", default=None,
                  help="Read the seed sites' sitemaps (robots.txt Sitemap: lines, "
                  "/sitemap.xml) for URLs at depth 1 (default: yes)."),
@@ -374,11 +377,17 @@ def pump(name, every, once, url) -> None:
     is_flag=True,
     help="CSV cells as recorded: no quote before cells starting with = + - @ (formulas).",
 )
+@click.option(
+    "--skip-noindex",
+    is_flag=True,
+    help="Leave out the pages that asked not to be indexed (meta robots, X-Robots-Tag).",
+)
 @redis_option
-def export(name, output, fmt, since, changes, raw_csv, url) -> None:
+def export(name, output, fmt, since, changes, raw_csv, skip_noindex, url) -> None:
     """Write every recorded URL of crawl NAME to a file, one row per visit; with --since
     and --change, a change feed."""
-    write_export(connect(redis_url(url)), name, output, fmt, since, changes, raw_csv)
+    conn = connect(redis_url(url))
+    write_export(conn, name, output, fmt, since, changes, raw_csv, skip_noindex)
 
 
 def write_export(
@@ -389,9 +398,13 @@ def write_export(
     since: str | None = None,
     changes: str = "",
     raw_csv: bool = False,
+    skip_noindex: bool = False,
 ) -> None:
     out = sys.stdout if output == "-" else output
-    rows = api.export(conn, name, out, fmt, since=since, changes=changes, raw_csv=raw_csv)
+    rows = api.export(
+        conn, name, out, fmt, since=since, changes=changes, raw_csv=raw_csv,
+        skip_noindex=skip_noindex,
+    )  # fmt: skip
     click.echo(f"{rows} row(s) written to {output}", err=True)
 
 

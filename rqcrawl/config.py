@@ -25,7 +25,7 @@ from .bloom import optimal_size
 from .extract import field_problem
 from .lru import LRU
 from .redisurl import check_url, masked, server_key
-from .urls import host_of
+from .urls import host_of, param_problem
 
 # Links to files a crawler of HTML pages has no use for: Scrapy's IGNORED_EXTENSIONS.
 DENIED_EXTENSIONS = [
@@ -45,6 +45,20 @@ DENIED_EXTENSIONS = [
     # other
     "css", "pdf", "exe", "bin", "rss", "dmg", "iso", "apk", "jar", "sh", "rb", "js", "hta",
     "bat", "cpl", "msi", "msp", "py",
+]  # fmt: skip
+
+# Query and path parameters that name a session or an ad campaign, not a page: dropped from
+# every URL (`strip_params`). Names compare without case; `*` ends a prefix.
+STRIP_PARAMS = [
+    # session IDs: Java servlets (also as the path parameter ;jsessionid=), PHP, ASP,
+    # ColdFusion, and the generic names
+    "jsessionid", "phpsessid", "aspsessionid*", "cfid", "cftoken", "sid", "sessionid",
+    "session_id",
+    # campaign tracking: Google Analytics and Ads, Facebook, Microsoft, Yandex, TikTok,
+    # Twitter, Instagram, Mailchimp, HubSpot, Marketo
+    "utm_*", "gclid", "gclsrc", "dclid", "gbraid", "wbraid", "_ga", "_gl", "fbclid",
+    "msclkid", "yclid", "ttclid", "twclid", "igshid", "mc_cid", "mc_eid", "_hsenc", "_hsmi",
+    "mkt_tok",
 ]  # fmt: skip
 
 
@@ -106,6 +120,10 @@ class CrawlConfig:
     link_allow_domains: list[str] = field(default_factory=list)  # domains and subdomains
     link_deny_domains: list[str] = field(default_factory=list)
     link_deny_extensions: list[str] = field(default_factory=lambda: list(DENIED_EXTENSIONS))
+    # Page-level directives (rqcrawl.directives): meta robots, X-Robots-Tag, rel=nofollow.
+    obey_page_directives: bool = True
+    # Parameters dropped from every URL (seeds, links, sitemaps, canonical): STRIP_PARAMS.
+    strip_params: list[str] = field(default_factory=lambda: list(STRIP_PARAMS))
     hook: str = ""  # "package.module:function", called on every fetched HTML page
     warc_dir: str = ""  # archive responses as WARC files in this directory of each worker
     warc_max_bytes: int = 100_000_000  # a worker starts a new WARC file past this size
@@ -301,6 +319,13 @@ def _check_networks(name: str, cidrs: list[str]) -> None:
             raise ConfigError(f"setting {name!r}: {exc}") from None
 
 
+def _check_params(name: str, patterns: list[str]) -> None:
+    for pattern in patterns:
+        problem = param_problem(pattern)
+        if problem:
+            raise ConfigError(f"setting {name!r}: {pattern!r} {problem}")
+
+
 def _check_header(name: str, value: str) -> None:
     """Sent as an HTTP header: a control character would end it or inject another."""
     if any(ord(c) < 32 or ord(c) == 127 for c in value):
@@ -381,6 +406,7 @@ _VALIDATORS: dict[str, Callable[[str, Any], None]] = {
     "db": _check_db,
     "shards": _check_shards,
     "bloom_filter": _check_bloom_filter,
+    "strip_params": _check_params,
 }
 BLOOM_FILTERS = ("auto", "native", "lua")
 

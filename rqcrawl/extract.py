@@ -1,5 +1,6 @@
-"""What a crawler needs from an HTML page: its title, its links in canonical form, and the
-fields the user asked for by CSS or XPath selector."""
+"""What a crawler needs from an HTML page: its title, its links in canonical form (without
+those marked rel="nofollow", when asked), its canonical URL, and the fields the user asked
+for by CSS or XPath selector."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from cssselect import SelectorError
 from parsel import Selector, SelectorList
 from w3lib.encoding import html_to_unicode
 
-from .urls import InvalidURL, canonicalize
+from .urls import InvalidURL, ParamFilter, canonicalize
 
 
 @dataclass
@@ -20,6 +21,8 @@ class Page:
     title: str | None
     links: list[str] = field(default_factory=list)  # canonical, unique, in page order
     bad_links: int = 0  # hrefs that are not crawlable URLs (mailto:, javascript:, malformed...)
+    nofollow_links: int = 0  # links only marked rel="nofollow" (when those are left out)
+    canonical: str | None = None  # <link rel="canonical" href>, canonical
     selector: Selector | None = field(default=None, compare=False, repr=False)  # for fields, hook
 
 
@@ -35,8 +38,8 @@ def decode(body: bytes, content_type: str | None) -> str:
 # and joining plus w3lib's canonicalization is most of the cost of parsing a page (about
 # 40 us a link); a cache hit costs under 1 us.
 @lru_cache(maxsize=16384)
-def _canonical(context: str, href: str) -> str:
-    return canonicalize(href, context)
+def _canonical(context: str, href: str, strip: ParamFilter | None = None) -> str:
+    return canonicalize(href, context, strip)
 
 
 def _contexts(base: str) -> tuple[str, str, str, str]:
@@ -61,15 +64,29 @@ def _context(href: str, contexts: tuple[str, str, str, str]) -> str:
 
 # The links a browser follows or loads by itself: `<a>` and `<area>` hrefs, the pages of
 # `<frame>` and `<iframe>`, and the `<link rel="next|prev">` pagination of documentation
-# toolchains (rel is a list of case-insensitive words). A union of `//name` steps comes out
+# toolchains. rel is a list of case-insensitive words. A union of `//name` steps comes out
 # in document order, and libxml2 walks each fast: about twice as fast as a single
 # `//*[self::a or ...]` or parsel's translation of the CSS selector `a::attr(href)`.
-_REL = "concat(' ', translate(normalize-space(@rel), 'NEXTPRVIOUS', 'nextprvious'), ' ')"
-LINKS_XPATH = (
-    "//a/@href | //area/@href | //frame/@src | //iframe/@src"
-    f" | //link[contains({_REL}, ' next ') or contains({_REL}, ' prev ')"
-    f" or contains({_REL}, ' previous ')]/@href"
+_RELS = (
+    "concat(' ', translate(normalize-space(@rel), 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', "
+    "'abcdefghijklmnopqrstuvwxyz'), ' ')"
 )
+
+
+def _rel(word: str) -> str:
+    """An XPath test: the element's rel attribute has the word `word`."""
+    return f"contains({_RELS}, ' {word} ')"
+
+
+_NOFOLLOW = _rel("nofollow")
+_LOADED = (
+    "//frame/@src | //iframe/@src"
+    f" | //link[{_rel('next')} or {_rel('prev')} or {_rel('previous')}]/@href"
+)
+LINKS_XPATH = f"//a/@href | //area/@href | {_LOADED}"
+_FOLLOWED = f"//a[not({_NOFOLLOW})]/@href | //area[not({_NOFOLLOW})]/@href | {_LOADED}"
+_NOT_FOLLOWED = f"//a[{_NOFOLLOW}]/@href | //area[{_NOFOLLOW}]/@href"
+_CANONICAL = f"//link[{_rel('canonical')}]/@href"
 
 
 def selector(text: str) -> Selector:
@@ -79,8 +96,13 @@ def selector(text: str) -> Selector:
     return Selector(text=text, type="html")
 
 
-def parse(text: str, url: str) -> Page:
-    """Title and links of an HTML page fetched from `url`, honouring `<base href>`."""
+def parse(
+    text: str, url: str, strip: ParamFilter | None = None, skip_nofollow: bool = False
+) -> Page:
+    """Title, links and canonical URL of an HTML page fetched from `url`, honouring
+    `<base href>`; URLs without the parameters `strip` names. With `skip_nofollow`, links
+    of `<a rel="nofollow">` (and `<area>`) are left out, unless another link of the page
+    has the same URL."""
     sel = selector(text)
     base = url
     base_href = sel.css("base::attr(href)").get()
@@ -93,17 +115,35 @@ def parse(text: str, url: str) -> Page:
     page = Page(title=" ".join(title.split()) if title else None, selector=sel)
     contexts = _contexts(base)
     seen = set()
-    for href in sel.xpath(LINKS_XPATH).getall():
+    for href in sel.xpath(_FOLLOWED if skip_nofollow else LINKS_XPATH).getall():
         href = href.strip()
         try:
-            link = _canonical(_context(href, contexts), href)
+            link = _canonical(_context(href, contexts), href, strip)
         except InvalidURL:
             page.bad_links += 1
             continue
         if link not in seen:
             seen.add(link)
             page.links.append(link)
+    if skip_nofollow:
+        page.nofollow_links = len(_links(sel.xpath(_NOT_FOLLOWED).getall(), contexts, strip) - seen)
+    canonical = _links(sel.xpath(_CANONICAL).getall()[:1], contexts, strip)
+    page.canonical = canonical.pop() if canonical else None
     return page
+
+
+def _links(
+    hrefs: list[str], contexts: tuple[str, str, str, str], strip: ParamFilter | None
+) -> set[str]:
+    """The crawlable URLs of `hrefs`, canonical (the others are left out)."""
+    links = set()
+    for href in hrefs:
+        href = href.strip()
+        try:
+            links.add(_canonical(_context(href, contexts), href, strip))
+        except InvalidURL:
+            pass
+    return links
 
 
 def extract_fields(sel: Selector, specs: dict[str, dict]) -> dict[str, Any]:

@@ -38,7 +38,7 @@ class Response:
     status: int
     content_type: str
     body: bytes | None  # None when the page is not HTML (not downloaded)
-    headers: Mapping[str, str]  # case-insensitive
+    headers: Mapping[str, str]  # case-insensitive; urllib3's, whose getlist keeps each line
 
 
 # Called with every HTTP response received (each redirect hop, errors too) and its decoded
@@ -216,7 +216,7 @@ def _read(
         wanted = any_type or mime in HTML_TYPES or not mime  # no type: sniffed from the body
         if status == NOT_MODIFIED:  # the answer to a conditional GET: no body
             archive(resp, None)
-            return Response(url, final, status, ctype, None, resp.headers)
+            return Response(url, final, status, ctype, None, resp.raw.headers)
         if status >= 400 or not wanted:
             archive(resp, None)
         if status in TRANSIENT_STATUS:
@@ -230,15 +230,15 @@ def _read(
         if status >= 400:
             raise FetchError(f"http_{status}", f"HTTP {status}", status=status)
         if not wanted:
-            return Response(url, final, status, ctype, None, resp.headers)
+            return Response(url, final, status, ctype, None, resp.raw.headers)
         declared = resp.headers.get("content-length", "")
         if truncate_at is None and declared.isdigit() and int(declared) > cfg.max_body_bytes:
             raise FetchError("too_large", f"Content-Length {declared} over the cap", status=status)
         body = _body(resp, cfg, watch, truncate_at)
         archive(resp, body)
         if not (any_type or mime or sniff_html(body)):
-            return Response(url, final, status, ctype, None, resp.headers)
-        return Response(url, final, status, ctype, body, resp.headers)
+            return Response(url, final, status, ctype, None, resp.raw.headers)
+        return Response(url, final, status, ctype, body, resp.raw.headers)
 
 
 # What a body without a Content-Type must start with to be taken for HTML (the WHATWG MIME

@@ -24,7 +24,7 @@ from rq import get_current_job
 from rq.job import Job
 from rq.timeouts import JobTimeoutException
 
-from . import config, hooks, keys, sitemaps, stats, warc
+from . import config, directives, hooks, keys, sitemaps, stats, warc
 from .changes import Content, Prior, simhash, visible_text
 from .config import CrawlConfig
 from .cookies import Cookies
@@ -39,7 +39,7 @@ from .robots import CLAIM_POLL, Robots, RobotsCache, site_of
 from .rules import link_verdict
 from .sinks import record
 from .state import InFlight, StaleCrawl, outcome_counts
-from .urls import host_of, in_scope
+from .urls import host_of, in_scope, param_filter
 
 log = logging.getLogger(__name__)
 
@@ -377,6 +377,9 @@ def visit(
         status=resp.status,
         content_type=resp.content_type,
     )
+    obey, token = cfg.obey_page_directives, directives.product_token(cfg.user_agent)
+    said = directives.from_headers(resp.headers, token) if obey else directives.Directives()
+    page_record["noindex"] = said.noindex or None  # a header speaks for any type of body
     if resp.status == NOT_MODIFIED and prior:
         return _not_modified(page_record, resp, prior, fetch_s)
     if resp.body is None:
@@ -384,7 +387,11 @@ def visit(
         return Visit(page_record, {keys.skipped("not_html"): 1}, fetch_s=fetch_s)
     digest = hashlib.sha1(resp.body).hexdigest()
     text = decode(resp.body, resp.content_type)
-    page = parse(text, resp.final_url)
+    strip = param_filter(cfg.strip_params)
+    page = parse(text, resp.final_url, strip, skip_nofollow=obey)
+    if obey:
+        said |= directives.from_meta(page.selector, token)
+        page_record["noindex"] = said.noindex or None
     page_record.update(outcome="fetched", title=page.title, bytes=len(resp.body))
     page_record["fields"] = extract_fields(page.selector, cfg.fields)
     counts = Counter({keys.FETCHED: 1, keys.links_dropped("bad"): page.bad_links})
@@ -400,9 +407,18 @@ def visit(
         page_record["hook_error"] = hooked.error
         counts[keys.HOOK_ERRORS] += hooked.error is not None
         counts[keys.links_dropped("bad")] += hooked.bad_links
-        links = list(dict.fromkeys(links + hooked.links))
+        links = list(dict.fromkeys(links + [strip(link) for link in hooked.links]))
     page_record["outlinks"] = len(links)
     links = _capped(links, cfg.max_links_per_page, page_record, counts)
+    counts[keys.links_dropped("rel_nofollow")] += page.nofollow_links
+    canonical = directives.canonical_from_headers(resp.headers, resp.final_url, strip)
+    page_record["canonical"] = canonical = canonical or page.canonical
+    if canonical not in (None, url, resp.final_url, *links):
+        links = [*links, canonical]  # a link like the others: scope, rules, Bloom filter
+    if said.nofollow:
+        page_record["nofollow"] = True
+        counts[keys.links_dropped("nofollow")] += len(links)
+        links = []
     children = []
     if depth < cfg.max_depth:
         for link in links:

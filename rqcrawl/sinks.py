@@ -47,6 +47,9 @@ FIELDS = [
     "duplicate_of",  # an earlier URL of the crawl with the same body (crawls with revisits)
     "source",  # "sitemap" for a URL found in a sitemap (rqcrawl.sitemaps); else None: a link
     # (depth > 0) or a seed (depth 0)
+    "canonical",  # the page's canonical URL (<link rel="canonical">, the Link header)
+    "noindex",  # true when the page asks not to be indexed (meta robots, X-Robots-Tag)
+    "nofollow",  # true when the page asks that its links not be followed: none were
 ]
 
 
@@ -79,11 +82,13 @@ def iter_records(
     batch: int = 1000,
     since: float | None = None,
     changes: Collection[str] = (),
+    skip_noindex: bool = False,
 ) -> Iterator[dict]:
     """Every record of the crawl, oldest first, read in batches, with every field of FIELDS
     (records of URLs refused at admission are written by Lua with only the fields they have).
     A change feed: only those recorded at or after `since` (epoch seconds: the stream's
-    entry ids are their times in ms), only those whose change is one of `changes`.
+    entry ids are their times in ms), only those whose change is one of `changes`. With
+    `skip_noindex`, not those of pages that asked not to be indexed.
 
     A sharded crawl's records are in one stream per shard (`shards`, in shard order): they
     are merged by entry id, so by time as each shard's server clock tells it, ties (the
@@ -91,7 +96,7 @@ def iter_records(
     streams = [shards] if isinstance(shards, Redis) else shards
     entries = [_entries(r, crawl, batch, since, n) for n, r in enumerate(streams)]
     for _, row in heapq.merge(*entries, key=itemgetter(0)):
-        if not changes or row["change"] in changes:
+        if (not changes or row["change"] in changes) and not (skip_noindex and row["noindex"]):
             yield row
 
 
@@ -122,14 +127,18 @@ def export(
     since: float | None = None,
     changes: Collection[str] = (),
     raw_csv: bool = False,
+    skip_noindex: bool = False,
 ) -> int:
-    """Write the crawl's records (those of iter_records' `since` and `changes`, of one Redis
-    or every shard) to `out` as JSON lines or CSV; returns the row count.
+    """Write the crawl's records (those of iter_records' `since`, `changes` and
+    `skip_noindex`, of one Redis or every shard) to `out` as JSON lines or CSV; returns the
+    row count.
 
     CSV reads the records twice: first to learn the names of the user's fields. Its cells
     are made safe for spreadsheets (see `safe_cell`) unless `raw_csv`."""
     rows = 0
-    selected = functools.partial(iter_records, shards, crawl, since=since, changes=changes)
+    selected = functools.partial(
+        iter_records, shards, crawl, since=since, changes=changes, skip_noindex=skip_noindex
+    )
     if fmt == "csv":
         names = sorted({name for r in selected() for name in r.get("fields", {})})
         columns = FIELDS + [f"fields.{name}" for name in names]

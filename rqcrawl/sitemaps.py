@@ -46,7 +46,7 @@ from . import keys
 from .config import CrawlConfig
 from .fetch import FetchError, fetch
 from .rules import link_verdict
-from .urls import InvalidURL, canonicalize, in_scope
+from .urls import InvalidURL, canonicalize, in_scope, param_filter
 
 PREFIX = "sitemap:"
 PATH = "/sitemap.xml"  # where a seed site's sitemap is looked for first
@@ -205,7 +205,7 @@ def _add_page(
     try:
         if not loc:
             raise InvalidURL("empty <loc>")
-        url = canonicalize(loc, doc)
+        url = canonicalize(loc, doc, param_filter(cfg.strip_params))
     except InvalidURL:
         found.counts[keys.links_dropped("bad")] += 1
         return

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import re
-from urllib.parse import urljoin, urlsplit, urlunsplit
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import lru_cache
+from urllib.parse import unquote_plus, urljoin, urlsplit, urlunsplit
 
 from w3lib.url import canonicalize_url
 
@@ -20,8 +23,9 @@ class InvalidURL(ValueError):
     """A URL that cannot be crawled (no http(s) scheme, no host, bad port...)."""
 
 
-def canonicalize(url: str, base: str | None = None) -> str:
-    """The canonical absolute form of `url`, resolved against `base`.
+def canonicalize(url: str, base: str | None = None, strip: ParamFilter | None = None) -> str:
+    """The canonical absolute form of `url`, resolved against `base`, without the parameters
+    `strip` names (session IDs, tracking: see ParamFilter).
 
     w3lib sorts query arguments, normalizes percent-encoding and drops the fragment; on top we
     drop default ports and give an empty path its `/`. Raises InvalidURL for anything that is
@@ -29,9 +33,10 @@ def canonicalize(url: str, base: str | None = None) -> str:
     ValueError of parsing (a malformed IPv6 literal, a bad port, IDNA) becomes one here.
     """
     try:
-        return _canonical(url.strip(), base)
+        canonical = _canonical(url.strip(), base)
     except ValueError as exc:  # urllib's, IDNA's (UnicodeError) and our own InvalidURL
         raise InvalidURL(f"invalid URL {url!r}: {exc}") from None
+    return strip(canonical) if strip else canonical
 
 
 def _canonical(url: str, base: str | None) -> str:
@@ -60,3 +65,64 @@ def host_of(url: str) -> str:
 
 def in_scope(url: str, hosts: list[str]) -> bool:
     return host_of(url) in hosts
+
+
+# A path parameter `;name=value` (or `;name`) of one path segment: Java servlets put the
+# session in `;jsessionid=...`.
+_PATH_PARAM = re.compile(r";([^/;=]*)(=[^/;]*)?")
+
+
+@dataclass(frozen=True, eq=False)  # compared and hashed by identity: see param_filter
+class ParamFilter:
+    """Parameters that name a session or a campaign rather than a page (`utm_source`,
+    `jsessionid`...): one page reached with different ones would be crawled once per
+    spelling. Names compare without case; a pattern ending in `*` is a prefix (`utm_*`).
+
+    w3lib's url_query_cleaner takes exact names only and leaves path parameters alone, so
+    this is done here, on URLs that are already canonical (the query sorted, names decoded).
+    """
+
+    names: frozenset[str]
+    prefixes: tuple[str, ...]
+
+    def matches(self, name: str) -> bool:
+        name = unquote_plus(name).lower()
+        return name in self.names or name.startswith(self.prefixes)
+
+    def __call__(self, url: str) -> str:
+        """`url` (canonical) without the parameters this filter names, in its query and in
+        its path (`;jsessionid=...`)."""
+        if not (self.names or self.prefixes) or ("?" not in url and ";" not in url):
+            return url
+        parts = urlsplit(url)
+        path = _PATH_PARAM.sub(lambda m: "" if self.matches(m[1]) else m[0], parts.path)
+        pairs = [p for p in parts.query.split("&") if p and not self.matches(p.split("=")[0])]
+        query = "&".join(pairs)
+        if path == parts.path and query == parts.query:
+            return url
+        return urlunsplit((parts.scheme, parts.netloc, path or "/", query, ""))
+
+
+@lru_cache(maxsize=256)
+def _param_filter(patterns: tuple[str, ...]) -> ParamFilter:
+    lowered = [p.lower() for p in patterns]
+    return ParamFilter(
+        frozenset(p for p in lowered if not p.endswith("*")),
+        tuple(p[:-1] for p in lowered if p.endswith("*")),
+    )
+
+
+def param_filter(patterns: Iterable[str]) -> ParamFilter:
+    """The filter of `patterns` (a crawl's `strip_params`). One object per list of patterns
+    in a process, so that caches keyed by it (extract's) hit."""
+    return _param_filter(tuple(patterns))
+
+
+def param_problem(pattern: str) -> str | None:
+    """Why `pattern` cannot be a `strip_params` entry, or None."""
+    if not pattern or pattern == "*":
+        return "must name a parameter (a name, or a prefix ending in *)"
+    if "*" in pattern[:-1]:
+        return "may have * only at its end (a prefix such as utm_*)"
+    bad = next((c for c in pattern if c in "&=;#?/" or c.isspace()), None)
+    return f"must not contain {bad!r}" if bad else None

@@ -1,0 +1,140 @@
+"""Fewer duplicate URLs: session and tracking parameters stripped from every URL (seeds, links,
+sitemaps, canonical URLs), and a page's canonical URL recorded and admitted as a link. The
+pure functions first, then crawls of a loopback site that counts what it was asked for."""
+
+from __future__ import annotations
+
+from http.server import BaseHTTPRequestHandler
+
+import pytest
+from helpers import read_jsonl, rqcrawl, seed_local, status, wait_finished
+from servers import HTTPSite, reply
+
+from rqcrawl import api
+from rqcrawl.config import STRIP_PARAMS, ConfigError, CrawlConfig
+from rqcrawl.runner import LocalWorkers
+from rqcrawl.urls import canonicalize, param_filter, param_problem
+
+DEFAULT = param_filter(STRIP_PARAMS)
+
+
+@pytest.mark.parametrize(
+    "url, stripped",
+    [
+        ("http://h/p?utm_source=a&utm_medium=b", "http://h/p"),
+        ("http://h/p?b=2&UTM_Campaign=x&a=1", "http://h/p?a=1&b=2"),
+        ("http://h/p?%75tm_source=a&x=1", "http://h/p?x=1"),  # the name decoded first
+        ("http://h/p?utm_source", "http://h/p"),  # a name without a value
+        ("http://h/p;jsessionid=0AF3?x=1", "http://h/p?x=1"),
+        ("http://h/p;JSESSIONID=0AF3", "http://h/p"),
+        ("http://h/;jsessionid=1", "http://h/"),
+        ("http://h/a;jsessionid=1/b;v=2", "http://h/a/b;v=2"),  # other path parameters stay
+        ("http://h/p?PHPSESSID=abc&page=2", "http://h/p?page=2"),
+        ("http://h/p?sid=1&sidebar=left", "http://h/p?sidebar=left"),  # names, not prefixes
+        ("http://h/p?gclid=1&fbclid=2&msclkid=3", "http://h/p"),
+        ("http://h/p?aspsessionidqqgd=1", "http://h/p"),
+        ("http://h/p?id=utm_source", "http://h/p?id=utm_source"),  # a value is not a name
+        ("http://h/p?q=a%26utm_source%3Db", "http://h/p?q=a%26utm_source%3Db"),
+        ("http://h/p?a=1#utm_source=x", "http://h/p?a=1"),
+        ("http://h/p", "http://h/p"),
+    ],
+)
+def test_default_strip_params(url, stripped):
+    assert canonicalize(url, strip=DEFAULT) == stripped
+
+
+def test_no_filter_and_an_empty_filter_keep_every_parameter():
+    url = "http://h/p;jsessionid=1?utm_source=a"
+    assert canonicalize(url) == canonicalize(url, strip=param_filter([])) == url
+
+
+def test_strip_params_are_the_users_own_list():
+    mine = param_filter(["ref", "track_*"])
+    assert mine is param_filter(["ref", "track_*"])  # one object: extract's cache hits
+    url = "http://h/p?ref=x&track_id=1&tracking=2&utm_source=a"
+    assert canonicalize(url, strip=mine) == "http://h/p?tracking=2&utm_source=a"
+
+
+@pytest.mark.parametrize(
+    "pattern, problem",
+    [
+        ("", "must name a parameter"),
+        ("*", "must name a parameter"),
+        ("ut*m", "may have * only at its end"),
+        ("a=b", "must not contain '='"),
+        ("a b", "must not contain ' '"),
+        ("utm_*", None),
+        ("PHPSESSID", None),
+    ],
+)
+def test_strip_param_patterns_are_checked(pattern, problem):
+    found = param_problem(pattern)
+    assert found == problem if problem is None else found.startswith(problem)
+
+
+def test_a_bad_strip_params_setting_is_one_line_naming_it():
+    with pytest.raises(ConfigError, match=r"setting 'strip_params': 'a&b' must not contain '&'"):
+        CrawlConfig.from_dict({"strip_params": ["utm_*", "a&b"]})
+
+
+def test_seeds_are_stripped_like_links():
+    planned = api.plan(["http://h/p?utm_source=news&id=3", "http://h/q;jsessionid=9"], "s")
+    assert planned.seeds == ["http://h/p?id=3", "http://h/q"]
+    kept = api.plan(["http://h/p?utm_source=news"], "s", strip_params=[])
+    assert kept.seeds == ["http://h/p?utm_source=news"]
+
+
+# --- a crawl of a loopback site --------------------------------------------------------------
+
+
+def page(*hrefs: str, head: str = "") -> bytes:
+    anchors = "".join(f'<a href="{h}">{h}</a>' for h in hrefs)
+    return f"<html><head><title>t</title>{head}</head><body>{anchors}</body></html>".encode()
+
+
+def site(req: BaseHTTPRequestHandler) -> None:
+    if req.path.startswith("/robots.txt"):
+        req.send_error(404)
+    elif req.path.split("?")[0] == "/":
+        reply(req, 200, page(
+            "/page?utm_source=a", "/page?utm_source=b&utm_medium=email", "/page;jsessionid=AB12",
+            "/page?PHPSESSID=77&gclid=x", "/page", "/dup1", "/dup2", "/self", "/header",
+            "/elsewhere",
+        ))  # fmt: skip
+    elif req.path in ("/dup1", "/dup2"):  # two URLs of one page, which names its canonical URL
+        reply(req, 200, page(head='<link rel="canonical" href="/canon?utm_source=feed">'))
+    elif req.path == "/self":
+        reply(req, 200, page(head='<link rel="canonical" href="/self">'))
+    elif req.path == "/header":
+        reply(req, 200, page(), headers={"Link": '</canon-h>; rel="canonical"'})
+    elif req.path == "/elsewhere":
+        reply(req, 200, page(head='<link rel="canonical" href="http://other.invalid/x">'))
+    else:
+        reply(req, 200, page())
+
+
+def test_session_and_tracking_variants_are_fetched_once_and_canonicals_admitted(
+    redis_url, tmp_path
+):
+    with HTTPSite(site, max_requests=100, max_seconds=120) as http:
+        seed_local(redis_url, http.base + "/?utm_campaign=spring", "dup", 2)
+        with LocalWorkers(redis_url, 1):
+            wait_finished(redis_url, "dup", timeout=90)
+        s = status(redis_url, "dup")
+    assert http.hits["/page"] == 1 and http.hits["/"] == 1
+    assert not [p for p in http.hits if "utm_" in p or "sessid" in p.lower() or "gclid" in p]
+    assert http.hits["/canon"] == 1 and http.hits["/canon-h"] == 1 and http.hits["/self"] == 1
+    assert set(http.hits) == {
+        "/robots.txt", "/", "/page", "/dup1", "/dup2", "/self", "/header", "/elsewhere",
+        "/canon", "/canon-h",
+    }  # fmt: skip
+    out = tmp_path / "dup.jsonl"
+    rqcrawl(redis_url, "export", "dup", "-o", str(out))
+    rows = {r["url"].removeprefix(http.base): r for r in read_jsonl(out)}
+    assert len(rows) == len(read_jsonl(out))  # one record per URL
+    assert rows["/dup1"]["canonical"] == rows["/dup2"]["canonical"] == http.base + "/canon"
+    assert rows["/header"]["canonical"] == http.base + "/canon-h"
+    assert rows["/self"]["canonical"] == http.base + "/self"
+    assert rows["/elsewhere"]["canonical"] == "http://other.invalid/x"  # recorded, not crawled
+    assert rows["/page"]["canonical"] is None
+    assert s["links_dropped"]["out_of_scope"] == 1
