@@ -108,6 +108,6 @@ def db_url(request, tmp_path):
             pytest.skip("RQCRAWL_TEST_MYSQL_URL is not set")
     from rqcrawl import tasks
 
-    tasks.TASKS.drop(tasks.engine(url), checkfirst=True)
+    tasks.METADATA.drop_all(tasks.engine(url), checkfirst=True)
     tasks.METADATA.create_all(tasks.engine(url))
     yield url
