@@ -11,8 +11,10 @@ A row is `scheduled` (due at `next_visit`), `queued` (taken by the pump into Red
 (its last visit was a skip: out of scope, robots.txt, not HTML, too large; skips are not
 revisited). The pump (Frontier.pump) takes due rows in batches, exactly once however many
 pumps run: `FOR UPDATE SKIP LOCKED` on PostgreSQL and MySQL, SQLite's single writer (BEGIN
-IMMEDIATE) otherwise. A row left `queued` for QUEUED_LEASE seconds is due again: its pump died
-between the database and Redis (Redis skips a URL that is already waiting for its revisit).
+IMMEDIATE) otherwise. A row left `queued` for QUEUED_LEASE seconds is due again (its
+next_visit is then the end of that lease): its pump died between the database and Redis (Redis
+skips a URL that is already waiting for its revisit). A batch costs O(batch), not O(table):
+the index (crawl, state, priority, next_visit) gives each priority's due rows in due order.
 
 A row keeps what the next visit needs (rqcrawl.changes): the ETag and Last-Modified of the
 last response for a conditional GET (`prior`, one primary-key SELECT before the fetch), the
@@ -348,49 +350,61 @@ class TaskTable:
     def take_due(self, crawl: str, limit: int) -> list[tuple[str, int, int]]:
         """Mark up to `limit` due URLs `queued` and return them with their depths and
         priorities, the highest priority first, then the earliest; exactly once among
-        concurrent callers (see the module docstring). O(limit), not O(table): rows left
-        queued past their lease first (few: a window's worth at most), then for each
-        priority from the highest (one index probe each) its due rows in due order, read
-        in that order from the index (crawl, state, priority, next_visit)."""
+        concurrent callers (see the module docstring). O(limit), not O(table): for each
+        priority from the highest (found by index probes), its rows left queued past their
+        lease, then its due rows, read in due order from the index (crawl, state, priority,
+        next_visit). A queued row's next_visit is the end of its lease."""
         now = time.time()
+        rows: list = []
         with self.engine.begin() as conn:
-            rows = conn.execute(
-                self._due(crawl, QUEUED, TASKS.c.queued_at <= now - QUEUED_LEASE, limit)
-            ).all()
             priority = None
             while len(rows) < limit:
-                priority = conn.execute(self._next_priority(crawl, priority)).scalar()
+                priority = self._next_priority(conn, crawl, priority)
                 if priority is None:
                     break
-                due = and_(TASKS.c.priority == priority, TASKS.c.next_visit <= now)
-                rows += conn.execute(
-                    self._due(crawl, SCHEDULED, due, limit - len(rows))
-                    .order_by(TASKS.c.next_visit)
-                ).all()  # fmt: skip
+                for state in (QUEUED, SCHEDULED):
+                    rows += conn.execute(
+                        self._due(crawl, state, priority, now, limit - len(rows))
+                    ).all()  # fmt: skip
             if rows:
                 taken = and_(TASKS.c.crawl == crawl, TASKS.c.key.in_([r.key for r in rows]))
-                conn.execute(update(TASKS).where(taken).values(state=QUEUED, queued_at=now))
-        rows.sort(key=lambda r: -r.priority)  # stable: each priority's rows in due order
+                conn.execute(
+                    update(TASKS)
+                    .where(taken)
+                    .values(state=QUEUED, queued_at=now, next_visit=now + QUEUED_LEASE)
+                )
         return [(r.url, r.depth, r.priority) for r in rows]
 
     @staticmethod
-    def _due(crawl: str, state: str, due, limit: int):
-        """Up to `limit` rows of the crawl in `state` that are `due`, locked for this pump."""
+    def _due(crawl: str, state: str, priority: int, now: float, limit: int):
+        """Up to `limit` rows of the crawl in `state` and of `priority` that are due, in due
+        order, locked for this pump."""
         return (
             select(TASKS.c.key, TASKS.c.url, TASKS.c.depth, TASKS.c.priority)
-            .where(TASKS.c.crawl == crawl, TASKS.c.state == state, due)
+            .where(
+                TASKS.c.crawl == crawl,
+                TASKS.c.state == state,
+                TASKS.c.priority == priority,
+                TASKS.c.next_visit <= now,
+            )  # fmt: skip
+            .order_by(TASKS.c.next_visit)
             .limit(limit)
             .with_for_update(skip_locked=True)
         )
 
     @staticmethod
-    def _next_priority(crawl: str, below: int | None):
-        """The highest priority of the crawl's scheduled rows below `below` (an index probe:
-        a loose scan of the few priorities a crawl uses)."""
-        where = [TASKS.c.crawl == crawl, TASKS.c.state == SCHEDULED]
-        if below is not None:
-            where.append(TASKS.c.priority < below)
-        return select(func.max(TASKS.c.priority)).where(*where)
+    def _next_priority(conn, crawl: str, below: int | None) -> int | None:
+        """The highest priority of the crawl's scheduled or queued rows below `below`: one
+        index probe per state (a loose scan of the few priorities a crawl uses)."""
+
+        def highest(state: str):
+            where = [TASKS.c.crawl == crawl, TASKS.c.state == state]
+            if below is not None:
+                where.append(TASKS.c.priority < below)
+            return select(func.max(TASKS.c.priority)).where(*where).scalar_subquery()
+
+        found = conn.execute(select(highest(SCHEDULED), highest(QUEUED))).one()
+        return max((p for p in found if p is not None), default=None)
 
     @_retried
     def pull_forward(self, crawl: str, listed: list[tuple[str, float]]) -> int:
@@ -488,6 +502,7 @@ def _sqlite(url) -> Engine:
     def _on_connect(dbapi_conn, _record) -> None:
         dbapi_conn.isolation_level = None  # the driver's own BEGIN would be deferred
         dbapi_conn.execute("PRAGMA journal_mode=WAL")
+        dbapi_conn.execute("PRAGMA synchronous=NORMAL")  # WAL's own: a commit writes, no fsync
         dbapi_conn.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT * 1000}")
 
     @event.listens_for(made, "begin")
