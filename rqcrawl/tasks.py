@@ -104,6 +104,7 @@ CONNECT_TIMEOUT = 5  # seconds to open a connection to PostgreSQL or MySQL
 # Seconds between the tries of an operation whose database did not answer; after the last,
 # TableUnavailable (rqcrawl.outage).
 RETRY_DELAYS = (0.25, 0.5, 1.0, 2.0)
+ASK_DELAYS = (0.25,)  # the same for what a person asked (status, purge)
 CONNECTION_ERRORS = (OperationalError, InterfaceError, DisconnectionError)
 # The plain dialect names use the drivers of the extras `postgres` and `mysql`.
 DRIVERS = {"postgresql": "postgresql+psycopg", "mysql": "mysql+pymysql"}
@@ -224,26 +225,39 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-def _retried(method: Callable[P, R]) -> Callable[P, R]:
-    """Try a table operation again when its database did not answer (the pool reconnects:
-    pool_pre_ping, and a connection that failed is dropped); TableUnavailable past
-    RETRY_DELAYS. An operation is one transaction: tried again whole or not at all."""
+def _retried(delays: tuple[float, ...]) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Try a table operation again after each of `delays` seconds when its database did not
+    answer (the pool reconnects: pool_pre_ping, and a connection that failed is dropped);
+    TableUnavailable after the last. An operation is one transaction: tried again whole or
+    not at all."""
 
-    @functools.wraps(method)
-    def tried(*args: P.args, **kwargs: P.kwargs) -> R:
-        for delay in (*RETRY_DELAYS, None):
-            try:
-                return method(*args, **kwargs)
-            except CONNECTION_ERRORS as exc:
-                if delay is None:
-                    first = str(getattr(exc, "orig", None) or exc).strip().splitlines()
-                    raise TableUnavailable(
-                        f"task table unreachable: {first[0] if first else type(exc).__name__}"
-                    ) from exc
-                time.sleep(delay)
-        raise AssertionError("unreachable")
+    def decorate(method: Callable[P, R]) -> Callable[P, R]:
+        @functools.wraps(method)
+        def tried(*args: P.args, **kwargs: P.kwargs) -> R:
+            for delay in (*delays, None):
+                try:
+                    return method(*args, **kwargs)
+                except CONNECTION_ERRORS as exc:
+                    if delay is None:
+                        raise TableUnavailable(
+                            f"task table unreachable: {_first_line(exc)}"
+                        ) from exc
+                    time.sleep(delay)
+            raise AssertionError("unreachable")
 
-    return tried
+        return tried
+
+    return decorate
+
+
+def _first_line(exc: Exception) -> str:
+    """The driver's message of a SQLAlchemy error, first line (no SQL, no password)."""
+    lines = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
+crawling = _retried(RETRY_DELAYS)  # a visit, a pump: worth waiting a few seconds for
+asking = _retried(ASK_DELAYS)  # status, purge, seed's check: a person waits for the answer
 
 
 class TaskTable:
@@ -257,7 +271,7 @@ class TaskTable:
     def engine(self) -> Engine:
         return engine(self.url)
 
-    @_retried
+    @asking
     def check(self) -> None:
         """Connect (and create the table): raises TableUnavailable if the database does not
         answer, before a crawl writes anything."""
@@ -269,7 +283,7 @@ class TaskTable:
         waits for a writer), not the writers' BEGIN IMMEDIATE."""
         return self.engine.connect().execution_options(rqcrawl_read=True)
 
-    @_retried
+    @crawling
     def visited(
         self,
         crawl: str,
@@ -336,7 +350,7 @@ class TaskTable:
         where = and_(DIGESTS.c.crawl == crawl, DIGESTS.c.digest == digest)
         return conn.execute(select(DIGESTS.c.url).where(where).with_for_update(read=True)).scalar()
 
-    @_retried
+    @crawling
     def prior(self, crawl: str, url: str) -> Prior | None:
         """What the URL's last visit left for a conditional GET (None: never fetched)."""
         query = select(TASKS.c.etag, TASKS.c.last_modified, TASKS.c.digest).where(
@@ -346,7 +360,7 @@ class TaskTable:
             row = conn.execute(query).first()
         return Prior(row.etag, row.last_modified, row.digest) if row and row.digest else None
 
-    @_retried
+    @crawling
     def take_due(self, crawl: str, limit: int) -> list[tuple[str, int, int]]:
         """Mark up to `limit` due URLs `queued` and return them with their depths and
         priorities, the highest priority first, then the earliest; exactly once among
@@ -406,7 +420,7 @@ class TaskTable:
         found = conn.execute(select(highest(SCHEDULED), highest(QUEUED))).one()
         return max((p for p in found if p is not None), default=None)
 
-    @_retried
+    @crawling
     def pull_forward(self, crawl: str, listed: list[tuple[str, float]]) -> int:
         """Make due now the scheduled URLs among `listed` (url, a sitemap's <lastmod>) that
         changed after their last visit ended, unless they are due sooner anyway; returns
@@ -425,7 +439,7 @@ class TaskTable:
                     pulled += conn.execute(update(TASKS).where(due).values(next_visit=now)).rowcount
         return pulled
 
-    @_retried
+    @asking
     def next_visit(self, crawl: str) -> float | None:
         """When the crawl's earliest scheduled visit is due, if any is."""
         query = select(func.min(TASKS.c.next_visit)).where(
@@ -434,7 +448,7 @@ class TaskTable:
         with self._reading() as conn:
             return conn.execute(query).scalar()
 
-    @_retried
+    @asking
     def due_counts(self, crawl: str) -> dict[str, int]:
         """Scheduled URLs due now, within the next hour and within the next day."""
         now = time.time()
@@ -446,14 +460,14 @@ class TaskTable:
             counts = conn.execute(query).one()
         return {name: int(n or 0) for name, n in zip(within, counts, strict=True)}
 
-    @_retried
+    @asking
     def known(self, crawl: str) -> int:
         """Rows of the crawl (every URL it has visited)."""
         with self._reading() as conn:
             query = select(func.count()).select_from(TASKS).where(TASKS.c.crawl == crawl)
             return conn.execute(query).scalar()
 
-    @_retried
+    @asking
     def delete(self, crawl: str) -> int:
         """Delete the crawl's rows (purge); returns how many."""
         with self.engine.begin() as conn:

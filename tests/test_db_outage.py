@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from helpers import read_jsonl, rqcrawl, seed_local, wait_until
+from rq.registry import FailedJobRegistry
 from servers import HTTPSite, reply
 
 from rqcrawl import stats
@@ -22,6 +23,7 @@ from rqcrawl.runner import LocalWorkers
 
 OUTAGE = 20  # seconds
 PAGES = [f"/p{i}" for i in range(6)]
+SLOW = 0.4  # seconds per answer: some URL is always in flight when the database goes
 
 
 @pytest.fixture
@@ -36,6 +38,7 @@ def own_postgres():
 
 
 def handle(req) -> None:
+    time.sleep(SLOW)
     if req.path == "/":
         body = "".join(f'<a href="{p}">{p}</a>' for p in PAGES)
     elif req.path in PAGES:
@@ -66,6 +69,10 @@ def test_a_database_outage_loses_no_record_and_no_visit(own_postgres, redis_url,
         )  # fmt: skip
         with LocalWorkers(redis_url, 2, log_dir=tmp_path):
             wait_until(lambda: min(http.hits[u] for u in urls) >= 2, 60, "a second round")
+            wait_until(
+                lambda: stats.status(conn, "outage"), 30, "URLs in flight",
+                accept=lambda s: s["in_flight"] >= 2, every=0.05,
+            )  # fmt: skip
             stop(own_postgres)
             down = time.time()
             during = wait_until(
@@ -88,6 +95,8 @@ def test_a_database_outage_loses_no_record_and_no_visit(own_postgres, redis_url,
     rqcrawl(redis_url, "export", "outage", "-o", str(out))
     rows = read_jsonl(out)
     assert not [r for r in rows if r["outcome"] != "fetched"], "a record failed or lost"
+    assert {r["attempts"] for r in rows} == {1}  # the outage spent no attempt
+    assert FailedJobRegistry("crawl", connection=conn).count == 0
     visits: dict[str, list[int]] = defaultdict(list)
     for r in rows:
         visits[r["url"].removeprefix(http.base)].append(r["visit"])
