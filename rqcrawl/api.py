@@ -35,6 +35,7 @@ from .changes import KINDS as CHANGE_KINDS
 from .config import ConfigError, CrawlConfig
 from .frontier import PUMP_EVERY, Frontier
 from .hooks import HookError
+from .outage import TableUnavailable
 from .shards import all_shards
 from .state import crawl_names, is_known
 from .urls import InvalidURL, canonicalize, param_filter
@@ -87,7 +88,9 @@ class Plan:
 
     def start(self, redis: Redis) -> Started:
         """Store the settings and admit the seeds, all or nothing (control.start). An
-        existing crawl of this name keeps its own settings and gets the new seeds."""
+        existing crawl of this name keeps its own settings and gets the new seeds. The task
+        table of a crawl with revisits is reached first: nothing is written if it is not."""
+        self._check_table()
         try:
             cfg, admitted, resumed = control.start(
                 redis, self.name, self.cfg, self.seeds, self.priority
@@ -95,6 +98,17 @@ class Plan:
         except (ConfigError, RedisError) as exc:
             raise CrawlError(f"crawl {self.name} not started: {exc}") from exc
         return Started(self.name, cfg, admitted, resumed)
+
+    def _check_table(self) -> None:
+        if not (self.cfg.revisit and self.cfg.db):
+            return
+        from .tasks import TaskTable  # SQLAlchemy only for crawls with revisits
+
+        try:
+            TaskTable(self.cfg.db).check()
+        except (TableUnavailable, SQLAlchemyError, ImportError) as exc:
+            line = str(exc).strip().splitlines()[0]
+            raise CrawlError(f"crawl {self.name} not started: {line}") from exc
 
 
 def settings(

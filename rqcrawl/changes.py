@@ -2,9 +2,11 @@
 conditional GET, a 64-bit simhash of the visible text, and the rule that calls a visit
 changed or unchanged.
 
-The digest (SHA-1 of the body) tells whether a page changed at all; the simhash whether it
-changed enough to matter. A page whose only change is a date, a counter or a rotating
-banner has a new digest but a simhash a few bits away from the old one: it is `unchanged`.
+The digest (SHA-1 of the body) tells whether a page changed: a visit is `changed` exactly
+when its body differs from the last one, however small the edit. The simhash tells how much:
+a changed visit's `similarity` (0 to 1), and whether it is a near duplicate of the last
+(a date, a counter or a rotating banner: a new digest, a simhash a few bits away), which
+keeps the page's revisit interval where it was instead of shortening it.
 The simhash (Charikar's, as in Manku et al., "Detecting near-duplicates for web crawling",
 WWW 2007) is computed here with mmh3 over shingles of SHINGLE words of the lower-cased
 visible text (script and style left out), every run of digits read as one and the same
@@ -23,6 +25,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
 
 import mmh3
 from parsel import Selector
@@ -30,7 +33,11 @@ from parsel import Selector
 NEW, CHANGED, UNCHANGED = "new", "changed", "unchanged"
 KINDS = (NEW, CHANGED, UNCHANGED, "gone")  # a record's `change` (gone: a 404/410)
 SHINGLE = 3  # words per shingle
-NEAR_BITS = 3  # simhashes at most this many bits apart (of 64): the same text
+NEAR_BITS = 3  # simhashes at most this many bits apart (of 64): near duplicates
+MAX_VALIDATOR = 256  # longest ETag kept (RFC 9110 sets none; real ones are under 100)
+MAX_DATE = 64  # longest Last-Modified kept (an IMF-fixdate has 29 characters)
+_ETAG = re.compile(r'(W/)?"[\x21\x23-\x7e]*"')  # RFC 9110 entity-tag, without obs-text
+_DATE_TEXT = re.compile(r"[\x20-\x7e]+")
 _BITS = 64
 _MASK = (1 << _BITS) - 1
 # For each bit j of a byte, the table that maps a byte to 1 if that bit is set, else to 0.
@@ -103,16 +110,46 @@ def distance(a: int, b: int) -> int:
     return ((a ^ b) & _MASK).bit_count()
 
 
-def change(
-    old_digest: str | None, old_simhash: int | None, digest: str, new_simhash: int | None
-) -> str:
-    """A fetched visit's change: `new` (no content seen before), `unchanged` (same digest,
-    or a simhash at most NEAR_BITS from the last), else `changed`."""
+def change(old_digest: str | None, digest: str) -> str:
+    """A fetched visit's change: `new` (no content seen before), `unchanged` (the same
+    body: the same digest), else `changed`. Exact: the simhash never hides an edit."""
     if old_digest is None:
         return NEW
-    if digest == old_digest:
-        return UNCHANGED
-    if old_simhash is not None and new_simhash is not None:
-        if distance(old_simhash, new_simhash) <= NEAR_BITS:
-            return UNCHANGED
-    return CHANGED
+    return UNCHANGED if digest == old_digest else CHANGED
+
+
+def near(old_simhash: int | None, new_simhash: int | None) -> bool:
+    """Whether two texts are near duplicates (simhashes at most NEAR_BITS apart): a change
+    that small (a date, a counter, a link more) does not make a page's revisits sooner."""
+    if old_simhash is None or new_simhash is None:
+        return False
+    return distance(old_simhash, new_simhash) <= NEAR_BITS
+
+
+def similarity(old_simhash: int | None, new_simhash: int | None) -> float | None:
+    """How alike two texts are, 0 to 1: the share of their simhashes' 64 bits that agree
+    (None without both). Near duplicates are at 1 - NEAR_BITS/64 (0.953) or above."""
+    if old_simhash is None or new_simhash is None:
+        return None
+    return round(1 - distance(old_simhash, new_simhash) / _BITS, 3)
+
+
+def valid_etag(value: str | None) -> str | None:
+    """An ETag as RFC 9110 (8.8.3) allows it, else None (no conditional GET): a quoted
+    string of visible ASCII, optionally weak (W/), of at most MAX_VALIDATOR characters.
+    A site's NUL byte or 60 KB header then never reaches a database."""
+    if value and len(value) <= MAX_VALIDATOR and _ETAG.fullmatch(value):
+        return value
+    return None
+
+
+def valid_last_modified(value: str | None) -> str | None:
+    """A Last-Modified that is an HTTP-date (RFC 9110 5.6.7) of visible ASCII and spaces,
+    else None."""
+    if not value or len(value) > MAX_DATE or not _DATE_TEXT.fullmatch(value):
+        return None
+    try:
+        parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    return value

@@ -255,6 +255,9 @@ def list_crawls(as_json, url) -> None:
             rows.append(api.status(conn, name, recover=False))
         except api.CrawlError as exc:  # one broken crawl must not hide the others
             click.echo(f"warning: {exc}", err=True)
+            continue
+        if rows[-1].get("table_error"):
+            click.echo(f"warning: crawl {name}: {rows[-1]['table_error']}", err=True)
     if as_json:
         click.echo(json.dumps(rows, sort_keys=True))
     else:

@@ -289,9 +289,15 @@ def _check_db(name: str, url: str) -> None:
     from sqlalchemy.exc import ArgumentError
 
     try:
-        make_url(url)
-    except ArgumentError:
-        raise ConfigError(f"setting {name!r} is not a database URL (dialect://...)") from None
+        parsed = make_url(url)  # a port that is not a number: ValueError
+        parsed.get_dialect()  # an unknown dialect: ArgumentError
+        if parsed.port is not None and not 0 < parsed.port < 65536:
+            raise ValueError(f"port {parsed.port} out of range")
+    except (ArgumentError, ValueError) as exc:
+        problem = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConfigError(
+            f"setting {name!r} is not a database URL (dialect://...): {problem}"
+        ) from None
 
 
 def _check_fields(name: str, specs: dict) -> None:

@@ -13,6 +13,7 @@ nothing here loads a job: jobs are found by their ids and deleted by id.
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 from collections.abc import Sequence
 from dataclasses import astuple, dataclass, replace
@@ -25,10 +26,13 @@ from rq.queue import Queue
 from . import bloom, config, keys, levels, shards, stats
 from .config import CrawlConfig
 from .frontier import Frontier
+from .outage import TableUnavailable
 from .shards import shard_map
 from .state import CrawlState, glob_escape
 from .tasks import TaskTable
 from .urls import host_of
+
+log = logging.getLogger(__name__)
 
 # RQ states of a job that no worker has started
 _PENDING = {JobStatus.QUEUED, JobStatus.SCHEDULED, JobStatus.DEFERRED}
@@ -229,7 +233,13 @@ def _delete_tasks(redis: Redis, crawl: str) -> int:
         cfg = config.load(redis, crawl, fresh=True)
     except config.ConfigError:
         return 0
-    return TaskTable(cfg.db).delete(crawl) if cfg and cfg.db else 0
+    if not (cfg and cfg.db):
+        return 0
+    try:
+        return TaskTable(cfg.db).delete(crawl)
+    except TableUnavailable as exc:  # the crawl goes from Redis all the same
+        log.warning("crawl %s: its task rows were not deleted: %s", crawl, exc)
+        return 0
 
 
 def job_crawl(job_id: str) -> str | None:

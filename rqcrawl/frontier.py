@@ -19,6 +19,7 @@ expires.
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 import uuid
@@ -37,6 +38,7 @@ from rq.registry import StartedJobRegistry
 from . import keys, levels, shards, sitemaps
 from .changes import Content, Prior
 from .config import CrawlConfig
+from .outage import TableUnavailable
 from .robots import site_of
 from .sinks import record
 from .state import Children, CrawlState, Ended, InFlight, Released, StaleCrawl, outcome_counts
@@ -56,6 +58,7 @@ PUMP_EVERY = 2.0  # seconds between two pumps of a crawl's due revisits (by any 
 PUMP_BATCH = 500  # due URLs taken from the task table per transaction
 DRAIN_BATCH = 500  # links moved from a shard's outbox to their shards per round
 JOB_FUNC = "rqcrawl.jobs.crawl_url"
+log = logging.getLogger(__name__)
 WAKE_FUNC = "rqcrawl.jobs.wake"
 
 
@@ -145,6 +148,8 @@ class Frontier:
                 self.cfg, priority,
             )  # fmt: skip
             record["visit"], record["change"] = visited.visit, visited.change
+            if visited.similarity is not None:
+                record["similarity"] = visited.similarity
             if visited.duplicate_of:
                 record["duplicate_of"], children = visited.duplicate_of, []
         self._ended(
@@ -328,7 +333,7 @@ class Frontier:
         crawl's: in a crawl over several shards, each URL goes to its host's shard (a pump
         of any shard may take it; the table hands each due row to one pump)."""
         readmitted = 0
-        while due := self.table.take_due(self.crawl, PUMP_BATCH):
+        while due := self._take_due():
             targets = self._by_shard(due)
             for frontier, rows in targets.items():
                 added, released = frontier.state.readmit(rows)
@@ -338,6 +343,15 @@ class Frontier:
             if len(due) < PUMP_BATCH or full:
                 break
         return readmitted
+
+    def _take_due(self) -> list[tuple[str, int, int]]:
+        """A batch of due rows; none while the table does not answer (the next pump takes
+        them: a row stays due until a pump took it)."""
+        try:
+            return self.table.take_due(self.crawl, PUMP_BATCH)
+        except TableUnavailable as exc:
+            log.warning("crawl %s: pump skipped: %s", self.crawl, exc)
+            return []
 
     def _by_shard(self, due: list[tuple[str, int, int]]) -> dict[Frontier, list]:
         """Due rows (url, depth, priority) by the frontier of their host's shard."""
@@ -397,7 +411,10 @@ class Frontier:
         for url, entry in lost:
             nxt = replace(entry, released_at=time.time(), attempt=entry.attempt + 1, turn=0)
             if entry.attempt >= self.cfg.retries:
-                self._give_up(url, entry)
+                try:
+                    self._give_up(url, entry)
+                except TableUnavailable as exc:  # its record waits for the table: next pass
+                    log.warning("crawl %s: %s not recorded lost yet: %s", self.crawl, url, exc)
             elif self.state.requeue(url, entry, nxt):
                 # at the head of the queue: a dead worker's URL has waited a lease already,
                 # and must not wait again behind a window of queued jobs

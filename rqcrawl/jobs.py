@@ -33,6 +33,7 @@ from .fetch import NOT_MODIFIED, Archive, FetchError, Response, fetch, no_archiv
 from .frontier import JOB_FUNC, Frontier
 from .leases import renewer
 from .lru import LRU
+from .outage import TABLE_WAIT, TableUnavailable
 from .politeness import Politeness
 from .redisurl import server_key
 from .robots import CLAIM_POLL, Robots, RobotsCache, site_of
@@ -156,6 +157,9 @@ def _run_claimed(
         leases = (c.frontier.state.keys.leased, url), (c.politeness.lease_key(host), job.id)
         with renewer.hold(c.frontier.redis, *leases):
             return _crawl_claimed(job, c, url, depth, entry)
+    except TableUnavailable as exc:  # a database outage: the URL waits, no attempt spent
+        log.warning("crawl %s: %s put back for %ss: %s", c.frontier.crawl, url, TABLE_WAIT, exc)
+        return _defer(c, url, entry, time.time() + TABLE_WAIT)
     except JobTimeoutException:  # RQ's job_timeout: a timeout of this URL, not a lost job
         message = f"job ran over job_timeout ({job.timeout}s)"
         error = FetchError("timeout", message, transient=True)

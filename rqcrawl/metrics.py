@@ -40,9 +40,28 @@ class CrawlCollector(Collector):
         self.redis = redis
 
     def collect(self) -> Iterator[Metric]:
-        names = state.crawl_names(self.redis)
-        found = [s for s in (stats.status(self.redis, n) for n in names) if s is not None]
+        found, broken = [], []
+        for name in state.crawl_names(self.redis):
+            try:
+                s = stats.status(self.redis, name)
+            except Exception as exc:  # one broken crawl must not hide the others
+                log.warning("rqcrawl metrics: crawl %s skipped: %s", name, exc)
+                broken.append(name)
+                continue
+            if s is not None:
+                found.append(s)
         yield from families(found)
+        yield errors(broken)
+
+
+def errors(broken: list[str]) -> GaugeMetricFamily:
+    """1 for each crawl whose status could not be read (skipped by this scrape)."""
+    gauge = GaugeMetricFamily(
+        "rqcrawl_status_error", "1 for a crawl whose status could not be read", labels=["crawl"]
+    )
+    for name in broken:
+        gauge.add_metric([name], 1)
+    return gauge
 
 
 def families(crawls: list[dict]) -> list[Metric]:
@@ -71,6 +90,7 @@ def families(crawls: list[dict]) -> list[Metric]:
     rate = gauge("recent_pages_per_second", f"Pages fetched per second, last {stats.RECENT} s")
     eta = gauge("eta_seconds", "Estimated seconds until the admitted URLs have ended")
     state = gauge("crawl_state", "1 for the crawl's current state", ("state",))
+    table_up = gauge("task_table_up", "Crawls with revisits: 1 if the task table answers")
     latency = HistogramMetricFamily(
         "rqcrawl_fetch_duration_seconds", "Duration of the fetches", labels=["crawl"]
     )
@@ -95,9 +115,11 @@ def families(crawls: list[dict]) -> list[Metric]:
         for name in STATES:
             state.add_metric([c, name], int(s["state"] == name))
         latency.add_metric([c], cumulative(s["fetch_latency"]), s["fetch_latency"]["sum_s"])
+        if s["revisit_s"]:
+            table_up.add_metric([c], int(not s["table_error"]))
     return [
         admitted, fetched, failed, skipped, retries, downloaded, in_flight, held, deferred,
-        fill, fp_rate, rate, eta, state, latency,
+        fill, fp_rate, rate, eta, state, latency, table_up,
     ]  # fmt: skip
 
 

@@ -45,6 +45,7 @@ FIELDS = [
     "change",  # and its change: new, changed, unchanged, gone (rqcrawl.tasks)
     "not_modified",  # true when the server answered 304 to a conditional GET
     "duplicate_of",  # an earlier URL of the crawl with the same body (crawls with revisits)
+    "similarity",  # a changed visit: how alike its text is to the last one, 0 to 1
     "source",  # "sitemap" for a URL found in a sitemap (rqcrawl.sitemaps); else None: a link
     # (depth > 0) or a seed (depth 0)
     "canonical",  # the page's canonical URL (<link rel="canonical">, the Link header)

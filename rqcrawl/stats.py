@@ -12,6 +12,7 @@ from rq.scheduler import RQScheduler
 
 from . import config, keys, sitemaps
 from .levels import settled
+from .outage import TableUnavailable
 from .shards import all_shards
 from .state import LATENCY_BUCKETS, RATE_BUCKET, RECENT, CrawlState, Snapshot
 from .urls import host_of
@@ -152,13 +153,15 @@ def revisit_status(crawl: str, cfg: config.CrawlConfig, snap: Snapshot) -> dict:
     from .tasks import TaskTable  # SQLAlchemy only for crawls with revisits (see frontier)
 
     table = TaskTable(cfg.db)
-    return {
-        "revisit_s": cfg.revisit,
-        "revisits": snap.count(keys.REVISITS),
-        "known": table.known(crawl),
-        "due": table.due_counts(crawl),
-        "next_visit_at": table.next_visit(crawl),
-    }
+    seen = {"revisit_s": cfg.revisit, "revisits": snap.count(keys.REVISITS), "table_error": None}
+    try:
+        return seen | {
+            "known": table.known(crawl),
+            "due": table.due_counts(crawl),
+            "next_visit_at": table.next_visit(crawl),
+        }
+    except TableUnavailable as exc:  # the crawl waits for it (rqcrawl.outage): say so
+        return seen | {"known": None, "due": None, "next_visit_at": None, "table_error": str(exc)}
 
 
 def recent_rate(buckets: dict[str, int], started: float, now: float) -> float:
@@ -414,6 +417,8 @@ def next_visit(s: dict) -> str:
 def revisit_lines(s: dict) -> list[str]:
     if not s["revisit_s"]:
         return []
+    if s["table_error"]:
+        return [f"revisits   every {duration(s['revisit_s'])}; {s['table_error']}"]
     due = s["due"]
     return [
         f"revisits   every {duration(s['revisit_s'])} (adaptive); {s['known']} URLs known, "

@@ -11,8 +11,10 @@ A row is `scheduled` (due at `next_visit`), `queued` (taken by the pump into Red
 (its last visit was a skip: out of scope, robots.txt, not HTML, too large; skips are not
 revisited). The pump (Frontier.pump) takes due rows in batches, exactly once however many
 pumps run: `FOR UPDATE SKIP LOCKED` on PostgreSQL and MySQL, SQLite's single writer (BEGIN
-IMMEDIATE) otherwise. A row left `queued` for QUEUED_LEASE seconds is due again: its pump died
-between the database and Redis (Redis skips a URL that is already waiting for its revisit).
+IMMEDIATE) otherwise. A row left `queued` for QUEUED_LEASE seconds is due again (its
+next_visit is then the end of that lease): its pump died between the database and Redis (Redis
+skips a URL that is already waiting for its revisit). A batch costs O(batch), not O(table):
+the index (crawl, state, priority, next_visit) gives each priority's due rows in due order.
 
 A row keeps what the next visit needs (rqcrawl.changes): the ETag and Last-Modified of the
 last response for a conditional GET (`prior`, one primary-key SELECT before the fetch), the
@@ -34,12 +36,14 @@ unchanged): `new` (first content seen), `changed`, `unchanged`, `gone` (a 404/41
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, ParamSpec, TypeVar
 
 from sqlalchemy import (
     BigInteger,
@@ -60,15 +64,33 @@ from sqlalchemy import (
     func,
     insert,
     inspect,
-    or_,
     select,
     update,
 )
+from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.exc import (
+    DBAPIError,
+    DisconnectionError,
+    IntegrityError,
+    InterfaceError,
+    OperationalError,
+)
 
-from .changes import CHANGED, NEW, UNCHANGED, Content, Prior, change
+from .changes import (
+    CHANGED,
+    NEW,
+    UNCHANGED,
+    Content,
+    Prior,
+    change,
+    near,
+    similarity,
+    valid_etag,
+    valid_last_modified,
+)
 from .config import CrawlConfig
+from .outage import TableUnavailable
 from .sinks import FAILED_OUTCOMES
 
 SCHEDULED, QUEUED, GONE, SKIPPED = "scheduled", "queued", "gone", "skipped"
@@ -78,6 +100,12 @@ SHRINK = 2.0  # interval divisor after a changed visit
 MAX_BACKOFF = 8  # a failed visit waits interval x 2**failures, at most x MAX_BACKOFF
 QUEUED_LEASE = 300  # seconds after which a row taken by a pump that died is due again
 SQLITE_BUSY_TIMEOUT = 30  # seconds a SQLite writer waits for another (worker processes)
+CONNECT_TIMEOUT = 5  # seconds to open a connection to PostgreSQL or MySQL
+# Seconds between the tries of an operation whose database did not answer; after the last,
+# TableUnavailable (rqcrawl.outage).
+RETRY_DELAYS = (0.25, 0.5, 1.0, 2.0)
+ASK_DELAYS = (0.25,)  # the same for what a person asked (status, purge)
+CONNECTION_ERRORS = (OperationalError, InterfaceError, DisconnectionError)
 # The plain dialect names use the drivers of the extras `postgres` and `mysql`.
 DRIVERS = {"postgresql": "postgresql+psycopg", "mysql": "mysql+pymysql"}
 
@@ -103,13 +131,23 @@ TASKS = Table(
     Column("visits", Integer, nullable=False),
     Column("queued_at", Double),
     Column("visited_at", Double),  # when the last visit ended (a sitemap's <lastmod> vs it)
-    Index("rqcrawl_tasks_due", "crawl", "state", "next_visit"),
+    # The pump's index: the due rows of one priority in due order (Frontier.pump).
+    Index("rqcrawl_tasks_pump", "crawl", "state", "priority", "next_visit"),
+)
+# Which URL of a crawl first had a body (content dedup): the first insert of a digest wins,
+# whatever the timing of the visits (a unique key, not a lookup that two visits can both miss).
+DIGESTS = Table(
+    "rqcrawl_digests",
+    METADATA,
+    Column("crawl", String(64), primary_key=True),
+    Column("digest", String(40), primary_key=True),
+    Column("url", Text, nullable=False),
 )
 # Columns added after the table's first release: an older table gets them on first use.
 ADDED_COLUMNS = (TASKS.c.visited_at,)
 LISTED_BATCH = 500  # sitemap URLs looked up per query (pull_forward)
-# Content dedup (a table of part A, made before this index existed, gets it on first use).
-DIGEST_INDEX = Index("rqcrawl_tasks_digest", TASKS.c.crawl, TASKS.c.digest)
+# Indexes of earlier versions that nothing uses any more (dropped on first use).
+OLD_INDEXES = ("rqcrawl_tasks_due", "rqcrawl_tasks_digest")
 
 
 @dataclass(frozen=True)
@@ -148,16 +186,16 @@ def schedule(
     low, high = cfg.revisit_bounds()
     interval = known.interval or min(high, max(low, cfg.revisit))
     if outcome == "fetched" and content is not None:
-        if content.not_modified:
-            seen = UNCHANGED
-        elif known.missing:  # back after a 404, even with the same body
+        if known.missing:  # back after a 404, even with the same body (or a 304)
             seen = CHANGED if known.digest else NEW
+        elif content.not_modified:
+            seen = UNCHANGED
         else:
-            seen = change(known.digest, known.simhash, content.digest, content.simhash)
+            seen = change(known.digest, content.digest)
         if seen == UNCHANGED:
             interval = min(high, interval * GROW)
-        elif seen == CHANGED:
-            interval = max(low, interval / SHRINK)
+        elif seen == CHANGED and not near(known.simhash, content.simhash):
+            interval = max(low, interval / SHRINK)  # a near duplicate keeps its interval
         return Next(SCHEDULED, now + interval, interval, 0, 0, seen)
     if outcome not in FAILED_OUTCOMES:
         return Next(SKIPPED, None, interval, 0, 0, None)
@@ -176,18 +214,76 @@ class Visited(NamedTuple):
     visit: int
     change: str | None
     duplicate_of: str | None = None
+    similarity: float | None = None  # of a changed text to the last (rqcrawl.changes)
 
 
 def url_key(url: str) -> str:
     return hashlib.sha1(url.encode("utf-8")).hexdigest()
 
 
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _retried(delays: tuple[float, ...]) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Try a table operation again after each of `delays` seconds when its database did not
+    answer (the pool reconnects: pool_pre_ping, and a connection that failed is dropped);
+    TableUnavailable after the last. An operation is one transaction: tried again whole or
+    not at all."""
+
+    def decorate(method: Callable[P, R]) -> Callable[P, R]:
+        @functools.wraps(method)
+        def tried(*args: P.args, **kwargs: P.kwargs) -> R:
+            for delay in (*delays, None):
+                try:
+                    return method(*args, **kwargs)
+                except CONNECTION_ERRORS as exc:
+                    if delay is None:
+                        raise TableUnavailable(
+                            f"task table unreachable: {_first_line(exc)}"
+                        ) from exc
+                    time.sleep(delay)
+            raise AssertionError("unreachable")
+
+        return tried
+
+    return decorate
+
+
+def _first_line(exc: Exception) -> str:
+    """The driver's message of a SQLAlchemy error, first line (no SQL, no password)."""
+    lines = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
+crawling = _retried(RETRY_DELAYS)  # a visit, a pump: worth waiting a few seconds for
+asking = _retried(ASK_DELAYS)  # status, purge, seed's check: a person waits for the answer
+
+
 class TaskTable:
-    """The task table at a database URL (its engine is made once per process)."""
+    """The task table at a database URL (its engine is made once per process, on first use:
+    a table whose database is down raises TableUnavailable from its operations, not here)."""
 
     def __init__(self, url: str):
-        self.engine = engine(url)
+        self.url = url
 
+    @property
+    def engine(self) -> Engine:
+        return engine(self.url)
+
+    @asking
+    def check(self) -> None:
+        """Connect (and create the table): raises TableUnavailable if the database does not
+        answer, before a crawl writes anything."""
+        with self._reading() as conn:
+            conn.execute(select(func.count()).select_from(TASKS).where(TASKS.c.crawl == ""))
+
+    def _reading(self):
+        """A connection for reads only: on SQLite a deferred transaction (WAL: it never
+        waits for a writer), not the writers' BEGIN IMMEDIATE."""
+        return self.engine.connect().execution_options(rqcrawl_read=True)
+
+    @crawling
     def visited(
         self,
         crawl: str,
@@ -219,14 +315,16 @@ class TaskTable:
                 "visits": known.visits + 1, "queued_at": None, "priority": priority,
                 "visited_at": now,
             }  # fmt: skip
-            duplicate_of = None
+            duplicate_of = similar = None
             if content is not None:
-                if not content.not_modified and content.digest != known.digest:  # a new body
-                    duplicate_of = self._first_with(conn, crawl, key, content.digest)
+                first = self._first_with(conn, crawl, url, content.digest)
+                duplicate_of = first if first != url else None
                 simhash = known.simhash if content.not_modified else content.simhash
+                if nxt.change == CHANGED:
+                    similar = similarity(known.simhash, simhash)
                 values.update(
-                    digest=content.digest, simhash=simhash, etag=content.etag,
-                    last_modified=content.last_modified,
+                    digest=content.digest, simhash=simhash, etag=valid_etag(content.etag),
+                    last_modified=valid_last_modified(content.last_modified),
                 )  # fmt: skip
             if row:
                 conn.execute(update(TASKS).where(where).values(values))
@@ -234,51 +332,95 @@ class TaskTable:
                 conn.execute(
                     insert(TASKS).values(crawl=crawl, key=key, url=url, depth=depth, **values)
                 )
-        return Visited(known.visits + 1, nxt.change, duplicate_of)
+        return Visited(known.visits + 1, nxt.change, duplicate_of, similar)
 
     @staticmethod
-    def _first_with(conn, crawl: str, key: str, digest: str) -> str | None:
-        """Another URL of the crawl whose last body had `digest` (the index on (crawl,
-        digest)), if any."""
-        query = (
-            select(TASKS.c.url)
-            .where(TASKS.c.crawl == crawl, TASKS.c.digest == digest, TASKS.c.key != key)
-            .limit(1)
-        )
-        return conn.execute(query).scalar()
+    def _first_with(conn, crawl: str, url: str, digest: str) -> str:
+        """The URL of the crawl that first had a body of `digest` (`url` if none had): an
+        insert that does nothing if the digest has its row, then a locking read, which sees
+        the row of a concurrent first visit once that commits (MySQL's snapshot would not)."""
+        values = {"crawl": crawl, "digest": digest, "url": url}
+        backend = conn.dialect.name
+        if backend == "postgresql":
+            conn.execute(postgresql.insert(DIGESTS).values(values).on_conflict_do_nothing())
+        elif backend == "sqlite":
+            conn.execute(sqlite.insert(DIGESTS).values(values).on_conflict_do_nothing())
+        else:
+            conn.execute(mysql.insert(DIGESTS).values(values).prefix_with("IGNORE"))
+        where = and_(DIGESTS.c.crawl == crawl, DIGESTS.c.digest == digest)
+        return conn.execute(select(DIGESTS.c.url).where(where).with_for_update(read=True)).scalar()
 
+    @crawling
     def prior(self, crawl: str, url: str) -> Prior | None:
         """What the URL's last visit left for a conditional GET (None: never fetched)."""
         query = select(TASKS.c.etag, TASKS.c.last_modified, TASKS.c.digest).where(
             TASKS.c.crawl == crawl, TASKS.c.key == url_key(url)
         )
-        with self.engine.connect() as conn:
+        with self._reading() as conn:
             row = conn.execute(query).first()
         return Prior(row.etag, row.last_modified, row.digest) if row and row.digest else None
 
+    @crawling
     def take_due(self, crawl: str, limit: int) -> list[tuple[str, int, int]]:
         """Mark up to `limit` due URLs `queued` and return them with their depths and
         priorities, the highest priority first, then the earliest; exactly once among
-        concurrent callers (see the module docstring)."""
+        concurrent callers (see the module docstring). O(limit), not O(table): for each
+        priority from the highest (found by index probes), its rows left queued past their
+        lease, then its due rows, read in due order from the index (crawl, state, priority,
+        next_visit). A queued row's next_visit is the end of its lease."""
         now = time.time()
-        due = or_(
-            and_(TASKS.c.state == SCHEDULED, TASKS.c.next_visit <= now),
-            and_(TASKS.c.state == QUEUED, TASKS.c.queued_at <= now - QUEUED_LEASE),
-        )
-        query = (
+        rows: list = []
+        with self.engine.begin() as conn:
+            priority = None
+            while len(rows) < limit:
+                priority = self._next_priority(conn, crawl, priority)
+                if priority is None:
+                    break
+                for state in (QUEUED, SCHEDULED):
+                    rows += conn.execute(
+                        self._due(crawl, state, priority, now, limit - len(rows))
+                    ).all()  # fmt: skip
+            if rows:
+                taken = and_(TASKS.c.crawl == crawl, TASKS.c.key.in_([r.key for r in rows]))
+                conn.execute(
+                    update(TASKS)
+                    .where(taken)
+                    .values(state=QUEUED, queued_at=now, next_visit=now + QUEUED_LEASE)
+                )
+        return [(r.url, r.depth, r.priority) for r in rows]
+
+    @staticmethod
+    def _due(crawl: str, state: str, priority: int, now: float, limit: int):
+        """Up to `limit` rows of the crawl in `state` and of `priority` that are due, in due
+        order, locked for this pump."""
+        return (
             select(TASKS.c.key, TASKS.c.url, TASKS.c.depth, TASKS.c.priority)
-            .where(TASKS.c.crawl == crawl, due)
-            .order_by(TASKS.c.priority.desc(), TASKS.c.next_visit)
+            .where(
+                TASKS.c.crawl == crawl,
+                TASKS.c.state == state,
+                TASKS.c.priority == priority,
+                TASKS.c.next_visit <= now,
+            )  # fmt: skip
+            .order_by(TASKS.c.next_visit)
             .limit(limit)
             .with_for_update(skip_locked=True)
         )
-        with self.engine.begin() as conn:
-            rows = conn.execute(query).all()
-            if rows:
-                taken = and_(TASKS.c.crawl == crawl, TASKS.c.key.in_([r.key for r in rows]))
-                conn.execute(update(TASKS).where(taken).values(state=QUEUED, queued_at=now))
-        return [(r.url, r.depth, r.priority) for r in rows]
 
+    @staticmethod
+    def _next_priority(conn, crawl: str, below: int | None) -> int | None:
+        """The highest priority of the crawl's scheduled or queued rows below `below`: one
+        index probe per state (a loose scan of the few priorities a crawl uses)."""
+
+        def highest(state: str):
+            where = [TASKS.c.crawl == crawl, TASKS.c.state == state]
+            if below is not None:
+                where.append(TASKS.c.priority < below)
+            return select(func.max(TASKS.c.priority)).where(*where).scalar_subquery()
+
+        found = conn.execute(select(highest(SCHEDULED), highest(QUEUED))).one()
+        return max((p for p in found if p is not None), default=None)
+
+    @crawling
     def pull_forward(self, crawl: str, listed: list[tuple[str, float]]) -> int:
         """Make due now the scheduled URLs among `listed` (url, a sitemap's <lastmod>) that
         changed after their last visit ended, unless they are due sooner anyway; returns
@@ -297,14 +439,16 @@ class TaskTable:
                     pulled += conn.execute(update(TASKS).where(due).values(next_visit=now)).rowcount
         return pulled
 
+    @asking
     def next_visit(self, crawl: str) -> float | None:
         """When the crawl's earliest scheduled visit is due, if any is."""
         query = select(func.min(TASKS.c.next_visit)).where(
             TASKS.c.crawl == crawl, TASKS.c.state == SCHEDULED
         )
-        with self.engine.connect() as conn:
+        with self._reading() as conn:
             return conn.execute(query).scalar()
 
+    @asking
     def due_counts(self, crawl: str) -> dict[str, int]:
         """Scheduled URLs due now, within the next hour and within the next day."""
         now = time.time()
@@ -312,19 +456,22 @@ class TaskTable:
         query = select(
             *(func.sum(case((TASKS.c.next_visit <= t, 1), else_=0)) for t in within.values())
         ).where(TASKS.c.crawl == crawl, TASKS.c.state == SCHEDULED)
-        with self.engine.connect() as conn:
+        with self._reading() as conn:
             counts = conn.execute(query).one()
         return {name: int(n or 0) for name, n in zip(within, counts, strict=True)}
 
+    @asking
     def known(self, crawl: str) -> int:
         """Rows of the crawl (every URL it has visited)."""
-        with self.engine.connect() as conn:
+        with self._reading() as conn:
             query = select(func.count()).select_from(TASKS).where(TASKS.c.crawl == crawl)
             return conn.execute(query).scalar()
 
+    @asking
     def delete(self, crawl: str) -> int:
         """Delete the crawl's rows (purge); returns how many."""
         with self.engine.begin() as conn:
+            conn.execute(delete(DIGESTS).where(DIGESTS.c.crawl == crawl))
             return conn.execute(delete(TASKS).where(TASKS.c.crawl == crawl)).rowcount
 
 
@@ -347,7 +494,12 @@ def _connect(url: str) -> Engine:
     if parsed.get_backend_name() == "sqlite":
         made = _sqlite(parsed)
     else:
-        made = create_engine(parsed, pool_pre_ping=True)
+        timeout = {"connect_timeout": CONNECT_TIMEOUT}
+        # READ COMMITTED on MySQL too (PostgreSQL's default): under REPEATABLE READ, pumps
+        # that skip each other's locked rows also found batches empty with rows still due.
+        made = create_engine(
+            parsed, pool_pre_ping=True, connect_args=timeout, isolation_level="READ COMMITTED"
+        )
     _create_table(made)
     return made
 
@@ -364,11 +516,13 @@ def _sqlite(url) -> Engine:
     def _on_connect(dbapi_conn, _record) -> None:
         dbapi_conn.isolation_level = None  # the driver's own BEGIN would be deferred
         dbapi_conn.execute("PRAGMA journal_mode=WAL")
+        dbapi_conn.execute("PRAGMA synchronous=NORMAL")  # WAL's own: a commit writes, no fsync
         dbapi_conn.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT * 1000}")
 
     @event.listens_for(made, "begin")
     def _on_begin(conn) -> None:
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        read = conn.get_execution_options().get("rqcrawl_read")
+        conn.exec_driver_sql("BEGIN" if read else "BEGIN IMMEDIATE")
 
     return made
 
@@ -384,8 +538,13 @@ def _create_table(made: Engine) -> None:
 
 def _complete(made: Engine) -> None:
     METADATA.create_all(made)
-    DIGEST_INDEX.create(made, checkfirst=True)
-    present = {c["name"] for c in inspect(made).get_columns(TASKS.name)}
+    for index in TASKS.indexes:  # a table of an earlier version lacks the newer ones
+        index.create(made, checkfirst=True)
+    seen = inspect(made)
+    present = {c["name"] for c in seen.get_columns(TASKS.name)}
+    old = {i["name"] for i in seen.get_indexes(TASKS.name)} & set(OLD_INDEXES)
+    for name in old:  # on a copy of the table's name: TASKS itself must not get them
+        Index(name, Table(TASKS.name, MetaData(), Column("crawl", String(64))).c.crawl).drop(made)
     with made.begin() as conn:
         for column in ADDED_COLUMNS:
             if column.name not in present:

@@ -93,6 +93,28 @@ def postgres_url():
         server.cleanup()
 
 
+@pytest.fixture(scope="session")
+def mysql_url(worker_id):
+    """A MySQL/MariaDB database of this test process's own (pytest-xdist runs several), in the
+    server RQCRAWL_TEST_MYSQL_URL names: `<its database>_<worker>`, which the URL's user may
+    create (.ci/run grants it on CI). Skipped when the variable is not set."""
+    base = os.environ.get("RQCRAWL_TEST_MYSQL_URL")
+    if not base:
+        pytest.skip("RQCRAWL_TEST_MYSQL_URL is not set (.ci/run sets it on CI from MariaDB)")
+    from sqlalchemy import create_engine
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(base)
+    if worker_id == "master":
+        return base
+    own = f"{parsed.database}_{worker_id}"
+    server = create_engine(parsed)
+    with server.begin() as conn:
+        conn.exec_driver_sql(f"CREATE DATABASE IF NOT EXISTS {own}")
+    server.dispose()
+    return parsed.set(database=own).render_as_string(hide_password=False)
+
+
 @pytest.fixture(params=["sqlite", "postgresql", "mysql"])
 def db_url(request, tmp_path):
     """An empty task table's database: SQLite, our PostgreSQL, and MySQL/MariaDB when
@@ -103,11 +125,9 @@ def db_url(request, tmp_path):
     if request.param == "postgresql":
         url = request.getfixturevalue("postgres_url")
     else:
-        url = os.environ.get("RQCRAWL_TEST_MYSQL_URL")
-        if not url:
-            pytest.skip("RQCRAWL_TEST_MYSQL_URL is not set")
+        url = request.getfixturevalue("mysql_url")
     from rqcrawl import tasks
 
-    tasks.TASKS.drop(tasks.engine(url), checkfirst=True)
+    tasks.METADATA.drop_all(tasks.engine(url), checkfirst=True)
     tasks.METADATA.create_all(tasks.engine(url))
     yield url

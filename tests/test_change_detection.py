@@ -1,6 +1,7 @@
 """Change detection end to end: a loopback site crawled with --revisit and --warc by a real
 worker. Pages with an ETag or a Last-Modified answer 304 to the revisit's conditional GET, a
-page whose only change is a timestamp is unchanged, a page rewritten (with a link to a new
+page whose only change is a timestamp is changed (a near duplicate: its similarity is high),
+a page rewritten (with a link to a new
 page) is changed, a page answering 404 is gone, a page failing with 500 is revisited after
 twice its interval, a body at two URLs is recorded as a duplicate, unchanged revisits are
 WARC revisit records, and the change feed gives what changed."""
@@ -134,6 +135,7 @@ def test_304s_timestamps_edits_duplicates_warc_revisits_and_the_change_feed(
     # The second visit labels every page exactly: the failing page has no change to tell.
     assert {p: second[p]["change"] for p in PAGES} == dict.fromkeys(PAGES, "unchanged") | {
         "/edit": "changed",
+        "/stamp": "changed",
         "/gone": "gone",
         "/fail": None,
     }
@@ -150,10 +152,11 @@ def test_304s_timestamps_edits_duplicates_warc_revisits_and_the_change_feed(
     waited = (row.next_visit - failed_at[row.visits - 1]) / INTERVAL
     assert 2**row.failures <= waited < 2**row.failures + 0.5, waited
 
-    # Change detection: a timestamp is not a change, a rewrite is.
-    assert [r["change"] for r in by_path["/stamp"][:2]] == ["new", "unchanged"]
-    assert not second["/stamp"]["not_modified"]
+    # Change detection: the digest decides; the similarity tells a timestamp from a rewrite.
+    assert [r["change"] for r in by_path["/stamp"][:2]] == ["new", "changed"]
+    assert not second["/stamp"]["not_modified"] and second["/stamp"]["similarity"] >= 0.95
     assert [r["change"] for r in by_path["/edit"][:2]] == ["new", "changed"]
+    assert second["/edit"]["similarity"] < 0.95 and first["/edit"]["similarity"] is None
 
     # Content dedup: the later of the two URLs is a duplicate of the earlier, its link is
     # admitted once (with the first).
@@ -185,7 +188,7 @@ def test_304s_timestamps_edits_duplicates_warc_revisits_and_the_change_feed(
     feed = tmp_path / "feed.jsonl"
     rqcrawl(redis_url, "export", "chg", "-o", str(feed), "--change", "changed,gone")
     changes = {(r["url"].removeprefix(http.base), r["change"]) for r in read_jsonl(feed)}
-    assert changes == {("/edit", "changed"), ("/gone", "gone")}
+    assert changes == {("/edit", "changed"), ("/stamp", "changed"), ("/gone", "gone")}
     rqcrawl(redis_url, "export", "chg", "-o", str(feed), "--change", "new", "--since", "1h")
     news = {r["url"].removeprefix(http.base) for r in read_jsonl(feed)}
     assert news == PAGES - {"/fail"} | {"/fresh"}

@@ -10,7 +10,19 @@ import pytest
 from parsel import Selector
 
 from rqcrawl import api
-from rqcrawl.changes import NEAR_BITS, Content, Prior, change, distance, simhash, visible_text
+from rqcrawl.changes import (
+    NEAR_BITS,
+    Content,
+    Prior,
+    change,
+    distance,
+    near,
+    simhash,
+    similarity,
+    valid_etag,
+    valid_last_modified,
+    visible_text,
+)
 from rqcrawl.config import CrawlConfig
 from rqcrawl.tasks import Known, TaskTable, schedule
 
@@ -56,24 +68,47 @@ def test_distance_counts_the_bits_that_differ():
     assert distance(0, 0) == 0 and distance(0, -1) == 64 and distance(0b1011, 0b0001) == 2
 
 
-def test_the_change_rule_needs_a_new_digest_and_a_far_simhash():
-    near, far = page(stamp="2026-11-24 09:00:00"), page(edit=REWRITTEN)
-    assert change(None, None, "d1", page()) == "new"
-    assert change("d1", page(), "d1", page()) == "unchanged"
-    assert change("d1", page(), "d2", near) == "unchanged"
-    assert change("d1", page(), "d2", far) == "changed"
-    assert change("d1", None, "d2", near) == "changed"  # nothing to compare with: the digest
+def test_the_change_rule_is_the_digest_and_the_simhash_gives_the_similarity():
+    near_page, far = page(stamp="2026-11-24 09:00:00"), page(edit=REWRITTEN)
+    assert change(None, "d1") == "new"
+    assert change("d1", "d1") == "unchanged"
+    assert change("d1", "d2") == "changed"  # however small the edit
+    assert near(page(), near_page) and not near(page(), far) and not near(None, near_page)
+    assert similarity(page(), page()) == 1.0 and similarity(None, far) is None
+    assert similarity(page(), near_page) >= 1 - NEAR_BITS / 64 > similarity(page(), far)
 
 
-def test_a_304_and_a_timestamp_only_visit_are_unchanged_and_grow_the_interval():
+def test_a_304_is_unchanged_a_timestamp_only_visit_changed_at_the_same_interval():
     known = Known(visits=1, interval=100, digest="d1", simhash=page())
     not_modified = schedule(known, "fetched", 304, Content("d1", not_modified=True), CFG, 0)
     later = page(stamp="2026-11-30 00:00:01")
     stamped = schedule(known, "fetched", 200, Content("d2", later), CFG, 0)
     edited = schedule(known, "fetched", 200, Content("d3", page(edit=REWRITTEN)), CFG, 0)
     assert (not_modified.change, not_modified.interval) == ("unchanged", 150)
-    assert (stamped.change, stamped.interval) == ("unchanged", 150)
+    assert (stamped.change, stamped.interval) == ("changed", 100)  # a near duplicate
     assert (edited.change, edited.interval) == ("changed", 50)
+
+
+def test_a_three_word_edit_is_changed_and_a_304_after_a_404_too():
+    words = " ".join(f"word{i}" for i in range(400))
+    edited = words.replace("word100", "alpha").replace("word200", "beta")
+    edited = edited.replace("word300", "gamma")
+    assert near(simhash(words), simhash(edited))  # what the old rule called unchanged
+    known = Known(visits=1, interval=100, digest="d1", simhash=simhash(words))
+    three = schedule(known, "fetched", 200, Content("d2", simhash(edited)), CFG, 0)
+    assert three.change == "changed"
+    after_404 = Known(visits=2, interval=100, failures=1, missing=1, digest="d1")
+    back = schedule(after_404, "fetched", 304, Content("d1", not_modified=True), CFG, 0)
+    assert back.change == "changed"
+
+
+def test_only_rfc_9110_validators_are_kept():
+    assert valid_etag('"v1"') == '"v1"' and valid_etag('W/"a-b"') == 'W/"a-b"'
+    for bad in ('"a\x00b"', "unquoted", '"' + "a" * 60_000 + '"', '"caf\u00e9"', "", None):
+        assert valid_etag(bad) is None, bad
+    assert valid_last_modified("Sun, 06 Nov 1994 08:49:37 GMT") is not None
+    for bad in ("yesterday", "Sun, 06 Nov 1994 08:49:37 GMT\x00", "x" * 100, None):
+        assert valid_last_modified(bad) is None, bad
 
 
 def test_conditional_headers_are_those_of_the_validators_the_server_sent():

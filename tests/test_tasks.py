@@ -7,6 +7,7 @@ import threading
 import time
 
 import pytest
+from sqlalchemy import event
 
 from rqcrawl import tasks
 from rqcrawl.changes import Content
@@ -139,7 +140,11 @@ def test_a_row_left_queued_past_the_lease_is_due_again(db_url):
     make_due(db_url)
     assert table.take_due("c", 10) == [("http://a/", 1, 0)]
     with tasks.engine(db_url).begin() as conn:  # its pump died QUEUED_LEASE seconds ago
-        conn.execute(tasks.update(tasks.TASKS).values(queued_at=time.time() - tasks.QUEUED_LEASE))
+        row = conn.execute(tasks.select(tasks.TASKS)).one()
+        assert row.state == "queued" and row.next_visit == pytest.approx(
+            row.queued_at + tasks.QUEUED_LEASE
+        )  # the end of its lease
+        conn.execute(tasks.update(tasks.TASKS).values(next_visit=time.time() - 1))
     assert table.take_due("c", 10) == [("http://a/", 1, 0)]
     assert table.take_due("c", 10) == []
 
@@ -216,3 +221,100 @@ def test_a_table_of_an_earlier_version_gets_the_columns_added_since(db_url):
     with table.engine.connect() as conn:
         (stamp,) = conn.execute(tasks.select(tasks.TASKS.c.visited_at)).one()
     assert stamp == pytest.approx(time.time(), abs=60)
+
+
+# -- what a big table, a hostile site and simultaneous visits must not break ---------------
+
+
+def test_the_pump_reads_only_its_index_on_sqlite(tmp_path):
+    """EXPLAIN QUERY PLAN of every statement of a pump batch: each SELECT searches the index
+    (crawl, state, priority, next_visit), none scans the table or sorts (a table analysed
+    while every row was scheduled made the queued-row lookup of an earlier version a scan)."""
+    url = f"sqlite:///{tmp_path / 'tasks.db'}"
+    table = TaskTable(url)
+    with tasks.engine(url).begin() as conn:
+        conn.execute(
+            tasks.insert(tasks.TASKS),
+            [
+                {"crawl": c, "key": tasks.url_key(f"http://{c}/{n}"), "url": f"http://{c}/{n}",
+                 "depth": 1, "priority": n % 3, "state": "scheduled", "next_visit": n,
+                 "interval_s": 1.0, "visits": 1}
+                for c in ("c", "other") for n in range(2000)
+            ],
+        )  # fmt: skip
+        conn.exec_driver_sql("ANALYZE")
+    statements: list[tuple[str, tuple]] = []
+
+    def seen(conn, cursor, statement, parameters, context, executemany) -> None:
+        if statement.lstrip().startswith("SELECT"):
+            statements.append((statement, parameters))
+
+    event.listen(table.engine, "before_cursor_execute", seen)
+    try:
+        assert len(table.take_due("c", 500)) == 500
+    finally:
+        event.remove(table.engine, "before_cursor_execute", seen)
+    assert len(statements) >= 3  # priorities, and each priority's queued and due rows
+    with table.engine.connect() as conn:
+        for statement, parameters in statements:
+            plan = " | ".join(
+                row[-1]
+                for row in conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", parameters)
+            )
+            assert "INDEX rqcrawl_tasks_pump" in plan, (statement, plan)
+            assert "SCAN rqcrawl_tasks" not in plan and "TEMP B-TREE" not in plan, (statement, plan)
+
+
+def test_hostile_validators_are_not_kept_and_the_visit_is_recorded(db_url):
+    """A NUL byte (PostgreSQL: DataError) or 60 KB (MySQL: data too long) in an ETag or a
+    Last-Modified: the visit is recorded, without a conditional GET next time."""
+    table = TaskTable(db_url)
+    hostile = [
+        ('"a\x00b"', "Mon, 23 Nov 2026 17:00:00 GMT\x00"),
+        ('"' + "e" * 60_000 + '"', "x" * 60_000),
+    ]
+    for n, (etag, modified) in enumerate(hostile):
+        url = f"http://a/{n}"
+        content = Content(f"d{n}", etag=etag, last_modified=modified)
+        assert table.visited("c", url, 1, "fetched", 200, content, CFG).visit == 1
+        assert table.prior("c", url).conditional_headers() == {}
+    fine = Content("d9", etag='W/"v1"', last_modified="Mon, 23 Nov 2026 17:00:00 GMT")
+    table.visited("c", "http://a/9", 1, "fetched", 200, fine, CFG)
+    assert len(table.prior("c", "http://a/9").conditional_headers()) == 2
+
+
+def test_simultaneous_first_visits_of_one_body_flag_exactly_one_duplicate(db_url):
+    """Pairs of URLs of one body whose visits end at the same moment (two threads, two
+    connections, released together): exactly one URL of each pair is `duplicate_of` the
+    other, whoever commits first; and a later visit of the second still says so."""
+    table = TaskTable(db_url)
+    pairs = 12
+    barrier = threading.Barrier(2)
+    found: dict[str, str | None] = {}
+    errors = []
+
+    def visit_all(side: str) -> None:
+        try:
+            for n in range(pairs):
+                barrier.wait(10)
+                url = f"http://{side}/{n}"
+                content = Content(f"body{n}")
+                found[url] = table.visited("c", url, 1, "fetched", 200, content, CFG).duplicate_of
+        except Exception as exc:  # a thread's exception would not fail the test
+            errors.append(exc)
+
+    threads = [threading.Thread(target=visit_all, args=(side,)) for side in "ab"]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors
+    for n in range(pairs):
+        a, b = f"http://a/{n}", f"http://b/{n}"
+        assert {found[a], found[b]} in ({None, a}, {None, b}), (n, found[a], found[b])
+        second = b if found[b] else a
+        again = table.visited("c", second, 1, "fetched", 200, Content(f"body{n}"), CFG)
+        assert again.duplicate_of == (a if second == b else b)
+    assert table.delete("c") == 2 * pairs
+    fresh = table.visited("c", "http://b/0", 1, "fetched", 200, Content("body0"), CFG)
+    assert fresh.duplicate_of is None  # purge forgot the digests too

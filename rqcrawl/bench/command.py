@@ -26,7 +26,7 @@ from rq import Worker
 from .. import config, stats
 from ..config import CrawlConfig
 from ..embedded import EmbeddedRedis
-from ..frontier import Frontier
+from ..frontier import PUMP_BATCH, Frontier
 from ..keys import CrawlKeys
 from ..runner import WORKER_CLASS, LocalWorkers
 from ..state import CrawlState
@@ -322,9 +322,12 @@ def parse_list(kind):
 @click.option("--revisit-memory", type=click.IntRange(min=10), metavar="N",
               help="Instead: bytes per known URL of a crawl with revisits of N pages, in its "
                    "SQLite task table and in Redis.")  # fmt: skip
-@click.option("--db-url", metavar="URL",
+@click.option("--db-url", "--db", "db_url", metavar="URL",
               help="With --revisit-memory: also measure the task table in this PostgreSQL "
-                   "(postgresql://...).")  # fmt: skip
+                   "(postgresql://...); with --task-table: the database to build in.")  # fmt: skip
+@click.option("--task-table", type=click.IntRange(min=PUMP_BATCH * 5), metavar="N",
+              help="Instead: time one pump batch in a task table of N rows built in --db "
+                   "(0.1 % and 100 % due).")  # fmt: skip
 @click.option("--skewed", is_flag=True,
               help="Instead: exact depth against --no-exact-depth on a skewed two-host site "
                    "(one host's pages at one level under a Crawl-delay, the other's a chain), "
@@ -345,10 +348,17 @@ def parse_list(kind):
                    f"(rows {NATIVE}), the module loaded into the bench's Redis.")  # fmt: skip
 def bench(
     pages, workers, threads, latency, with_scrapy, concurrency, stock, repeat, site_procs,
-    revisit_memory, db_url, skewed, fan_pages, crawl_delay, chain_pages, shard_counts, hosts,
-    bloom_module,
+    revisit_memory, db_url, task_table, skewed, fan_pages, crawl_delay, chain_pages,
+    shard_counts, hosts, bloom_module,
 ) -> None:  # fmt: skip
     """Benchmark rqcrawl against Scrapy on a generated local site and print one table."""
+    if task_table:
+        from .tasktable import report as table_report  # SQLAlchemy only for this one
+
+        if not db_url:
+            raise click.BadParameter("a database URL is needed", param_hint="--db")
+        table_report(task_table, db_url)
+        return
     if shard_counts:
         from .sharded import report as sharded_report  # it builds on this module
 

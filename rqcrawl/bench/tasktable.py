@@ -1,0 +1,159 @@
+"""`rqcrawl bench --task-table N --db URL`: what one pump batch costs in a big task table.
+
+Builds N rows of one crawl in the table at URL (SQLite file, PostgreSQL, MySQL/MariaDB; the
+rows of the bench's own crawl name, replaced at every run, nothing else touched), then times
+TaskTable.take_due of PUMP_BATCH rows (the pump's batch) when 0.1 % of the rows are due and
+when all are due, and a one-row read (`prior`, what every fetch does first) in another
+process while the batches are taken. The table is analysed after it is built, as autovacuum
+or a DBA would. Timings on a shared machine are noisy: each figure is over BATCHES batches,
+and the bench's own CPU time per batch (all of SQLite's work, the client's share only of a
+server's) is printed beside the wall time.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import statistics
+import time
+
+import click
+from sqlalchemy import delete, text, update
+
+from .. import tasks
+from ..frontier import PUMP_BATCH
+from ..tasks import TASKS, TaskTable
+
+CRAWL = "bench-task-table"
+BUILD_BATCH = 10_000  # rows per INSERT while building
+BATCHES = 5  # pump batches timed per case
+SHARES = (0.001, 1.0)  # the due share of the rows in each case
+
+
+def report(rows: int, db: str) -> None:
+    """Build the table, time the pump in each case and print the figures."""
+    table = TaskTable(db)
+    started = time.perf_counter()
+    build(table, rows)
+    click.echo(f"built {rows} rows in {time.perf_counter() - started:.1f} s ({backend(table)})")
+    head = ("due", "batch (median)", "batch (max)", "batch CPU (median)", "1-row read (max)")
+    lines = ["  ".join(f"{h:>18}" for h in head)]
+    for share in SHARES:
+        make_due(table, rows, share)
+        batch_s, cpu_s, read_s = time_batches(table)
+        figures = (
+            f"{share:.1%}", ms(statistics.median(batch_s)), ms(max(batch_s)),
+            ms(statistics.median(cpu_s)), ms(max(read_s)),
+        )  # fmt: skip
+        lines.append("  ".join(f"{f:>18}" for f in figures))
+    click.echo("\n".join(lines))
+    click.echo(f"batch: {PUMP_BATCH} rows taken (TaskTable.take_due), {BATCHES} times; 1-row "
+               "read: the slowest `prior` of another process during the batches")  # fmt: skip
+    with table.engine.begin() as conn:
+        conn.execute(delete(TASKS).where(TASKS.c.crawl == CRAWL))
+
+
+def backend(table: TaskTable) -> str:
+    return table.engine.dialect.name
+
+
+def build(table: TaskTable, rows: int) -> None:
+    """N scheduled rows of the bench crawl, none due (due in one to two days), inserted in
+    primary-key order (a B-tree filled from left to right: minutes less to build)."""
+    now = time.time()
+    with table.engine.begin() as conn:
+        conn.execute(delete(TASKS).where(TASKS.c.crawl == CRAWL))
+    urls = sorted((tasks.url_key(u), n, u) for n in range(rows) for u in (page(n),))
+    for start in range(0, rows, BUILD_BATCH):
+        batch = [
+            {"crawl": CRAWL, "key": key, "url": url, "depth": 1, "priority": 0,
+             "state": tasks.SCHEDULED, "next_visit": now + 86400 + n, "interval_s": 86400.0,
+             "visits": 1, "digest": key, "simhash": n}
+            for key, n, url in urls[start : start + BUILD_BATCH]
+        ]  # fmt: skip
+        with table.engine.begin() as conn:
+            conn.execute(tasks.insert(TASKS), batch)
+    analyse(table)
+
+
+def page(n: int) -> str:
+    return f"http://bench{n % 1000}.test/page/{n}"
+
+
+def analyse(table: TaskTable) -> None:
+    """Fresh statistics for the planner, and on SQLite the WAL written back into the file
+    (after a million-row UPDATE, as a checkpoint would have done meanwhile in a real crawl,
+    whose transactions are small)."""
+    statement = {
+        "postgresql": "ANALYZE rqcrawl_tasks",
+        "sqlite": "ANALYZE",
+        "mysql": "ANALYZE TABLE rqcrawl_tasks",
+    }[backend(table)]
+    with table.engine.connect() as conn:
+        conn.execute(text(statement)).close()
+        conn.commit()
+    if backend(table) == "sqlite":  # outside a transaction: the driver's own connection
+        raw = table.engine.raw_connection()
+        try:
+            raw.driver_connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        finally:
+            raw.close()
+
+
+def make_due(table: TaskTable, rows: int, share: float) -> None:
+    """Every row scheduled again; the first `share` of them (by build order) due, spread
+    over the last hour, in random order of next_visit vs build order."""
+    now = time.time()
+    due = max(PUMP_BATCH * BATCHES, int(rows * share))
+    scheduled = {"state": tasks.SCHEDULED, "queued_at": None}
+    with table.engine.begin() as conn:
+        conn.execute(
+            update(TASKS).where(TASKS.c.crawl == CRAWL).values(
+                **scheduled, next_visit=now + 86400 + TASKS.c.simhash
+            )
+        )  # fmt: skip
+        conn.execute(
+            update(TASKS)
+            .where(TASKS.c.crawl == CRAWL, TASKS.c.simhash < due)
+            .values(next_visit=now - 3600 + (TASKS.c.simhash * 7919 % 3600))
+        )
+    analyse(table)
+
+
+def time_batches(table: TaskTable) -> tuple[list[float], list[float], list[float]]:
+    """Seconds per pump batch (wall time, CPU time of this process), and of the one-row
+    reads that another process (a worker, as in a crawl) made meanwhile."""
+    spawn = multiprocessing.get_context("spawn")
+    stop, results = spawn.Event(), spawn.Queue()
+    reader = spawn.Process(target=read_rows, args=(table.url, stop, results))
+    reader.start()
+    try:
+        assert results.get(timeout=60) == "ready"
+        batches, cpu = [], []
+        for _ in range(BATCHES):
+            started, cpu_started = time.perf_counter(), time.process_time()
+            taken = table.take_due(CRAWL, PUMP_BATCH)
+            batches.append(time.perf_counter() - started)
+            cpu.append(time.process_time() - cpu_started)
+            assert len(taken) == PUMP_BATCH, len(taken)
+    finally:
+        stop.set()
+    reads = results.get(timeout=60)
+    reader.join(10)
+    return batches, cpu, reads or [0.0]
+
+
+def read_rows(url: str, stop, results) -> None:
+    """The reading process: `prior` of one row after another until `stop`."""
+    table, reads, n = TaskTable(url), [], 0
+    table.prior(CRAWL, page(n))
+    results.put("ready")
+    while not stop.is_set():
+        started = time.perf_counter()
+        table.prior(CRAWL, page(n))
+        reads.append(time.perf_counter() - started)
+        n += 7
+    results.put(reads)
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.1f} ms"
