@@ -34,6 +34,7 @@ class Response:
     content_type: str
     body: bytes | None  # None when the page is not HTML (not downloaded)
     headers: Mapping[str, str]  # case-insensitive
+    redirect_to: str | None = None  # a redirect not followed (fetch's `follow`): its target
 
 
 # Called with every HTTP response received (each redirect hop, errors too) and its decoded
@@ -110,8 +111,12 @@ def fetch(
     archive: Archive = no_archive,
     cookies: Cookies | None = None,
     conditional: Mapping[str, str] | None = None,
+    follow: bool = True,
 ) -> Response:
     """GET `url`, following redirects by hand so that `check_hop` (scope) sees every hop.
+    With `follow` False, a redirect ends the fetch: the Response has no body and names its
+    target in `redirect_to` (a page's redirect target is a URL of the crawl of its own,
+    which passes robots.txt and its host's politeness gate like any other).
 
     `check_hop(url)` returns a skip reason or None. Only HTML bodies are downloaded unless
     `any_type`; `truncate_at` keeps the first bytes of a longer body instead of refusing it
@@ -124,7 +129,16 @@ def fetch(
     """
     with Watch(cfg.download_timeout) as watch:
         return _follow(
-            url, cfg, check_hop, any_type, truncate_at, archive, cookies, watch, conditional or {}
+            url,
+            cfg,
+            check_hop,
+            any_type,
+            truncate_at,
+            archive,
+            cookies,
+            watch,
+            conditional or {},
+            follow,
         )
 
 
@@ -138,6 +152,7 @@ def _follow(
     cookies: Cookies | None,
     watch: Watch,
     conditional: Mapping[str, str],
+    follow: bool,
 ) -> Response:
     s = session(cfg)
     visited = [url]
@@ -153,6 +168,9 @@ def _follow(
         except InvalidURL as exc:
             message = f"bad redirect: {exc}"
             raise FetchError("bad_redirect", message, status=resp.status_code) from None
+        if not follow:
+            ctype = resp.headers.get("content-type", "")
+            return Response(url, current, resp.status_code, ctype, None, resp.headers, target)
         if target in visited:
             raise FetchError("redirect_loop", f"redirect loop back to {target}")
         if len(visited) > cfg.max_redirects:

@@ -12,11 +12,12 @@ once, so a worker never sleeps on a busy host.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import time
 from collections import Counter
-from collections.abc import Container, Hashable
+from collections.abc import Container, Hashable, Sequence
 from dataclasses import dataclass, field
 
 from redis import Redis
@@ -24,7 +25,7 @@ from rq import get_current_job
 from rq.job import Job
 from rq.timeouts import JobTimeoutException
 
-from . import config, hooks, keys, sitemaps, stats, warc
+from . import config, hooks, hops, keys, sitemaps, stats, warc
 from .changes import Content, Prior, simhash, visible_text
 from .config import CrawlConfig
 from .cookies import Cookies
@@ -130,6 +131,9 @@ class Visit:
     error: FetchError | None = None  # set when the failure is transient
     fetch_s: float | None = None  # how long the fetch took (parsing and the hook left out)
     content: Content | None = None  # what a fetched visit saw (change detection of revisits)
+    # A redirect or meta refresh (rqcrawl.hops): `children` is its target, admitted at the
+    # same depth, led to by this chain of redirects (the URL's own `via` and the URL).
+    via: list[str] | None = None
 
 
 def crawl_url(crawl: str, url: str, depth: int) -> str:
@@ -214,7 +218,9 @@ def _crawl_claimed(job: Job, c: Crawl, url: str, depth: int, entry: InFlight) ->
     try:
         prior = c.frontier.prior(url)
         archive = warc.archive(c.frontier.crawl, c.cfg, job.worker_name, prior)
-        result = visit(url, depth, c.cfg, archive, c.frontier.state.known, c.cookies, prior)
+        result = visit(
+            url, depth, c.cfg, archive, c.frontier.state.known, c.cookies, prior, entry.via
+        )
     finally:
         c.politeness.release(host, job.id, delay, started)
     result.counts.update(outcome_counts(host, result.counts, result.record, result.fetch_s))
@@ -291,9 +297,12 @@ def _settle(c: Crawl, url: str, depth: int, entry: InFlight, result: Visit) -> s
     result.record["attempts"] = entry.attempt + 1
     if entry.source:
         result.record["source"] = entry.source
+    if entry.via:
+        result.record["via"] = list(entry.via)
     c.frontier.finish(
-        url, result.counts, result.record, result.children, depth + 1, result.content,
-        entry.priority,
+        url, result.counts, result.record, result.children,
+        depth + 1 if result.via is None else depth, result.content, entry.priority,
+        via=json.dumps(result.via, separators=(",", ":")) if result.via else "",
     )  # fmt: skip
     return result.record
 
@@ -352,12 +361,15 @@ def visit(
     known: Container[str] = frozenset(),
     cookies: Cookies | None = None,
     prior: Prior | None = None,
+    via: Sequence[str] = (),
 ) -> Visit:
     """Fetch (archiving the responses) and parse `url`, extract its fields, run the hook;
     never raises for anything a web server can do. Links in `known` were already admitted
     or refused by this process: they are not judged again (the frontier drops them).
     Cookies are sent and kept in `cookies`, if given. With the `prior` visit's validators
-    the GET is conditional, and a 304 is a visit of the page as it was."""
+    the GET is conditional, and a 304 is a visit of the page as it was. A redirect or a
+    meta refresh ends the visit, its target a URL of its own (rqcrawl.hops); `via`: the
+    redirects that led to `url`."""
 
     def check_hop(hop: str) -> str | None:
         return None if in_scope(hop, cfg.scope_hosts) else "out_of_scope"
@@ -365,7 +377,10 @@ def visit(
     started = time.monotonic()
     try:
         conditional = prior.conditional_headers() if prior else None
-        resp = fetch(url, cfg, check_hop, archive=archive, cookies=cookies, conditional=conditional)
+        resp = fetch(
+            url, cfg, check_hop, archive=archive, cookies=cookies, conditional=conditional,
+            follow=False,
+        )  # fmt: skip
     except FetchError as exc:
         failed = failed_visit(url, depth, exc)
         failed.fetch_s = time.monotonic() - started
@@ -381,11 +396,17 @@ def visit(
     )
     if resp.status == NOT_MODIFIED and prior:
         return _not_modified(page_record, resp, prior, fetch_s)
+    if resp.redirect_to is not None:
+        return _redirected(page_record, resp.redirect_to, via, cfg, fetch_s)
     if resp.body is None:
         page_record["outcome"] = "not_html"
         return Visit(page_record, {keys.skipped("not_html"): 1}, fetch_s=fetch_s)
     digest = hashlib.sha1(resp.body).hexdigest()
     text = decode(resp.body, resp.content_type)
+    refresh = hops.meta_refresh(text, resp.final_url, cfg)
+    if refresh is not None:
+        page_record["bytes"] = len(resp.body)
+        return _redirected(page_record, refresh, via, cfg, fetch_s)
     page = parse(text, resp.final_url)
     page_record.update(outcome="fetched", title=page.title, bytes=len(resp.body))
     page_record["fields"] = extract_fields(page.selector, cfg.fields)
@@ -422,6 +443,31 @@ def visit(
             resp.headers.get("last-modified"),
         )  # fmt: skip
     return Visit(page_record, counts, children, fetch_s=fetch_s, content=content)
+
+
+def _redirected(
+    page_record: dict, target: str, via: Sequence[str], cfg: CrawlConfig, fetch_s: float
+) -> Visit:
+    """A redirect (or meta refresh) of the page of `page_record` to `target`: recorded
+    `redirected`, its target admitted as a URL of its own at the same depth (rqcrawl.hops).
+    A target the scope or the link rules refuse makes that the page's outcome; a loop or
+    a chain over `max_redirects` fails it."""
+    url, status = page_record["url"], page_record["status"]
+    page_record["redirect_to"] = target
+    problem = hops.chain_problem(url, target, via, cfg)
+    if problem:
+        error = FetchError(problem, f"{problem.replace('_', ' ')} at {target}", status=status)
+        failed = failed_visit(url, page_record["depth"], error)
+        failed.record["redirect_to"], failed.fetch_s = target, fetch_s
+        return failed
+    verdict = link_verdict(target, cfg)
+    if verdict is not None and verdict.startswith("drop:"):
+        rule = verdict.removeprefix("drop:")
+        page_record.update(outcome=rule, error=f"redirect to {target}: {rule}")
+        return Visit(page_record, {keys.skipped(rule): 1}, fetch_s=fetch_s)
+    page_record["outcome"] = "redirected"
+    counts = {keys.skipped("redirected"): 1}
+    return Visit(page_record, counts, [(verdict, target)], fetch_s=fetch_s, via=[*via, url])
 
 
 def _not_modified(page_record: dict, resp: Response, prior: Prior, fetch_s: float) -> Visit:

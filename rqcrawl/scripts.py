@@ -243,17 +243,20 @@ return bloom_check(shard0, sbits, kk, ARGV, positions, (#ARGV - positions + 1) /
 # cross-shard share the bench reports), and the level is not raised
 # here: the last element of the header says that this shard has nothing in flight.
 # source: 'sitemap' to note the admitted children in `sitemapped` until they end (their
-# records say where they came from), or ''.
+# records say where they came from), or ''. child_via: for a redirect's target (a child at
+# the ending URL's own depth), the JSON list of the redirects that led to it, noted in `via`
+# until it ends; such a target of the level in progress goes to the head of its list, so that
+# the level releases it before the next level's URLs (depth stays exact).
 # Returns {1 | 0 (done had already ended), admitted, reap due, level done here,
 # released "priority depth url"...}.
 FINISH = Script(
     keys=(
         "counters", "inflight", "held", "items", "reap_lock", "host_pages", "later", "leased",
-        "revisiting", "priorities", "outbox", "sitemapped",
+        "revisiting", "priorities", "outbox", "sitemapped", "via",
     ),
     args=(
         "done", "final", "increments", "record", "child_depth", "child_priority", "source",
-        "window",
+        "window", "child_via",
         "shard_bits", "k", "now", "reap_every", "max_pages", "max_host_pages", "max_host_share",
         "share_floor", "skip_record", "skip_prefix", "n", "size", "sharded", "foreign", "exact",
     ),
@@ -270,6 +273,7 @@ elseif done ~= '' then
   redis.call('ZREM', leased, done)
   redis.call('SREM', revisiting, done)
   redis.call('SREM', sitemapped, done)
+  redis.call('HDEL', via, done)
   for field, count in string.gmatch(increments, '(%S+) (%S+)') do
     local per_host = string.find(field, '|', 1, true)
     redis.call('HINCRBY', per_host and host_pages or counters, field, count)
@@ -286,6 +290,8 @@ if count > 0 then bloom_alloc(bloom0, sbits, size) end
 local total = tonumber(redis.call('HGET', counters, 'admitted') or '0')
 local admitted = 0
 local skip = nil
+local level = tonumber(redis.call('HGET', counters, 'level') or '0')
+local at_head = child_via ~= '' and exact == '1' and tonumber(child_depth) <= level
 local fresh = bloom_check(bloom0, sbits, kk, ARGV, children + 3 * count, count, true)
 for i = 1, count do
   if fresh[i] == 1 then
@@ -303,9 +309,10 @@ for i = 1, count do
       end
     end
     if verdict == '-' then
-      hold(held, priorities, child_priority, child_depth .. ' ' .. url, false)
+      hold(held, priorities, child_priority, child_depth .. ' ' .. url, at_head)
       redis.call('HINCRBY', host_pages, host, 1)
       if source ~= '' then redis.call('SADD', sitemapped, url) end
+      if child_via ~= '' then redis.call('HSET', via, url, child_via) end
       admitted = admitted + 1
     else
       skip = skip or cjson.decode(skip_record)
@@ -326,7 +333,6 @@ if foreign ~= '' then
 end
 
 local out = {1, admitted, reap_due, 0}
-local level = tonumber(redis.call('HGET', counters, 'level') or '0')
 local room = tonumber(window) - redis.call('HLEN', inflight)
 if exact ~= '1' then room = room + redis.call('ZCARD', later) end
 if redis.call('HEXISTS', counters, 'paused_at') == 1 then room = 0 end
@@ -424,7 +430,7 @@ end
 # note: '1' to note the claim's time as last_claim_at (see stats.idle_warnings).
 # Returns {entry or nil, paused (0 | 1), identity or nil, {url, entry, ...}}.
 CLAIM = Script(
-    keys=("inflight", "leased", "counters", "later", "sitemapped"),
+    keys=("inflight", "leased", "counters", "later", "sitemapped", "via"),
     args=("url", "attempt", "turn", "expiry", "now", "limit", "note"),
     lib=DUE_LIB,
     body="""
@@ -436,9 +442,9 @@ end
 if note == '1' then redis.call('HSET', counters, 'last_claim_at', now) end
 local paused = redis.call('HEXISTS', counters, 'paused_at')
 local identity = redis.call('HGET', counters, 'started_at')
--- last: whether a sitemap admitted the URL (its record says so)
+-- last: whether a sitemap admitted the URL (its record says so), the redirects that led to it
 return {entry, paused, identity, take_due(later, inflight, now, limit),
-        redis.call('SISMEMBER', sitemapped, url)}
+        redis.call('SISMEMBER', sitemapped, url), redis.call('HGET', via, url)}
 """,
 )
 
@@ -534,7 +540,16 @@ HELD = Script(
 # so that no release can slip in between. Returns false if it was already cancelled, else
 # {held count, url, entry, url, entry...} of the dropped in-flight URLs.
 CANCEL = Script(
-    keys=("counters", "inflight", "held", "later", "revisiting", "priorities", "sitemapped"),
+    keys=(
+        "counters",
+        "inflight",
+        "held",
+        "later",
+        "revisiting",
+        "priorities",
+        "sitemapped",
+        "via",
+    ),
     args=("now",),
     lib=HELD_LIB + HELD_COUNT_LIB,
     body="""
@@ -546,7 +561,7 @@ for _, p in ipairs(redis.call('ZRANGE', priorities, 0, -1)) do
   redis.call('DEL', held_list(held, p))
 end
 local flying = redis.call('HGETALL', inflight)
-redis.call('DEL', inflight, held, later, revisiting, priorities, sitemapped)
+redis.call('DEL', inflight, held, later, revisiting, priorities, sitemapped, via)
 redis.call('HINCRBY', counters, 'dropped', n_held + #flying / 2)
 local out = {n_held}
 for _, v in ipairs(flying) do out[#out + 1] = v end

@@ -46,6 +46,8 @@ FIELDS = [
     "duplicate_of",  # an earlier URL of the crawl with the same body (crawls with revisits)
     "source",  # "sitemap" for a URL found in a sitemap (rqcrawl.sitemaps); else None: a link
     # (depth > 0) or a seed (depth 0)
+    "redirect_to",  # a redirect's (or meta refresh's) target, admitted as a URL of its own
+    "via",  # the redirects that led to this URL, first one first (rqcrawl.hops)
 ]
 
 
