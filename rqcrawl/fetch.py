@@ -24,6 +24,7 @@ HTML_TYPES = ("text/html", "application/xhtml+xml")
 NOT_MODIFIED = 304
 TRANSIENT_STATUS = {408, 429, 500, 502, 503, 504}
 _CHUNK = 64 * 1024
+RETRY_AFTER_MAX = 10 * 365 * 86400.0  # a parsed Retry-After is finite (max_retry_after judges)
 
 
 @dataclass
@@ -232,12 +233,12 @@ def _read(
         if status >= 400 or not wanted:
             archive(resp, None)
         if status in TRANSIENT_STATUS:
+            wait = retry_after(resp.headers.get("retry-after"))
+            if wait is not None and wait > cfg.max_retry_after:
+                message = f"HTTP {status} with Retry-After {wait:.0f}s, over max_retry_after"
+                raise FetchError("retry_after_too_long", message, status=status, retry_after=wait)
             raise FetchError(
-                f"http_{status}",
-                f"HTTP {status}",
-                transient=True,
-                status=status,
-                retry_after=retry_after(resp.headers.get("retry-after")),
+                f"http_{status}", f"HTTP {status}", transient=True, status=status, retry_after=wait
             )
         if status >= 400:
             raise FetchError(f"http_{status}", f"HTTP {status}", status=status)
@@ -288,16 +289,18 @@ def _too_slow(cfg: CrawlConfig, status: int | None) -> FetchError:
 
 
 def retry_after(value: str | None) -> float | None:
-    """Seconds asked for by a Retry-After header (delta-seconds or an HTTP date)."""
+    """Seconds asked for by a Retry-After header (delta-seconds or an HTTP date), at most
+    RETRY_AFTER_MAX; None for anything else. Never raises, whatever the server sent."""
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
-        return float(value)
+    if value.isascii() and value.isdigit():  # 400 digits make inf, not an error
+        return min(float(value), RETRY_AFTER_MAX)
     try:
-        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
-    except (TypeError, ValueError):
+        wait = parsedate_to_datetime(value).timestamp() - time.time()
+    except (TypeError, ValueError, IndexError, OverflowError):
         return None
+    return min(max(0.0, wait), RETRY_AFTER_MAX)
 
 
 def _short(exc: BaseException) -> str:

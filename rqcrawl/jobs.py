@@ -17,7 +17,7 @@ import logging
 import os
 import time
 from collections import Counter
-from collections.abc import Container, Hashable, Sequence
+from collections.abc import Callable, Container, Hashable, Sequence
 from dataclasses import dataclass, field
 
 from redis import Redis
@@ -38,6 +38,7 @@ from .politeness import Politeness
 from .redisurl import server_key
 from .robots import CLAIM_POLL, Robots, RobotsCache, site_of
 from .rules import link_verdict
+from .shards import connect as shard_connect
 from .sinks import record
 from .state import InFlight, StaleCrawl, outcome_counts
 from .urls import host_of, in_scope
@@ -81,12 +82,27 @@ def crawl_of(redis: Redis, name: str) -> Crawl | None:
             Crawl(
                 cfg,
                 frontier,
-                Politeness(redis, frontier.state.keys, cfg),
+                Politeness(redis, frontier.state.keys, cfg, gate_home(redis, frontier)),
                 RobotsCache(redis, frontier.state.keys, cfg),
                 Cookies(cfg),
             ),
         )
     return c
+
+
+def gate_home(redis: Redis, frontier: Frontier) -> Callable[[str], Redis]:
+    """Where a politeness gate lives: a host's on its own shard (this one); with
+    politeness_by = "ip" in a crawl over several shards, an address's on its home shard
+    (placed like a host), so that hosts of one address on different shards share it."""
+    state = frontier.state
+    if state.shards is None or frontier.cfg.politeness_by != "ip":
+        return lambda key: redis
+
+    def home(key: str) -> Redis:
+        index = state.shards.index_of(key)
+        return redis if index == state.index else shard_connect(frontier.cfg.shards[index])
+
+    return home
 
 
 def forget(name: str) -> None:
@@ -134,6 +150,7 @@ class Visit:
     # A redirect or meta refresh (rqcrawl.hops): `children` is its target, admitted at the
     # same depth, led to by this chain of redirects (the URL's own `via` and the URL).
     via: list[str] | None = None
+    retry_after: float | None = None  # the server's Retry-After, if it sent one
 
 
 def crawl_url(crawl: str, url: str, depth: int) -> str:
@@ -157,8 +174,11 @@ def _run_claimed(
         return "crawl halted: URL given back unfetched"
     try:  # the URL's lease, and the host's slot once the job takes one
         host = host_of(sitemaps.target(url))
-        leases = (c.frontier.state.keys.leased, url), (c.politeness.lease_key(host), job.id)
-        with renewer.hold(c.frontier.redis, *leases):
+        gate, gate_lease = c.politeness.lease(host, job.id)  # per-IP: maybe another shard's
+        with (
+            renewer.hold(c.frontier.redis, (c.frontier.state.keys.leased, url)),
+            renewer.hold(gate, gate_lease),
+        ):
             return _crawl_claimed(job, c, url, depth, entry)
     except JobTimeoutException:  # RQ's job_timeout: a timeout of this URL, not a lost job
         message = f"job ran over job_timeout ({job.timeout}s)"
@@ -198,7 +218,7 @@ def _crawl_claimed(job: Job, c: Crawl, url: str, depth: int, entry: InFlight) ->
         fresh = c.robots.get(site)  # another job may have fetched it while we waited
         known = fresh is not None and not fresh.due(started)
         if known or not c.robots.claim(site, job.id):  # or be fetching it now
-            c.politeness.release(host, job.id, 0.0, started)  # no request made
+            c.politeness.release(host, job.id, 0.0, started, requested=False)
             if known:
                 continue
             return _defer(c, url, entry, started + CLAIM_POLL)
@@ -215,14 +235,17 @@ def _crawl_claimed(job: Job, c: Crawl, url: str, depth: int, entry: InFlight) ->
         finally:
             c.politeness.release(host, job.id, delay, started)
         return _settle_sitemap(c, url, entry, found)
+    result = None
     try:
         prior = c.frontier.prior(url)
         archive = warc.archive(c.frontier.crawl, c.cfg, job.worker_name, prior)
         result = visit(
             url, depth, c.cfg, archive, c.frontier.state.known, c.cookies, prior, entry.via
         )
-    finally:
-        c.politeness.release(host, job.id, delay, started)
+    finally:  # the answer feeds the host's adaptive throttle
+        status = result.record.get("status") if result else None
+        wait = result.retry_after if result else None
+        c.politeness.release(host, job.id, delay, started, status, wait)
     result.counts.update(outcome_counts(host, result.counts, result.record, result.fetch_s))
     return _settle(c, url, depth, entry, result)
 
@@ -237,7 +260,7 @@ def abandon(job: Job) -> None:
     c = crawl_of(job.connection, crawl)
     if c is not None:
         host = host_of(sitemaps.target(url))
-        c.politeness.release(host, job.id, c.cfg.delay, time.time())
+        c.politeness.release(host, job.id, c.cfg.delay, time.time(), requested=False)
 
 
 META_FIELDS = ("outcome", "reason", "status", "error", "attempts")
@@ -312,7 +335,9 @@ def _retry(c: Crawl, url: str, entry: InFlight, error: FetchError | None) -> str
     message); None when the URL must end now."""
     if error is None or entry.attempt + 1 > c.cfg.retries:
         return None
-    delay = max(error.retry_after or 0.0, c.cfg.retry_base * 2**entry.attempt)
+    delay = max(
+        min(error.retry_after or 0.0, c.cfg.max_retry_after), c.cfg.retry_base * 2**entry.attempt
+    )
     if not c.frontier.retry_later(url, entry, delay):
         return "already ended"
     return f"retry in {delay:.1f}s: {error}"
@@ -350,7 +375,8 @@ def failed_visit(url: str, depth: int, exc: FetchError) -> Visit:
         detail = f"{exc} {exc.__context__ or ''}"
         failed["reason"] = stats.failure_reason(exc.reason, detail, exc.status)
     counter = keys.skipped(exc.reason) if outcome != "failed" else keys.FAILED
-    return Visit(failed, {counter: 1}, error=exc if exc.transient else None)
+    error = exc if exc.transient else None
+    return Visit(failed, {counter: 1}, error=error, retry_after=exc.retry_after)
 
 
 def visit(

@@ -569,34 +569,56 @@ return out
 """,
 )
 
-# A host's politeness state is "ready booked step": when its next request may start, the last
-# slot promised to a deferred job, and the spacing of slots (delay + the last request's
-# duration, so that slots match the pace the host really allows).
+# A host's politeness state is "ready booked step fetch backoff base": when its next request
+# may start, the last slot promised to a deferred job, the spacing of slots, its smoothed
+# fetch time (an EWMA of request durations), the extra delay of the adaptive throttle (0: none)
+# and the base delay it was last given (the setting or Crawl-delay). An entry of an earlier
+# version has the first three only. The delay in force is the base, or the back-off, or
+# `factor` x the smoothed fetch time (Heritrix's delayFactor), whichever is longest, the last
+# two at most `cap` (max_backoff_delay). Slots are spaced by the delay in force plus the
+# smoothed fetch time, bounded by that delay (or STEP_FLOOR without one): a host serving one
+# request at a time allows about that pace, and one slow response cannot stretch it.
 _HOST_STATE = """
+local STEP_FLOOR = 0.25
 local function load_state(hosts, host)
+  local v = {0, 0, 0, 0, 0, 0}
   local state = redis.call('HGET', hosts, host)
-  if not state then return 0, 0, 0 end
-  local r, b, s = string.match(state, '^(%S+) (%S+) (%S+)$')
-  return tonumber(r), tonumber(b), tonumber(s)
+  if state then
+    local i = 1
+    for x in string.gmatch(state, '%S+') do
+      v[i] = tonumber(x) or 0
+      i = i + 1
+    end
+  end
+  return v[1], v[2], v[3], v[4], v[5], v[6]
 end
-local function save_state(hosts, host, ready, booked, step)
-  redis.call('HSET', hosts, host, string.format('%.6f %.6f %.6f', ready, booked, step))
+local function save_state(hosts, host, ready, booked, step, fetch, backoff, base)
+  redis.call('HSET', hosts, host, string.format('%.6f %.6f %.6f %.6f %.6f %.6f',
+             ready, booked, step, fetch, backoff, base))
+end
+local function in_force(d, fetch, backoff, factor, cap)
+  return math.max(d, math.min(math.max(backoff, factor * fetch), cap))
+end
+local function spacing(force, fetch)
+  return force + math.min(fetch, math.max(force, STEP_FLOOR))
 end
 """
 
 # May a request to `host` start now? Returns '0' to go (the lease is taken), else the time
 # (string) of the slot booked for the job. `booked` is '1' when the asking job holds a booked
 # slot: one that just missed it (the host is free, ready within one step) keeps its turn and
-# comes back at `ready` instead of joining the end of the line.
+# comes back at `ready` instead of joining the end of the line. `delay`: the host's base
+# delay; factor and cap: see _HOST_STATE.
 HOST_GATE = Script(
     keys=("hosts", "leases"),
-    args=("host", "now", "delay", "concurrency", "lease", "expiry", "booked"),
+    args=("host", "now", "delay", "concurrency", "lease", "expiry", "booked", "factor", "cap"),
     lib=_HOST_STATE,
     body="""
-local t, d = tonumber(now), tonumber(delay)
+local t, base = tonumber(now), tonumber(delay)
 local is_booked = booked == '1'
-local ready, last_booked, step = load_state(hosts, host)
-step = math.max(step, d)
+local ready, last_booked, _, fetch, backoff = load_state(hosts, host)
+local d = in_force(base, fetch, backoff, tonumber(factor), tonumber(cap))
+local step = spacing(d, fetch)
 -- expired leases (of killed workers) matter only once the live ones seem to fill the host
 local running = redis.call('ZCARD', leases)
 if running >= tonumber(concurrency) then
@@ -609,7 +631,7 @@ local free = running < tonumber(concurrency)
 -- queued behind them one request duration apart.
 if free and (d == 0 or t >= ready) and (is_booked or last_booked <= t) then
   redis.call('ZADD', leases, expiry, lease)
-  save_state(hosts, host, t + d, last_booked, step)
+  save_state(hosts, host, t + d, last_booked, step, fetch, backoff, base)
   return '0'
 end
 local slot
@@ -617,26 +639,46 @@ if is_booked and free and ready - t <= step then
   slot = ready
 else
   slot = math.max(ready, last_booked + step, t + 0.05)
-  save_state(hosts, host, ready, slot, step)
+  save_state(hosts, host, ready, slot, step, fetch, backoff, base)
 end
 return string.format('%.6f', slot)
 """,
 )
 
-# End a request: release its lease, push `ready` to at least now + delay and learn the slot
-# spacing from the request's duration.
+# End a request: release its lease, learn the host's smoothed fetch time from the request's
+# `duration` (-1: no request was made), let the adaptive throttle (`adaptive` '1') hear the
+# answer (`answer`: 'push' for 429/503 or a Retry-After, with `retry_after` seconds or 0; 'ok'
+# for a success; '' otherwise): a push doubles the back-off (at least BACKOFF_MIN, at least
+# the Retry-After, at most `cap`), a success halves it until it is below the base delay.
+# Then `ready` is at least now + the delay in force.
 HOST_RELEASE = Script(
     keys=("hosts", "leases"),
-    args=("host", "lease", "now", "delay", "duration"),
+    args=(
+        "host", "lease", "now", "delay", "duration", "answer", "retry_after", "adaptive",
+        "factor", "cap",
+    ),
     lib=_HOST_STATE,
     body="""
+local SMOOTHING, BACKOFF_MIN = 0.3, 0.25
 redis.call('ZREM', leases, lease)
-local ready, last_booked = load_state(hosts, host)
-local t, d = tonumber(now), tonumber(delay)
-save_state(hosts, host, math.max(ready, t + d), last_booked, d + tonumber(duration))
+local ready, last_booked, _, fetch, backoff = load_state(hosts, host)
+local t, base, dur, c = tonumber(now), tonumber(delay), tonumber(duration), tonumber(cap)
+if dur >= 0 then
+  fetch = fetch == 0 and dur or (1 - SMOOTHING) * fetch + SMOOTHING * dur
+end
+if adaptive == '1' and answer == 'push' then
+  backoff = math.min(c, math.max(2 * math.max(backoff, base, BACKOFF_MIN),
+                                 tonumber(retry_after) or 0))
+elseif answer == 'ok' and backoff > 0 then
+  backoff = backoff / 2
+  if backoff < math.max(base, BACKOFF_MIN) then backoff = 0 end
+end
+local d = in_force(base, fetch, backoff, tonumber(factor), c)
+save_state(hosts, host, math.max(ready, t + d), last_booked, spacing(d, fetch), fetch, backoff,
+           base)
 return 1
 """,
-)
+)  # fmt: skip
 
 # Hold sitemap documents (rqcrawl.sitemaps: entries "sitemap:<url>") at depth 0 and
 # `priority`, past the Bloom filter and the budgets (a sitemap is not a page of the crawl):

@@ -733,7 +733,8 @@ class CrawlState:
             deferred=deferred,
             hosts=_per_host(host_pages),
             pace={
-                host.decode(): tuple(float(x) for x in v.split())  # "ready booked step"
+                # "ready booked step ..." (scripts._HOST_STATE)
+                host.decode(): tuple(float(x) for x in v.split()[:3])
                 for host, v in pace.items()
             },
             forked=bool(forked),

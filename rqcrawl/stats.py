@@ -35,6 +35,8 @@ def failure_reason(reason: str, message: str, status: int | None) -> str:
     """One short, stable word per kind of failure (`http_404`, `http_5xx`, `timeout`, `dns`,
     `connection_refused`, `tls`...), for the counters, `status` and `rqcrawl failures`: a
     FetchError's own reason is too fine for 5xx and too coarse for connection errors."""
+    if reason == "retry_after_too_long":  # a 429/503 asking to wait over max_retry_after
+        return reason
     if status is not None and status >= 500:
         return "http_5xx"
     if status is not None and status >= 400:
