@@ -29,7 +29,7 @@ are placed), one extra round trip to that shard per gate call when it is another
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -143,25 +143,26 @@ class Politeness:
         """Every gate of this Redis (hosts, or "ip:ADDR"), with its delay in force and why:
         for `rqcrawl hosts` and `status`."""
         return {
-            key.decode(): self.pace_of(raw.decode())
+            key.decode(): pace_of([float(x) for x in raw.split()], self.cfg)
             for key, raw in self.redis.hgetall(self.keys.hosts).items()
         }
-
-    def pace_of(self, state: str) -> Pace:
-        """A gate's Pace from its state (scripts._HOST_STATE: "ready booked step fetch
-        backoff base", the last three missing in an entry of an earlier version)."""
-        ready, _, _, fetch, backoff, base = [*map(float, state.split()), 0.0, 0.0, 0.0][:6]
-        base = max(base, self.cfg.delay)
-        adaptive = min(max(backoff, self.cfg.delay_factor * fetch), self.cfg.max_backoff_delay)
-        if adaptive > base:
-            why = "backoff" if backoff >= self.cfg.delay_factor * fetch else "delay_factor"
-        else:
-            why = "crawl-delay" if base > self.cfg.delay else "setting"
-        return Pace(max(base, adaptive), why, backoff, fetch, ready)
 
     def delay_for(self, crawl_delay: float | None) -> float:
         """The delay between two requests to a host: ours, or its Crawl-delay (capped)."""
         return max(self.cfg.delay, min(crawl_delay or 0.0, self.cfg.max_crawl_delay))
+
+
+def pace_of(state: Sequence[float], cfg: CrawlConfig) -> Pace:
+    """A gate's Pace from its state (scripts._HOST_STATE: ready booked step fetch backoff
+    base, the last three missing in an entry of an earlier version)."""
+    ready, _, _, fetch, backoff, base = [*state, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0][:6]
+    base = max(base, cfg.delay)
+    adaptive = min(max(backoff, cfg.delay_factor * fetch), cfg.max_backoff_delay)
+    if adaptive > base:
+        why = "backoff" if backoff >= cfg.delay_factor * fetch else "delay_factor"
+    else:
+        why = "crawl-delay" if base > cfg.delay else "setting"
+    return Pace(max(base, adaptive), why, backoff, fetch, ready)
 
 
 def _answer(status: int | None, retry_after: float | None) -> str:

@@ -141,7 +141,7 @@ class Snapshot:
     held: int
     deferred: int
     hosts: dict[str, dict[str, int]]  # host -> admitted, fetched, failed, skipped
-    pace: dict[str, tuple[float, float, float]]  # host -> politeness (ready, booked, step)
+    pace: dict[str, tuple[float, ...]]  # host -> politeness (ready, booked, step, ...)
     forked: bool  # a forking worker ran a job of the crawl lately
     bloom: dict = field(default_factory=dict)
 
@@ -733,8 +733,8 @@ class CrawlState:
             deferred=deferred,
             hosts=_per_host(host_pages),
             pace={
-                # "ready booked step ..." (scripts._HOST_STATE)
-                host.decode(): tuple(float(x) for x in v.split()[:3])
+                # "ready booked step fetch backoff base" (scripts._HOST_STATE)
+                host.decode(): tuple(float(x) for x in v.split())
                 for host, v in pace.items()
             },
             forked=bool(forked),

@@ -8,7 +8,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler
 
-from helpers import read_jsonl, rqcrawl, seed_local, wait_finished
+from helpers import read_jsonl, rqcrawl, seed_local, status, wait_finished
 from servers import HTTPSite, reply
 from test_politeness import scope
 
@@ -143,6 +143,8 @@ def test_retry_after_of_a_year_or_400_digits_leaves_a_crawl_that_finishes(
     cfg = config.load(conn, "y")
     pace = Politeness(conn, CrawlKeys("y"), cfg).paces()[f"{a.host}:{a.port}"]
     assert pace.why == "backoff" and pace.delay == 1.0
+    [row] = [h for h in status(redis_url, "y")["hosts"] if h["host"] == f"{a.host}:{a.port}"]
+    assert row["delay_why"] == "backoff" and row["delay_s"] == 1.0  # status shows it too
 
 
 def test_two_hosts_on_one_ip_share_one_gate_with_politeness_by_ip(redis_url, tmp_path):
