@@ -101,6 +101,17 @@ class CrawlConfig:
     obey_robots: bool = True
     max_crawl_delay: float = 30.0
     robots_ttl: int = 24 * 3600
+    # Conduct (docs/howto/politeness.md): meta refresh followed like a redirect; the adaptive
+    # throttle (429/503 and Retry-After double the host's delay up to max_backoff_delay,
+    # successes halve it back); a delay of delay_factor x the host's smoothed fetch time;
+    # Retry-After over max_retry_after fails the URL; the gate keyed by host or by IP.
+    follow_meta_refresh: bool = True
+    max_meta_refresh_delay: float = 100.0
+    adaptive_throttle: bool = True
+    max_backoff_delay: float = 120.0
+    delay_factor: float = 0.0
+    max_retry_after: float = 600.0
+    politeness_by: str = "host"
     max_pages: int = 0
     max_pages_per_host: int = 0
     priority_share: float = 0.5  # share of a page's priority its links get (rounded toward 0)
@@ -356,6 +367,14 @@ def _check_bloom_filter(name: str, value: str) -> None:
         raise ConfigError(f"setting {name!r} must be one of {', '.join(BLOOM_FILTERS)}")
 
 
+POLITENESS_KEYS = ("host", "ip")
+
+
+def _check_politeness_by(name: str, value: str) -> None:
+    if value not in POLITENESS_KEYS:
+        raise ConfigError(f"setting {name!r} must be one of {', '.join(POLITENESS_KEYS)}")
+
+
 def _check_revisit_bounds(config: CrawlConfig) -> None:
     if config.revisit_min and config.revisit_max and config.revisit_min > config.revisit_max:
         raise ConfigError(
@@ -413,6 +432,7 @@ _VALIDATORS: dict[str, Callable[[str, Any], None]] = {
     "shards": _check_shards,
     "bloom_filter": _check_bloom_filter,
     "strip_params": _check_params,
+    "politeness_by": _check_politeness_by,
 }
 BLOOM_FILTERS = ("auto", "native", "lua")
 
@@ -470,6 +490,10 @@ _BOUNDS: dict[str, Bounds] = {
     "host_concurrency": Bounds(1),
     "max_crawl_delay": Bounds(0, DAY),
     "robots_ttl": Bounds(1),
+    "max_meta_refresh_delay": Bounds(0, DAY),
+    "max_backoff_delay": Bounds(0, DAY),
+    "delay_factor": Bounds(0, 100),
+    "max_retry_after": Bounds(0, DAY),
     "max_pages": Bounds(0),
     "max_pages_per_host": Bounds(0),
     "max_host_share": Bounds(0, 1),

@@ -29,6 +29,7 @@ HTML_TYPES = ("text/html", "application/xhtml+xml")
 NOT_MODIFIED = 304
 TRANSIENT_STATUS = {408, 429, 500, 502, 503, 504}
 _CHUNK = 64 * 1024
+RETRY_AFTER_MAX = 10 * 365 * 86400.0  # a parsed Retry-After is finite (max_retry_after judges)
 
 
 @dataclass
@@ -39,6 +40,7 @@ class Response:
     content_type: str
     body: bytes | None  # None when the page is not HTML (not downloaded)
     headers: Mapping[str, str]  # case-insensitive; urllib3's, whose getlist keeps each line
+    redirect_to: str | None = None  # a redirect not followed (fetch's `follow`): its target
 
 
 # Called with every HTTP response received (each redirect hop, errors too) and its decoded
@@ -115,8 +117,12 @@ def fetch(
     archive: Archive = no_archive,
     cookies: Cookies | None = None,
     conditional: Mapping[str, str] | None = None,
+    follow: bool = True,
 ) -> Response:
     """GET `url`, following redirects by hand so that `check_hop` (scope) sees every hop.
+    With `follow` False, a redirect ends the fetch: the Response has no body and names its
+    target in `redirect_to` (a page's redirect target is a URL of the crawl of its own,
+    which passes robots.txt and its host's politeness gate like any other).
 
     `check_hop(url)` returns a skip reason or None. Only HTML bodies are downloaded unless
     `any_type`; `truncate_at` keeps the first bytes of a longer body instead of refusing it
@@ -129,7 +135,16 @@ def fetch(
     """
     with Watch(cfg.download_timeout) as watch:
         return _follow(
-            url, cfg, check_hop, any_type, truncate_at, archive, cookies, watch, conditional or {}
+            url,
+            cfg,
+            check_hop,
+            any_type,
+            truncate_at,
+            archive,
+            cookies,
+            watch,
+            conditional or {},
+            follow,
         )
 
 
@@ -143,6 +158,7 @@ def _follow(
     cookies: Cookies | None,
     watch: Watch,
     conditional: Mapping[str, str],
+    follow: bool,
 ) -> Response:
     s = session(cfg)
     visited = [url]
@@ -158,6 +174,9 @@ def _follow(
         except InvalidURL as exc:
             message = f"bad redirect: {exc}"
             raise FetchError("bad_redirect", message, status=resp.status_code) from None
+        if not follow:
+            ctype = resp.headers.get("content-type", "")
+            return Response(url, current, resp.status_code, ctype, None, resp.headers, target)
         if target in visited:
             raise FetchError("redirect_loop", f"redirect loop back to {target}")
         if len(visited) > cfg.max_redirects:
@@ -220,12 +239,12 @@ def _read(
         if status >= 400 or not wanted:
             archive(resp, None)
         if status in TRANSIENT_STATUS:
+            wait = retry_after(resp.headers.get("retry-after"))
+            if wait is not None and wait > cfg.max_retry_after:
+                message = f"HTTP {status} with Retry-After {wait:.0f}s, over max_retry_after"
+                raise FetchError("retry_after_too_long", message, status=status, retry_after=wait)
             raise FetchError(
-                f"http_{status}",
-                f"HTTP {status}",
-                transient=True,
-                status=status,
-                retry_after=retry_after(resp.headers.get("retry-after")),
+                f"http_{status}", f"HTTP {status}", transient=True, status=status, retry_after=wait
             )
         if status >= 400:
             raise FetchError(f"http_{status}", f"HTTP {status}", status=status)
@@ -328,16 +347,18 @@ def _too_slow(cfg: CrawlConfig, status: int | None) -> FetchError:
 
 
 def retry_after(value: str | None) -> float | None:
-    """Seconds asked for by a Retry-After header (delta-seconds or an HTTP date)."""
+    """Seconds asked for by a Retry-After header (delta-seconds or an HTTP date), at most
+    RETRY_AFTER_MAX; None for anything else. Never raises, whatever the server sent."""
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
-        return float(value)
+    if value.isascii() and value.isdigit():  # 400 digits make inf, not an error
+        return min(float(value), RETRY_AFTER_MAX)
     try:
-        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
-    except (TypeError, ValueError):
+        wait = parsedate_to_datetime(value).timestamp() - time.time()
+    except (TypeError, ValueError, IndexError, OverflowError):
         return None
+    return min(max(0.0, wait), RETRY_AFTER_MAX)
 
 
 def _short(exc: BaseException) -> str:

@@ -134,6 +134,7 @@ class Frontier:
         child_depth: int,
         content: Content | None = None,
         priority: int = 0,
+        via: str = "",
     ) -> None:
         """End `url` for good (CrawlState.finish) and queue what that released. With
         revisits, the visit is first written to the task table, which schedules the next
@@ -141,21 +142,22 @@ class Frontier:
         two leaves the URL in flight, fetched again, rather than ended with no next visit.
         A page whose body an earlier URL of the crawl had is recorded `duplicate_of` it and
         its links are not admitted: they were with the first. `content`: what a fetched
-        visit saw of the page; `priority`: the URL's (its links' is inherited from it)."""
+        visit saw of the page; `priority`: the URL's (its links' is inherited from it).
+        `via`: the children are a redirect's target (rqcrawl.hops), which keeps the
+        priority."""
         if self.cfg.revisit:
             visited = self.table.visited(
-                self.crawl, url, child_depth - 1, record["outcome"], record["status"], content,
-                self.cfg, priority,
+                self.crawl, url, child_depth - (0 if via else 1), record["outcome"],
+                record["status"], content, self.cfg, priority,
             )  # fmt: skip
             record["visit"], record["change"] = visited.visit, visited.change
             if visited.similarity is not None:
                 record["similarity"] = visited.similarity
             if visited.duplicate_of:
                 record["duplicate_of"], children = visited.duplicate_of, []
+        child_priority = priority if via else self.state.inherited(priority)
         self._ended(
-            self.state.finish(
-                url, counts, record, children, child_depth, self.state.inherited(priority)
-            )
+            self.state.finish(url, counts, record, children, child_depth, child_priority, via)
         )
 
     def _ended(self, ended: Ended) -> None:

@@ -94,13 +94,20 @@ def checked_addresses(
     """(family, sockaddr) of every address `host` resolves to; AddressRefused if any is
     refused (a name that also points inward is not trusted with its other addresses)."""
     try:
-        infos = socket.getaddrinfo(host, port, allowed_gai_family(), socket.SOCK_STREAM)
+        found = resolve(host, port)
     except socket.gaierror as exc:
         raise NameResolutionError(host, conn, exc) from exc  # type: ignore[arg-type]
-    for *_, sockaddr in infos:
+    for _, sockaddr in found:
         why = refusal(sockaddr[0], allowed)
         if why:
             raise AddressRefused(conn, sockaddr[0], why)
+    return found
+
+
+def resolve(host: str, port: int) -> list[tuple[int, tuple]]:
+    """(family, sockaddr) of every address `host` resolves to: the crawler's one resolver,
+    for connections and for the per-IP politeness gate alike. Raises socket.gaierror."""
+    infos = socket.getaddrinfo(host, port, allowed_gai_family(), socket.SOCK_STREAM)
     return [(family, sockaddr) for family, *_, sockaddr in infos]
 
 

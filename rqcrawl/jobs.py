@@ -12,11 +12,12 @@ once, so a worker never sleeps on a busy host.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import time
 from collections import Counter
-from collections.abc import Container, Hashable
+from collections.abc import Callable, Container, Hashable, Sequence
 from dataclasses import dataclass, field
 
 from redis import Redis
@@ -24,7 +25,7 @@ from rq import get_current_job
 from rq.job import Job
 from rq.timeouts import JobTimeoutException
 
-from . import config, directives, hooks, keys, sitemaps, stats, warc
+from . import config, directives, hooks, hops, keys, sitemaps, stats, warc
 from .changes import Content, Prior, simhash, visible_text
 from .config import CrawlConfig
 from .cookies import Cookies
@@ -38,6 +39,7 @@ from .politeness import Politeness
 from .redisurl import server_key
 from .robots import CLAIM_POLL, Robots, RobotsCache, site_of
 from .rules import link_verdict
+from .shards import connect as shard_connect
 from .sinks import record
 from .state import InFlight, StaleCrawl, outcome_counts
 from .urls import host_of, in_scope, param_filter
@@ -81,12 +83,27 @@ def crawl_of(redis: Redis, name: str) -> Crawl | None:
             Crawl(
                 cfg,
                 frontier,
-                Politeness(redis, frontier.state.keys, cfg),
+                Politeness(redis, frontier.state.keys, cfg, gate_home(redis, frontier)),
                 RobotsCache(redis, frontier.state.keys, cfg),
                 Cookies(cfg),
             ),
         )
     return c
+
+
+def gate_home(redis: Redis, frontier: Frontier) -> Callable[[str], Redis]:
+    """Where a politeness gate lives: a host's on its own shard (this one); with
+    politeness_by = "ip" in a crawl over several shards, an address's on its home shard
+    (placed like a host), so that hosts of one address on different shards share it."""
+    state = frontier.state
+    if state.shards is None or frontier.cfg.politeness_by != "ip":
+        return lambda key: redis
+
+    def home(key: str) -> Redis:
+        index = state.shards.index_of(key)
+        return redis if index == state.index else shard_connect(frontier.cfg.shards[index])
+
+    return home
 
 
 def forget(name: str) -> None:
@@ -131,6 +148,10 @@ class Visit:
     error: FetchError | None = None  # set when the failure is transient
     fetch_s: float | None = None  # how long the fetch took (parsing and the hook left out)
     content: Content | None = None  # what a fetched visit saw (change detection of revisits)
+    # A redirect or meta refresh (rqcrawl.hops): `children` is its target, admitted at the
+    # same depth, led to by this chain of redirects (the URL's own `via` and the URL).
+    via: list[str] | None = None
+    retry_after: float | None = None  # the server's Retry-After, if it sent one
 
 
 def crawl_url(crawl: str, url: str, depth: int) -> str:
@@ -154,8 +175,11 @@ def _run_claimed(
         return "crawl halted: URL given back unfetched"
     try:  # the URL's lease, and the host's slot once the job takes one
         host = host_of(sitemaps.target(url))
-        leases = (c.frontier.state.keys.leased, url), (c.politeness.lease_key(host), job.id)
-        with renewer.hold(c.frontier.redis, *leases):
+        gate, gate_lease = c.politeness.lease(host, job.id)  # per-IP: maybe another shard's
+        with (
+            renewer.hold(c.frontier.redis, (c.frontier.state.keys.leased, url)),
+            renewer.hold(gate, gate_lease),
+        ):
             return _crawl_claimed(job, c, url, depth, entry)
     except TableUnavailable as exc:  # a database outage: the URL waits, no attempt spent
         log.warning("crawl %s: %s put back for %ss: %s", c.frontier.crawl, url, TABLE_WAIT, exc)
@@ -198,7 +222,7 @@ def _crawl_claimed(job: Job, c: Crawl, url: str, depth: int, entry: InFlight) ->
         fresh = c.robots.get(site)  # another job may have fetched it while we waited
         known = fresh is not None and not fresh.due(started)
         if known or not c.robots.claim(site, job.id):  # or be fetching it now
-            c.politeness.release(host, job.id, 0.0, started)  # no request made
+            c.politeness.release(host, job.id, 0.0, started, requested=False)
             if known:
                 continue
             return _defer(c, url, entry, started + CLAIM_POLL)
@@ -215,12 +239,17 @@ def _crawl_claimed(job: Job, c: Crawl, url: str, depth: int, entry: InFlight) ->
         finally:
             c.politeness.release(host, job.id, delay, started)
         return _settle_sitemap(c, url, entry, found)
+    result = None
     try:
         prior = c.frontier.prior(url)
         archive = warc.archive(c.frontier.crawl, c.cfg, job.worker_name, prior)
-        result = visit(url, depth, c.cfg, archive, c.frontier.state.known, c.cookies, prior)
-    finally:
-        c.politeness.release(host, job.id, delay, started)
+        result = visit(
+            url, depth, c.cfg, archive, c.frontier.state.known, c.cookies, prior, entry.via
+        )
+    finally:  # the answer feeds the host's adaptive throttle
+        status = result.record.get("status") if result else None
+        wait = result.retry_after if result else None
+        c.politeness.release(host, job.id, delay, started, status, wait)
     result.counts.update(outcome_counts(host, result.counts, result.record, result.fetch_s))
     return _settle(c, url, depth, entry, result)
 
@@ -235,7 +264,7 @@ def abandon(job: Job) -> None:
     c = crawl_of(job.connection, crawl)
     if c is not None:
         host = host_of(sitemaps.target(url))
-        c.politeness.release(host, job.id, c.cfg.delay, time.time())
+        c.politeness.release(host, job.id, c.cfg.delay, time.time(), requested=False)
 
 
 META_FIELDS = ("outcome", "reason", "status", "error", "attempts")
@@ -295,9 +324,12 @@ def _settle(c: Crawl, url: str, depth: int, entry: InFlight, result: Visit) -> s
     result.record["attempts"] = entry.attempt + 1
     if entry.source:
         result.record["source"] = entry.source
+    if entry.via:
+        result.record["via"] = list(entry.via)
     c.frontier.finish(
-        url, result.counts, result.record, result.children, depth + 1, result.content,
-        entry.priority,
+        url, result.counts, result.record, result.children,
+        depth + 1 if result.via is None else depth, result.content, entry.priority,
+        via=json.dumps(result.via, separators=(",", ":")) if result.via else "",
     )  # fmt: skip
     return result.record
 
@@ -307,7 +339,9 @@ def _retry(c: Crawl, url: str, entry: InFlight, error: FetchError | None) -> str
     message); None when the URL must end now."""
     if error is None or entry.attempt + 1 > c.cfg.retries:
         return None
-    delay = max(error.retry_after or 0.0, c.cfg.retry_base * 2**entry.attempt)
+    delay = max(
+        min(error.retry_after or 0.0, c.cfg.max_retry_after), c.cfg.retry_base * 2**entry.attempt
+    )
     if not c.frontier.retry_later(url, entry, delay):
         return "already ended"
     return f"retry in {delay:.1f}s: {error}"
@@ -343,7 +377,8 @@ def failed_visit(url: str, depth: int, exc: FetchError) -> Visit:
     if outcome == "failed":
         failed["reason"] = stats.failure_reason(exc.reason, exc.status)
     counter = keys.skipped(exc.reason) if outcome != "failed" else keys.FAILED
-    return Visit(failed, {counter: 1}, error=exc if exc.transient else None)
+    error = exc if exc.transient else None
+    return Visit(failed, {counter: 1}, error=error, retry_after=exc.retry_after)
 
 
 def visit(
@@ -354,12 +389,15 @@ def visit(
     known: Container[str] = frozenset(),
     cookies: Cookies | None = None,
     prior: Prior | None = None,
+    via: Sequence[str] = (),
 ) -> Visit:
     """Fetch (archiving the responses) and parse `url`, extract its fields, run the hook;
     never raises for anything a web server can do. Links in `known` were already admitted
     or refused by this process: they are not judged again (the frontier drops them).
     Cookies are sent and kept in `cookies`, if given. With the `prior` visit's validators
-    the GET is conditional, and a 304 is a visit of the page as it was."""
+    the GET is conditional, and a 304 is a visit of the page as it was. A redirect or a
+    meta refresh ends the visit, its target a URL of its own (rqcrawl.hops); `via`: the
+    redirects that led to `url`."""
 
     def check_hop(hop: str) -> str | None:
         return None if in_scope(hop, cfg.scope_hosts) else "out_of_scope"
@@ -367,7 +405,10 @@ def visit(
     started = time.monotonic()
     try:
         conditional = prior.conditional_headers() if prior else None
-        resp = fetch(url, cfg, check_hop, archive=archive, cookies=cookies, conditional=conditional)
+        resp = fetch(
+            url, cfg, check_hop, archive=archive, cookies=cookies, conditional=conditional,
+            follow=False,
+        )  # fmt: skip
     except FetchError as exc:
         failed = failed_visit(url, depth, exc)
         failed.fetch_s = time.monotonic() - started
@@ -386,11 +427,17 @@ def visit(
     page_record["noindex"] = said.noindex or None  # a header speaks for any type of body
     if resp.status == NOT_MODIFIED and prior:
         return _not_modified(page_record, resp, prior, fetch_s)
+    if resp.redirect_to is not None:
+        return _redirected(page_record, resp.redirect_to, via, cfg, fetch_s)
     if resp.body is None:
         page_record["outcome"] = "not_html"
         return Visit(page_record, {keys.skipped("not_html"): 1}, fetch_s=fetch_s)
     digest = hashlib.sha1(resp.body).hexdigest()
     text = decode(resp.body, resp.content_type)
+    refresh = hops.meta_refresh(text, resp.final_url, cfg)
+    if refresh is not None:
+        page_record["bytes"] = len(resp.body)
+        return _redirected(page_record, refresh, via, cfg, fetch_s)
     strip = param_filter(cfg.strip_params)
     page = parse(text, resp.final_url, strip, skip_nofollow=obey)
     if obey:
@@ -440,6 +487,31 @@ def visit(
             resp.headers.get("last-modified"),
         )  # fmt: skip
     return Visit(page_record, counts, children, fetch_s=fetch_s, content=content)
+
+
+def _redirected(
+    page_record: dict, target: str, via: Sequence[str], cfg: CrawlConfig, fetch_s: float
+) -> Visit:
+    """A redirect (or meta refresh) of the page of `page_record` to `target`: recorded
+    `redirected`, its target admitted as a URL of its own at the same depth (rqcrawl.hops).
+    A target the scope or the link rules refuse makes that the page's outcome; a loop or
+    a chain over `max_redirects` fails it."""
+    url, status = page_record["url"], page_record["status"]
+    page_record["redirect_to"] = target
+    problem = hops.chain_problem(url, target, via, cfg)
+    if problem:
+        error = FetchError(problem, f"{problem.replace('_', ' ')} at {target}", status=status)
+        failed = failed_visit(url, page_record["depth"], error)
+        failed.record["redirect_to"], failed.fetch_s = target, fetch_s
+        return failed
+    verdict = link_verdict(target, cfg)
+    if verdict is not None and verdict.startswith("drop:"):
+        rule = verdict.removeprefix("drop:")
+        page_record.update(outcome=rule, error=f"redirect to {target}: {rule}")
+        return Visit(page_record, {keys.skipped(rule): 1}, fetch_s=fetch_s)
+    page_record["outcome"] = "redirected"
+    counts = {keys.skipped("redirected"): 1}
+    return Visit(page_record, counts, [(verdict, target)], fetch_s=fetch_s, via=[*via, url])
 
 
 def _not_modified(page_record: dict, resp: Response, prior: Prior, fetch_s: float) -> Visit:

@@ -49,6 +49,8 @@ class CrawlKeys:
         self.outbox_lock = self._key("outbox_lock")  # string with a TTL: the drain's token
         self.synced = self._key("synced")  # string with a TTL: see CrawlState.replicated
         self.sitemapped = self._key("sitemapped")  # set: URLs a sitemap admitted, until they end
+        # hash: url -> JSON list of the redirects that led to it (rqcrawl.hops), until it ends
+        self.via = self._key("via")
         # hash: sitemap document URL -> 1 (held once), "docs|site" and "urls|site" -> how many
         # documents were held and page URLs admitted for the site (rqcrawl.sitemaps' caps)
         self.sitemaps = self._key("sitemaps")

@@ -116,11 +116,14 @@ class RobotsCache:
         except FetchError as exc:
             now = time.time()  # after the answer: the backoff counts from the server's reply
             expires = now + self.cfg.robots_ttl
-            if not exc.transient:  # 4xx, refused, redirect trouble: no usable rules
+            # 4xx, refused, redirect trouble: no usable rules (a 429/503 asking to wait too
+            # long is not one: unavailable, tried again within max_retry_after)
+            if not exc.transient and exc.reason != "retry_after_too_long":
                 return Robots("allow", expires, error=str(exc))
             if attempts >= self.cfg.retries:
                 return Robots("failed", expires, attempts=attempts + 1, error=str(exc))
-            wait = max(exc.retry_after or 0.0, self.cfg.retry_base * 2**attempts)
+            asked = min(exc.retry_after or 0.0, self.cfg.max_retry_after)
+            wait = max(asked, self.cfg.retry_base * 2**attempts)
             return Robots(
                 "unavailable", expires, retry_at=now + wait, attempts=attempts + 1, error=str(exc)
             )

@@ -243,17 +243,20 @@ return bloom_check(shard0, sbits, kk, ARGV, positions, (#ARGV - positions + 1) /
 # cross-shard share the bench reports), and the level is not raised
 # here: the last element of the header says that this shard has nothing in flight.
 # source: 'sitemap' to note the admitted children in `sitemapped` until they end (their
-# records say where they came from), or ''.
+# records say where they came from), or ''. child_via: for a redirect's target (a child at
+# the ending URL's own depth), the JSON list of the redirects that led to it, noted in `via`
+# until it ends; such a target of the level in progress goes to the head of its list, so that
+# the level releases it before the next level's URLs (depth stays exact).
 # Returns {1 | 0 (done had already ended), admitted, reap due, level done here,
 # released "priority depth url"...}.
 FINISH = Script(
     keys=(
         "counters", "inflight", "held", "items", "reap_lock", "host_pages", "later", "leased",
-        "revisiting", "priorities", "outbox", "sitemapped",
+        "revisiting", "priorities", "outbox", "sitemapped", "via",
     ),
     args=(
         "done", "final", "increments", "record", "child_depth", "child_priority", "source",
-        "window",
+        "window", "child_via",
         "shard_bits", "k", "now", "reap_every", "max_pages", "max_host_pages", "max_host_share",
         "share_floor", "skip_record", "skip_prefix", "n", "size", "sharded", "foreign", "exact",
     ),
@@ -270,6 +273,7 @@ elseif done ~= '' then
   redis.call('ZREM', leased, done)
   redis.call('SREM', revisiting, done)
   redis.call('SREM', sitemapped, done)
+  redis.call('HDEL', via, done)
   for field, count in string.gmatch(increments, '(%S+) (%S+)') do
     local per_host = string.find(field, '|', 1, true)
     redis.call('HINCRBY', per_host and host_pages or counters, field, count)
@@ -286,6 +290,8 @@ if count > 0 then bloom_alloc(bloom0, sbits, size) end
 local total = tonumber(redis.call('HGET', counters, 'admitted') or '0')
 local admitted = 0
 local skip = nil
+local level = tonumber(redis.call('HGET', counters, 'level') or '0')
+local at_head = child_via ~= '' and exact == '1' and tonumber(child_depth) <= level
 local fresh = bloom_check(bloom0, sbits, kk, ARGV, children + 3 * count, count, true)
 for i = 1, count do
   if fresh[i] == 1 then
@@ -303,9 +309,10 @@ for i = 1, count do
       end
     end
     if verdict == '-' then
-      hold(held, priorities, child_priority, child_depth .. ' ' .. url, false)
+      hold(held, priorities, child_priority, child_depth .. ' ' .. url, at_head)
       redis.call('HINCRBY', host_pages, host, 1)
       if source ~= '' then redis.call('SADD', sitemapped, url) end
+      if child_via ~= '' then redis.call('HSET', via, url, child_via) end
       admitted = admitted + 1
     else
       skip = skip or cjson.decode(skip_record)
@@ -326,7 +333,6 @@ if foreign ~= '' then
 end
 
 local out = {1, admitted, reap_due, 0}
-local level = tonumber(redis.call('HGET', counters, 'level') or '0')
 local room = tonumber(window) - redis.call('HLEN', inflight)
 if exact ~= '1' then room = room + redis.call('ZCARD', later) end
 if redis.call('HEXISTS', counters, 'paused_at') == 1 then room = 0 end
@@ -424,7 +430,7 @@ end
 # note: '1' to note the claim's time as last_claim_at (see stats.idle_warnings).
 # Returns {entry or nil, paused (0 | 1), identity or nil, {url, entry, ...}}.
 CLAIM = Script(
-    keys=("inflight", "leased", "counters", "later", "sitemapped"),
+    keys=("inflight", "leased", "counters", "later", "sitemapped", "via"),
     args=("url", "attempt", "turn", "expiry", "now", "limit", "note"),
     lib=DUE_LIB,
     body="""
@@ -436,9 +442,9 @@ end
 if note == '1' then redis.call('HSET', counters, 'last_claim_at', now) end
 local paused = redis.call('HEXISTS', counters, 'paused_at')
 local identity = redis.call('HGET', counters, 'started_at')
--- last: whether a sitemap admitted the URL (its record says so)
+-- last: whether a sitemap admitted the URL (its record says so), the redirects that led to it
 return {entry, paused, identity, take_due(later, inflight, now, limit),
-        redis.call('SISMEMBER', sitemapped, url)}
+        redis.call('SISMEMBER', sitemapped, url), redis.call('HGET', via, url)}
 """,
 )
 
@@ -534,7 +540,16 @@ HELD = Script(
 # so that no release can slip in between. Returns false if it was already cancelled, else
 # {held count, url, entry, url, entry...} of the dropped in-flight URLs.
 CANCEL = Script(
-    keys=("counters", "inflight", "held", "later", "revisiting", "priorities", "sitemapped"),
+    keys=(
+        "counters",
+        "inflight",
+        "held",
+        "later",
+        "revisiting",
+        "priorities",
+        "sitemapped",
+        "via",
+    ),
     args=("now",),
     lib=HELD_LIB + HELD_COUNT_LIB,
     body="""
@@ -546,7 +561,7 @@ for _, p in ipairs(redis.call('ZRANGE', priorities, 0, -1)) do
   redis.call('DEL', held_list(held, p))
 end
 local flying = redis.call('HGETALL', inflight)
-redis.call('DEL', inflight, held, later, revisiting, priorities, sitemapped)
+redis.call('DEL', inflight, held, later, revisiting, priorities, sitemapped, via)
 redis.call('HINCRBY', counters, 'dropped', n_held + #flying / 2)
 local out = {n_held}
 for _, v in ipairs(flying) do out[#out + 1] = v end
@@ -554,34 +569,56 @@ return out
 """,
 )
 
-# A host's politeness state is "ready booked step": when its next request may start, the last
-# slot promised to a deferred job, and the spacing of slots (delay + the last request's
-# duration, so that slots match the pace the host really allows).
+# A host's politeness state is "ready booked step fetch backoff base": when its next request
+# may start, the last slot promised to a deferred job, the spacing of slots, its smoothed
+# fetch time (an EWMA of request durations), the extra delay of the adaptive throttle (0: none)
+# and the base delay it was last given (the setting or Crawl-delay). An entry of an earlier
+# version has the first three only. The delay in force is the base, or the back-off, or
+# `factor` x the smoothed fetch time (Heritrix's delayFactor), whichever is longest, the last
+# two at most `cap` (max_backoff_delay). Slots are spaced by the delay in force plus the
+# smoothed fetch time, bounded by that delay (or STEP_FLOOR without one): a host serving one
+# request at a time allows about that pace, and one slow response cannot stretch it.
 _HOST_STATE = """
+local STEP_FLOOR = 0.25
 local function load_state(hosts, host)
+  local v = {0, 0, 0, 0, 0, 0}
   local state = redis.call('HGET', hosts, host)
-  if not state then return 0, 0, 0 end
-  local r, b, s = string.match(state, '^(%S+) (%S+) (%S+)$')
-  return tonumber(r), tonumber(b), tonumber(s)
+  if state then
+    local i = 1
+    for x in string.gmatch(state, '%S+') do
+      v[i] = tonumber(x) or 0
+      i = i + 1
+    end
+  end
+  return v[1], v[2], v[3], v[4], v[5], v[6]
 end
-local function save_state(hosts, host, ready, booked, step)
-  redis.call('HSET', hosts, host, string.format('%.6f %.6f %.6f', ready, booked, step))
+local function save_state(hosts, host, ready, booked, step, fetch, backoff, base)
+  redis.call('HSET', hosts, host, string.format('%.6f %.6f %.6f %.6f %.6f %.6f',
+             ready, booked, step, fetch, backoff, base))
+end
+local function in_force(d, fetch, backoff, factor, cap)
+  return math.max(d, math.min(math.max(backoff, factor * fetch), cap))
+end
+local function spacing(force, fetch)
+  return force + math.min(fetch, math.max(force, STEP_FLOOR))
 end
 """
 
 # May a request to `host` start now? Returns '0' to go (the lease is taken), else the time
 # (string) of the slot booked for the job. `booked` is '1' when the asking job holds a booked
 # slot: one that just missed it (the host is free, ready within one step) keeps its turn and
-# comes back at `ready` instead of joining the end of the line.
+# comes back at `ready` instead of joining the end of the line. `delay`: the host's base
+# delay; factor and cap: see _HOST_STATE.
 HOST_GATE = Script(
     keys=("hosts", "leases"),
-    args=("host", "now", "delay", "concurrency", "lease", "expiry", "booked"),
+    args=("host", "now", "delay", "concurrency", "lease", "expiry", "booked", "factor", "cap"),
     lib=_HOST_STATE,
     body="""
-local t, d = tonumber(now), tonumber(delay)
+local t, base = tonumber(now), tonumber(delay)
 local is_booked = booked == '1'
-local ready, last_booked, step = load_state(hosts, host)
-step = math.max(step, d)
+local ready, last_booked, _, fetch, backoff = load_state(hosts, host)
+local d = in_force(base, fetch, backoff, tonumber(factor), tonumber(cap))
+local step = spacing(d, fetch)
 -- expired leases (of killed workers) matter only once the live ones seem to fill the host
 local running = redis.call('ZCARD', leases)
 if running >= tonumber(concurrency) then
@@ -594,7 +631,7 @@ local free = running < tonumber(concurrency)
 -- queued behind them one request duration apart.
 if free and (d == 0 or t >= ready) and (is_booked or last_booked <= t) then
   redis.call('ZADD', leases, expiry, lease)
-  save_state(hosts, host, t + d, last_booked, step)
+  save_state(hosts, host, t + d, last_booked, step, fetch, backoff, base)
   return '0'
 end
 local slot
@@ -602,26 +639,46 @@ if is_booked and free and ready - t <= step then
   slot = ready
 else
   slot = math.max(ready, last_booked + step, t + 0.05)
-  save_state(hosts, host, ready, slot, step)
+  save_state(hosts, host, ready, slot, step, fetch, backoff, base)
 end
 return string.format('%.6f', slot)
 """,
 )
 
-# End a request: release its lease, push `ready` to at least now + delay and learn the slot
-# spacing from the request's duration.
+# End a request: release its lease, learn the host's smoothed fetch time from the request's
+# `duration` (-1: no request was made), let the adaptive throttle (`adaptive` '1') hear the
+# answer (`answer`: 'push' for 429/503 or a Retry-After, with `retry_after` seconds or 0; 'ok'
+# for a success; '' otherwise): a push doubles the back-off (at least BACKOFF_MIN, at least
+# the Retry-After, at most `cap`), a success halves it until it is below the base delay.
+# Then `ready` is at least now + the delay in force.
 HOST_RELEASE = Script(
     keys=("hosts", "leases"),
-    args=("host", "lease", "now", "delay", "duration"),
+    args=(
+        "host", "lease", "now", "delay", "duration", "answer", "retry_after", "adaptive",
+        "factor", "cap",
+    ),
     lib=_HOST_STATE,
     body="""
+local SMOOTHING, BACKOFF_MIN = 0.3, 0.25
 redis.call('ZREM', leases, lease)
-local ready, last_booked = load_state(hosts, host)
-local t, d = tonumber(now), tonumber(delay)
-save_state(hosts, host, math.max(ready, t + d), last_booked, d + tonumber(duration))
+local ready, last_booked, _, fetch, backoff = load_state(hosts, host)
+local t, base, dur, c = tonumber(now), tonumber(delay), tonumber(duration), tonumber(cap)
+if dur >= 0 then
+  fetch = fetch == 0 and dur or (1 - SMOOTHING) * fetch + SMOOTHING * dur
+end
+if adaptive == '1' and answer == 'push' then
+  backoff = math.min(c, math.max(2 * math.max(backoff, base, BACKOFF_MIN),
+                                 tonumber(retry_after) or 0))
+elseif answer == 'ok' and backoff > 0 then
+  backoff = backoff / 2
+  if backoff < math.max(base, BACKOFF_MIN) then backoff = 0 end
+end
+local d = in_force(base, fetch, backoff, tonumber(factor), c)
+save_state(hosts, host, math.max(ready, t + d), last_booked, spacing(d, fetch), fetch, backoff,
+           base)
 return 1
 """,
-)
+)  # fmt: skip
 
 # Hold sitemap documents (rqcrawl.sitemaps: entries "sitemap:<url>") at depth 0 and
 # `priority`, past the Bloom filter and the budgets (a sitemap is not a page of the crawl):

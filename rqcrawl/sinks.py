@@ -51,6 +51,8 @@ FIELDS = [
     "canonical",  # the page's canonical URL (<link rel="canonical">, the Link header)
     "noindex",  # true when the page asks not to be indexed (meta robots, X-Robots-Tag)
     "nofollow",  # true when the page asks that its links not be followed: none were
+    "redirect_to",  # a redirect's (or meta refresh's) target, admitted as a URL of its own
+    "via",  # the redirects that led to this URL, first one first (rqcrawl.hops)
 ]
 
 

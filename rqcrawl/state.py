@@ -98,6 +98,8 @@ class InFlight:
     turn: int = 0
     priority: int = 0
     source: str = field(default="", compare=False)
+    # the redirects that led to the URL (rqcrawl.hops), read by a claim from `via`
+    via: tuple[str, ...] = field(default=(), compare=False)
 
     @classmethod
     def parse(cls, raw: bytes | str) -> InFlight:
@@ -139,7 +141,7 @@ class Snapshot:
     held: int
     deferred: int
     hosts: dict[str, dict[str, int]]  # host -> admitted, fetched, failed, skipped
-    pace: dict[str, tuple[float, float, float]]  # host -> politeness (ready, booked, step)
+    pace: dict[str, tuple[float, ...]]  # host -> politeness (ready, booked, step, ...)
     forked: bool  # a forking worker ran a job of the crawl lately
     bloom: dict = field(default_factory=dict)
 
@@ -168,8 +170,8 @@ class Ended:
 @dataclass(frozen=True)
 class Outgoing:
     """A link to a host of another shard, waiting in the outbox of the shard that found it:
-    entries "shard priority depth verdict source url" ('-': no verdict, no source; an entry
-    of an earlier version has no source field)."""
+    entries "shard priority depth verdict source via url" ('-': no verdict, no source, no
+    via; an entry of an earlier version has no source field, or no via field)."""
 
     shard: int
     priority: int
@@ -177,22 +179,25 @@ class Outgoing:
     verdict: str | None
     url: str
     source: str = ""  # 'sitemap' for a sitemap's URL (its record says so)
+    via: str = ""  # a redirect's target: the JSON list of the redirects that led to it
 
     @classmethod
     def parse(cls, raw: bytes) -> Outgoing:
-        fields = raw.decode().split(" ")  # a canonical URL has no space
+        fields = raw.decode().split(" ")  # a canonical URL has no space, nor its JSON list
         if len(fields) == 5:
             fields.insert(4, "-")
-        shard, priority, depth, verdict, source, url = fields
+        if len(fields) == 6:
+            fields.insert(5, "-")
+        shard, priority, depth, verdict, source, via, url = fields
         return cls(
             int(shard), int(priority), int(depth), None if verdict == "-" else verdict, url,
-            "" if source == "-" else source,
+            "" if source == "-" else source, "" if via == "-" else via,
         )  # fmt: skip
 
     def encode(self) -> str:
         return (
             f"{self.shard} {self.priority} {self.depth} {self.verdict or '-'} "
-            f"{self.source or '-'} {self.url}"
+            f"{self.source or '-'} {self.via or '-'} {self.url}"
         )
 
 
@@ -297,11 +302,13 @@ class CrawlState:
         children: Children,
         child_depth: int,
         child_priority: int = 0,
+        via: str = "",
     ) -> Ended:
         """End `url` for good: add `counts` to the counters, record it, and admit `children`
-        at `child_priority` (a refused one is recorded once as skipped)."""
+        at `child_priority` (a refused one is recorded once as skipped). `via`: the children
+        are a redirect's target, led to by that JSON list of redirects (rqcrawl.hops)."""
         increments = " ".join(f"{name} {n}" for name, n in counts.items() if n)
-        return self._end(url, increments, record, children, child_depth, child_priority)
+        return self._end(url, increments, record, children, child_depth, child_priority, via=via)
 
     def inherited(self, priority: int) -> int:
         """The priority of a page's links: `priority_share` of the page's, rounded toward 0
@@ -317,22 +324,23 @@ class CrawlState:
         depth: int,
         priority: int = 0,
         source: str = "",
+        via: str = "",
     ) -> Ended:
         """End `done` (unless '') and admit `children`, in batches of bounded Redis time, the
         URL ending with the last one (see the module docstring). Links to other shards'
         hosts go to the outbox with the last one."""
         children = [c for c in children if c[1] not in self.known]
-        children, foreign = self._split(children, depth, priority, source)
+        children, foreign = self._split(children, depth, priority, source, via)
         parts = list(batches(children, self.bloom.hashes + CHILD_COST)) or [[]]
         admitted, released = 0, []
         for part in parts[:-1]:
-            ended = self._finish_call(done, False, "", None, part, depth, priority, [], source)
+            ended = self._finish_call(done, False, "", None, part, depth, priority, [], source, via)
             if ended is None:  # a stale job: the URL ended meanwhile, its links are not ours
                 return Ended(admitted, released)
             admitted += ended.admitted
             released += ended.released
         last = self._finish_call(
-            done, True, increments, record, parts[-1], depth, priority, foreign, source
+            done, True, increments, record, parts[-1], depth, priority, foreign, source, via
         )
         if last is None:
             return Ended(admitted, released)
@@ -342,7 +350,7 @@ class CrawlState:
         )  # fmt: skip
 
     def _split(
-        self, children: Children, depth: int, priority: int, source: str
+        self, children: Children, depth: int, priority: int, source: str, via: str = ""
     ) -> tuple[Children, list[Outgoing]]:
         """The children of this shard's hosts, and the others for the outbox."""
         if self.shards is None:
@@ -353,7 +361,7 @@ class CrawlState:
             if shard == self.index:
                 local.append((verdict, url))
             else:
-                foreign.append(Outgoing(shard, priority, depth, verdict, url, source))
+                foreign.append(Outgoing(shard, priority, depth, verdict, url, source, via))
         return local, foreign
 
     def _finish_call(
@@ -367,6 +375,7 @@ class CrawlState:
         child_priority: int,
         foreign: list[Outgoing],
         source: str = "",
+        via: str = "",
     ) -> Ended | None:
         """One run of scripts.FINISH; None if `done` had already ended (a stale job)."""
         urls = [u for _, u in children]
@@ -381,7 +390,8 @@ class CrawlState:
             counters=k.counters, inflight=k.inflight, held=k.held, items=k.items,
             reap_lock=k.reap_lock, host_pages=k.host_pages, later=k.later, leased=k.leased,
             revisiting=k.revisiting, priorities=k.priorities, outbox=k.outbox,
-            sitemapped=k.sitemapped, done=done, final=int(final), source=source,
+            sitemapped=k.sitemapped, via=k.via, done=done, final=int(final), source=source,
+            child_via=via,
             increments=increments,
             record=json.dumps(record, separators=(",", ":")) if record else "",
             child_depth=child_depth,
@@ -445,9 +455,9 @@ class CrawlState:
         attempt, turn = job_id.rsplit("-", 2)[1:]
         k, now = self.keys, time.time()
         note = now - self.claim_noted_at >= CLAIM_NOTE_EVERY
-        raw, paused, identity, due, sitemapped = scripts.CLAIM(
+        raw, paused, identity, due, sitemapped, via = scripts.CLAIM(
             self.redis, inflight=k.inflight, leased=k.leased, counters=k.counters,
-            later=k.later, sitemapped=k.sitemapped, url=url, attempt=attempt, turn=turn,
+            later=k.later, sitemapped=k.sitemapped, via=k.via, url=url, attempt=attempt, turn=turn,
             expiry=repr(now + LEASE), now=repr(now), limit=DUE_BATCH, note=int(note),
         )  # fmt: skip
         if note:
@@ -457,6 +467,8 @@ class CrawlState:
             entry = None
         if entry is not None and sitemapped:
             entry = replace(entry, source="sitemap")
+        if entry is not None and via:
+            entry = replace(entry, via=tuple(json.loads(via)))
         return Claim(entry, bool(paused), _pairs(due), not self.same_crawl(identity))
 
     def same_crawl(self, identity: bytes | None) -> bool:
@@ -544,7 +556,7 @@ class CrawlState:
         out = scripts.CANCEL(
             self.redis, counters=k.counters, inflight=k.inflight, held=k.held, later=k.later,
             revisiting=k.revisiting, priorities=k.priorities, sitemapped=k.sitemapped,
-            now=repr(time.time()),
+            via=k.via, now=repr(time.time()),
         )  # fmt: skip
         if out is None:
             return None
@@ -565,11 +577,12 @@ class CrawlState:
         """Admit links that another shard found (its outbox) as if found here: the Bloom
         filter makes a second admission of the same link a no-op."""
         ended = Ended(0, [])
-        by_origin: dict[tuple[int, int, str], Children] = {}
+        by_origin: dict[tuple[int, int, str, str], Children] = {}
         for o in links:
-            by_origin.setdefault((o.depth, o.priority, o.source), []).append((o.verdict, o.url))
-        for (depth, priority, source), children in by_origin.items():
-            step = self._end("", "", None, children, depth, priority, source)
+            origin = (o.depth, o.priority, o.source, o.via)
+            by_origin.setdefault(origin, []).append((o.verdict, o.url))
+        for (depth, priority, source, via), children in by_origin.items():
+            step = self._end("", "", None, children, depth, priority, source, via)
             ended = Ended(ended.admitted + step.admitted, ended.released + step.released)
         return ended
 
@@ -720,7 +733,8 @@ class CrawlState:
             deferred=deferred,
             hosts=_per_host(host_pages),
             pace={
-                host.decode(): tuple(float(x) for x in v.split())  # "ready booked step"
+                # "ready booked step fetch backoff base" (scripts._HOST_STATE)
+                host.decode(): tuple(float(x) for x in v.split())
                 for host, v in pace.items()
             },
             forked=bool(forked),

@@ -13,6 +13,7 @@ from rq.scheduler import RQScheduler
 from . import config, keys, sitemaps
 from .levels import settled
 from .outage import TableUnavailable
+from .politeness import pace_of
 from .shards import all_shards
 from .state import LATENCY_BUCKETS, RATE_BUCKET, RECENT, CrawlState, Snapshot
 from .urls import host_of
@@ -27,6 +28,8 @@ def failure_reason(reason: str, status: int | None) -> str:
     `connection_refused`, `tls`, `bad_response`...), for the counters, `status` and
     `rqcrawl failures`: a FetchError's own reason (fetch.failure_kind for connection
     errors) is too fine for 5xx and timeouts."""
+    if reason == "retry_after_too_long":  # a 429/503 asking to wait over max_retry_after
+        return reason
     if status is not None and status >= 500:
         return "http_5xx"
     if status is not None and status >= 400:
@@ -186,7 +189,8 @@ def host_rows(
     for host, n in snap.hosts.items():
         ended = n.get(keys.FETCHED, 0) + n.get(keys.FAILED, 0) + n.get(keys.HOST_SKIPPED, 0)
         # booked is the last slot promised, not the next (politeness.py)
-        ready, _, step = snap.pace.get(host, (0.0, 0.0, 0.0))
+        ready, _, step, *_ = gate = snap.pace.get(host, (0.0, 0.0, 0.0))
+        in_force = pace_of(gate, cfg)  # the delay between two requests now, and why
         spacing = max(step, cfg.delay)
         remaining = max(0, n.get(keys.ADMITTED, 0) - ended)
         rows.append(
@@ -201,6 +205,8 @@ def host_rows(
                 "held": max(0, remaining - flying[host]),
                 "next_in_s": round(max(0.0, ready - now), 3),
                 "eta_s": round(remaining * spacing / cfg.host_concurrency, 1),
+                "delay_s": round(in_force.delay, 3),
+                "delay_why": in_force.why,
             }
         )
     rows.sort(key=lambda r: (-r["eta_s"], -r["remaining"], r["host"]))

@@ -99,8 +99,13 @@ def test_redirect_hops_are_checked_against_scope_and_loops(redis_url, tmp_path):
     rqcrawl(redis_url, "export", "r", "-o", str(out))
     rows = {r["url"].rsplit("/", 1)[1]: r for r in read_jsonl(out)}
     assert rows["away"]["outcome"] == "out_of_scope"
-    assert rows["loop1"]["outcome"] == "failed" and "loop" in rows["loop1"]["error"]
-    assert rows["ok"]["final_url"].endswith("/final") and rows["ok"]["title"] == "Final"
+    # every hop is a URL of its own (rqcrawl.hops): a loop ends at the hop that closes it
+    assert rows["loop1"]["outcome"] == "redirected"
+    assert rows["loop2"]["outcome"] == "failed" and "loop" in rows["loop2"]["error"]
+    assert rows["loop2"]["via"] == [http.base + "/loop1"]
+    assert rows["ok"]["outcome"] == "redirected" and rows["ok"]["redirect_to"].endswith("/final")
+    assert rows["final"]["title"] == "Final" and rows["final"]["via"] == [http.base + "/ok"]
+    assert rows["final"]["depth"] == rows["ok"]["depth"] == 1  # a redirect is not a click
     assert http.hits["/loop1"] == 1 and http.hits["/loop2"] == 1
 
 

@@ -102,7 +102,8 @@ def test_a_hostile_site_through_a_proxy_ends_with_every_url_recorded_truthfully(
 
     # every URL recorded exactly once
     assert max(Counter(r["url"] for r in records).values()) == 1
-    expected = {"/", HUGE + "/huge", "/malformed", "/ok", SLOW + "/drip", "/out"}
+    target = secret.base + "/secret"  # /out's redirect target: a URL of its own (rqcrawl.hops)
+    expected = {"/", HUGE + "/huge", "/malformed", "/ok", SLOW + "/drip", "/out", target}
     expected |= {f"/cookies/{n}" for n in range(COOKIE_PAGES)}
     expected |= {f"{LEAVES}/h/{n}" for n in range(LINK_CAP)}
     assert set(by_url) == expected
@@ -116,10 +117,11 @@ def test_a_hostile_site_through_a_proxy_ends_with_every_url_recorded_truthfully(
     drip_fed = by_url[SLOW + "/drip"]
     assert drip_fed["outcome"] == "failed" and "2.0s" in drip_fed["error"]
     assert drip_fed["attempts"] == 2  # a timeout is retried like one
-    assert by_url["/out"]["outcome"] == "refused_address"
-    assert "127.0.0.3" in by_url["/out"]["error"]
+    assert by_url["/out"]["outcome"] == "redirected" and by_url["/out"]["redirect_to"] == target
+    assert by_url[target]["outcome"] == "refused_address"
+    assert "127.0.0.3" in by_url[target]["error"] and by_url[target]["via"] == [SITE + "/out"]
     fetched = [u for u, r in by_url.items() if r["outcome"] == "fetched"]
-    assert len(fetched) == len(expected) - 2
+    assert len(fetched) == len(expected) - 3  # the drip-fed page, /out and its target
 
     # the guard held through the proxy: the refused address got nothing, directly or not
     assert secret.hits == {}

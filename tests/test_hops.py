@@ -1,0 +1,103 @@
+"""Every hop is a request like any other (rqcrawl.hops): a redirect's or a meta refresh's
+target is a URL of its own, at the same depth, that passes robots.txt and its host's gate."""
+
+from __future__ import annotations
+
+from http.server import BaseHTTPRequestHandler
+
+from helpers import read_jsonl, rqcrawl, seed_local, wait_finished
+from servers import HTTPSite, reply
+from test_politeness import gaps, scope
+
+from rqcrawl.runner import LocalWorkers
+
+
+def records(redis_url: str, crawl: str, tmp_path) -> dict[str, dict]:
+    out = tmp_path / f"{crawl}.jsonl"
+    rqcrawl(redis_url, "export", crawl, "-o", str(out))
+    return {r["url"]: r for r in read_jsonl(out)}
+
+
+def test_redirect_into_a_disallowed_path_is_never_requested(redis_url, tmp_path):
+    def handle(req: BaseHTTPRequestHandler) -> None:
+        if req.path == "/robots.txt":
+            reply(req, 200, b"User-agent: *\nDisallow: /private\n", ctype="text/plain")
+        elif req.path == "/":
+            reply(req, 200, b'<a href="/a">a</a>')
+        elif req.path == "/a":
+            reply(req, 302, b"", headers={"Location": "/private/secret"})
+        else:
+            reply(req, 200, b"<title>secret</title>")
+
+    with HTTPSite(handle, max_requests=20, max_seconds=60) as http:
+        seed_local(redis_url, http.base + "/", "dis", 2)
+        with LocalWorkers(redis_url, 1):
+            s = wait_finished(redis_url, "dis")
+    assert "/private/secret" not in http.hits  # the server never saw a request for it
+    rows = records(redis_url, "dis", tmp_path)
+    secret = rows[http.base + "/private/secret"]
+    assert secret["outcome"] == "robots_disallowed"
+    assert secret["via"] == [http.base + "/a"] and secret["depth"] == 1
+    assert rows[http.base + "/a"]["redirect_to"] == http.base + "/private/secret"
+    assert s["skipped"] == {"redirected": 1, "robots_disallowed": 1}
+
+
+def test_cross_host_redirect_asks_its_robots_txt_and_keeps_its_delay(redis_url, tmp_path):
+    def other(req: BaseHTTPRequestHandler) -> None:
+        if req.path == "/robots.txt":
+            reply(req, 200, b"User-agent: *\nCrawl-delay: 0.6\n", ctype="text/plain")
+        else:
+            reply(req, 200, f"<title>{req.path}</title>".encode())
+
+    with HTTPSite(other, host="127.0.0.3", max_requests=20, max_seconds=90) as b:
+
+        def first(req: BaseHTTPRequestHandler) -> None:
+            if req.path == "/robots.txt":
+                reply(req, 404, b"")
+            elif req.path == "/":
+                reply(req, 200, "".join(f'<a href="/r{i}">r</a>' for i in range(5)).encode())
+            else:
+                reply(req, 302, b"", headers={"Location": f"{b.base}/p{req.path[2:]}"})
+
+        with HTTPSite(first, host="127.0.0.2", max_requests=20, max_seconds=90) as a:
+            seed_local(redis_url, a.base + "/", "cross", 1, "--config", str(scope(tmp_path, a, b)))
+            with LocalWorkers(redis_url, 2):
+                wait_finished(redis_url, "cross")
+    assert b.hits["/robots.txt"] == 1  # the second host's robots.txt was asked
+    assert sorted(b.hits) == ["/p0", "/p1", "/p2", "/p3", "/p4", "/robots.txt"]
+    assert all(n == 1 for n in b.hits.values())
+    assert min(gaps(b)) >= 0.6, gaps(b)  # its Crawl-delay held between every request
+    rows = records(redis_url, "cross", tmp_path)
+    assert rows[b.base + "/p3"]["via"] == [a.base + "/r3"]
+
+
+def test_meta_refresh_target_is_fetched_at_the_same_depth(redis_url, tmp_path):
+    pages = {
+        "/": b'<a href="/old">old</a>',
+        "/old": b'<head><meta http-equiv="refresh" content="0; url=/new"></head><a href="/x">x</a>',
+        "/slow": b'<meta http-equiv="refresh" content="500; url=/never">',
+        "/new": b'<title>new</title><a href="/deeper">d</a>',
+    }
+
+    def handle(req: BaseHTTPRequestHandler) -> None:
+        if req.path in pages:
+            reply(req, 200, pages[req.path])
+        elif req.path == "/robots.txt":
+            reply(req, 404, b"")
+        else:
+            reply(req, 200, b"<title>other</title>")
+
+    pages["/"] += b'<a href="/slow">s</a>'
+    with HTTPSite(handle, max_requests=30, max_seconds=60) as http:
+        seed_local(redis_url, http.base + "/", "meta", 1)
+        with LocalWorkers(redis_url, 1):
+            wait_finished(redis_url, "meta")
+    assert http.hits["/new"] == 1  # the refresh's target was fetched
+    assert "/never" not in http.hits  # a refresh of 500 s is over max_meta_refresh_delay
+    assert "/x" not in http.hits and "/deeper" not in http.hits  # depth 2: over max_depth
+    rows = records(redis_url, "meta", tmp_path)
+    old, new = rows[http.base + "/old"], rows[http.base + "/new"]
+    assert old["outcome"] == "redirected" and old["redirect_to"] == http.base + "/new"
+    assert new["outcome"] == "fetched" and new["via"] == [http.base + "/old"]
+    assert new["depth"] == old["depth"] == 1
+    assert rows[http.base + "/slow"]["outcome"] == "fetched"
