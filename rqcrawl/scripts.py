@@ -457,6 +457,20 @@ return 1
 """,
 )
 
+# Hand an in-flight URL from its job to a new job (a render job, rqcrawl.render), if its entry
+# is still the expected one: the entry becomes the new job's, and the lease runs on until
+# `expiry`, so that a hand-off whose new job is never queued comes back with the lease's end.
+HAND_OFF = Script(
+    keys=("inflight", "leased"),
+    args=("url", "expected", "entry", "expiry"),
+    body="""
+if redis.call('HGET', inflight, url) ~= expected then return 0 end
+redis.call('HSET', inflight, url, entry)
+redis.call('ZADD', leased, expiry, url)
+return 1
+""",
+)
+
 # Take the URLs of `later` that are due (DUE_LIB). Returns url, entry, url, entry...
 DUE = Script(
     keys=("later", "inflight"),

@@ -480,6 +480,17 @@ class CrawlState:
             )
         )  # fmt: skip
 
+    def hand_off(self, url: str, entry: InFlight, nxt: InFlight) -> bool:
+        """Replace the job's `entry` by `nxt`, the entry of the job it hands the URL to (see
+        Frontier.hand_off); False if the job was stale."""
+        k = self.keys
+        return bool(
+            scripts.HAND_OFF(
+                self.redis, inflight=k.inflight, leased=k.leased, url=url,
+                expected=entry.encode(), entry=nxt.encode(), expiry=repr(time.time() + LEASE),
+            )
+        )  # fmt: skip
+
     def take_due(self) -> Released:
         """Take the deferred URLs whose time has come out of `later`."""
         k = self.keys
