@@ -39,7 +39,16 @@ from .changes import Content, Prior
 from .config import CrawlConfig
 from .robots import site_of
 from .sinks import record
-from .state import Children, CrawlState, Ended, InFlight, Released, StaleCrawl, outcome_counts
+from .state import (
+    RENDER_TURN,
+    Children,
+    CrawlState,
+    Ended,
+    InFlight,
+    Released,
+    StaleCrawl,
+    outcome_counts,
+)
 from .urls import host_of
 
 if TYPE_CHECKING:
@@ -358,7 +367,7 @@ class Frontier:
             return
         by_queue: dict[Queue, list] = {}
         for u, e in entries:
-            rendered = self.cfg.render and self._rendered(u)
+            rendered = e.rendered or (self.cfg.render and self._rendered(u))
             queue, func = (self.render_queue, RENDER_FUNC) if rendered else (self.queue, JOB_FUNC)
             data = Queue.prepare_data(func, at_front=at_front, **self._job_kwargs(u, e))
             by_queue.setdefault(queue, []).append(data)
@@ -376,10 +385,10 @@ class Frontier:
 
     def hand_off(self, url: str, entry: InFlight) -> bool:
         """Give `url`, claimed as `entry` by a plain job that found it needs the browser
-        (render = "auto"), to a new job on the render queue, as the next turn of the same
-        attempt; False if the job was stale. A worker dying in between leaves the URL
-        leased: it comes back as a plain job when the lease runs out."""
-        nxt = replace(entry, released_at=time.time(), turn=entry.turn + 1)
+        (render = "auto"), to a new job on the render queue, as a browser's turn of the same
+        attempt (state.RENDER_TURN); False if the job was stale. A worker dying in between
+        leaves the URL leased: it comes back as a plain job when the lease runs out."""
+        nxt = replace(entry, released_at=time.time(), turn=RENDER_TURN + entry.turn)
         if not self.state.hand_off(url, entry, nxt):
             return False
         data = Queue.prepare_data(RENDER_FUNC, at_front=True, **self._job_kwargs(url, nxt))

@@ -207,7 +207,7 @@ def _crawl_claimed(
                 refusal.counts.update(outcome_counts(host, refusal.counts, refusal.record, None))
                 return _settle(c, url, depth, entry, refusal)
         delay = c.politeness.delay_for(robots.crawl_delay(ua) if robots else None)
-        slot = c.politeness.acquire(host, job.id, delay, booked=entry.turn > 0)
+        slot = c.politeness.acquire(host, job.id, delay, booked=entry.booked)
         if slot is not None:
             return _defer(c, url, entry, slot)
         started = time.time()

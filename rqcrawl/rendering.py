@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from functools import lru_cache
+from urllib.parse import urlsplit
 
 from parsel import Selector
 
@@ -43,12 +44,14 @@ class Rendered:
 
 def matches(url: str, cfg: CrawlConfig) -> bool:
     """Whether one of the crawl's `render` patterns names `url`: a glob with `/` is matched
-    against the whole URL, one without against its host."""
+    against the whole URL, one without against its host (with or without its port)."""
     patterns = _patterns(tuple(cfg.render))
     if not patterns:
         return False
-    host = host_of(url)
-    return any(fnmatchcase(url if "/" in p else host, p) for p in patterns)
+    hosts = (host_of(url), urlsplit(url).hostname or "")
+    return any(
+        fnmatchcase(url, p) if "/" in p else any(fnmatchcase(h, p) for h in hosts) for p in patterns
+    )
 
 
 @lru_cache(maxsize=64)
