@@ -387,7 +387,7 @@ class Frontier:
         """Give `url`, claimed as `entry` by a plain job that found it needs the browser
         (render = "auto"), to a new job on the render queue, as a browser's turn of the same
         attempt (state.RENDER_TURN); False if the job was stale. A worker dying in between
-        leaves the URL leased: it comes back as a plain job when the lease runs out."""
+        leaves the URL with no RQ job: the recovery pass brings it back as a plain job."""
         nxt = replace(entry, released_at=time.time(), turn=RENDER_TURN + entry.turn)
         if not self.state.hand_off(url, entry, nxt):
             return False

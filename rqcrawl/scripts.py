@@ -458,15 +458,16 @@ return 1
 )
 
 # Hand an in-flight URL from its job to a new job (a render job, rqcrawl.render), if its entry
-# is still the expected one: the entry becomes the new job's, and the lease runs on until
-# `expiry`, so that a hand-off whose new job is never queued comes back with the lease's end.
+# is still the expected one: the entry becomes the new job's, and the job's lease ends (the new
+# job takes its own when it starts; until then the recovery pass looks for its RQ job, as for
+# any released URL, so that a queue wait longer than a lease is no loss).
 HAND_OFF = Script(
     keys=("inflight", "leased"),
-    args=("url", "expected", "entry", "expiry"),
+    args=("url", "expected", "entry"),
     body="""
 if redis.call('HGET', inflight, url) ~= expected then return 0 end
 redis.call('HSET', inflight, url, entry)
-redis.call('ZADD', leased, expiry, url)
+redis.call('ZREM', leased, url)
 return 1
 """,
 )

@@ -501,7 +501,7 @@ class CrawlState:
         return bool(
             scripts.HAND_OFF(
                 self.redis, inflight=k.inflight, leased=k.leased, url=url,
-                expected=entry.encode(), entry=nxt.encode(), expiry=repr(time.time() + LEASE),
+                expected=entry.encode(), entry=nxt.encode(),
             )
         )  # fmt: skip
 

@@ -333,3 +333,26 @@ def test_the_browser_is_recycled_so_memory_stays_flat():
     finally:
         browser.close()
         server.shutdown()
+
+
+# -- the hand-off ------------------------------------------------------------------------------
+
+
+def test_a_handed_off_url_waits_in_the_render_queue_longer_than_a_lease(conn):
+    """A page that "auto" sent to the browser may wait in the render queue behind many others:
+    the recovery pass must not take it for lost when a lease's time has passed."""
+    from rqcrawl import api, leases
+    from rqcrawl.frontier import Frontier
+
+    url = "http://127.0.0.1:9/p0"
+    cfg = CrawlConfig.from_dict({"render": "auto", "allow_private": True, "sitemaps": False})
+    api.start(conn, [url], "handoff", cfg)
+    frontier = Frontier(conn, "handoff", cfg.scoped_to([url]))
+    job = Queue(keys.QUEUE_NAME, connection=conn).jobs[0]
+    entry, _ = frontier.claim(url, job.id)
+    assert entry is not None and frontier.hand_off(url, entry)
+    render_jobs = Queue(keys.RENDER_QUEUE, connection=conn).jobs
+    assert [j.func_name for j in render_jobs] == ["rqcrawl.render.render_url"]
+    time.sleep(leases.LEASE + 1)
+    assert frontier.reap() == 0
+    assert frontier.claim(url, render_jobs[0].id)[0] is not None  # still the render job's
