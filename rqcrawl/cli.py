@@ -158,6 +158,10 @@ def seed(urls, name, priority, config_file, url, **flags) -> None:
             f"{masked(started.cfg.db, started.cfg.db)}"
         )
     click.echo(f"run workers with: {WORKER_HINT}")
+    if started.cfg.render:
+        click.echo(
+            f"and render workers with: rq worker {keys.RENDER_QUEUE} -w {RENDER_WORKER_CLASS}"
+        )
     click.echo(started.name)
 
 

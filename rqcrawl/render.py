@@ -60,7 +60,7 @@ CHROMIUM_ARGS = [
     f"--proxy-server={DEAD_PROXY}",
     "--proxy-bypass-list=<-loopback>",  # loopback goes to the dead proxy too
     "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
-    "--disable-features=NetworkPrediction,Prefetch",
+    "--dns-prefetch-disable",
 ]
 MEDIA = frozenset({"image", "font", "media"})
 QUIET_S = 0.5  # what "the page went quiet" waits for (Playwright's networkidle: 500 ms)
