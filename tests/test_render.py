@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 import psutil
 import pytest
-from helpers import read_jsonl, rqcrawl, seed_local, stop_pids, wait_finished, wait_until
+from helpers import BIN, read_jsonl, rqcrawl, seed_local, stop_pids, wait_finished, wait_until
 from rq import Queue
 from servers import HTTPSite, reply
 from testsite import Site
@@ -199,6 +199,7 @@ fetch('{canary}/secret').catch(() => {{}});
 const x = new XMLHttpRequest(); x.open('GET', '{canary}/secret'); x.send();
 try {{ new WebSocket('{ws}/secret'); }} catch (e) {{}}
 fetch('/hop').catch(() => {{}});
+fetch('/private/data').catch(() => {{}});
 navigator.sendBeacon('{canary}/beacon', 'x');
 document.getElementById('root').innerHTML = '<a href="/done">done</a>';
 </script></body></html>""".encode()
@@ -208,6 +209,8 @@ def guard_site(canary: str):
     def handle(req: BaseHTTPRequestHandler) -> None:
         if req.path == "/":
             reply(req, 200, leaky_page(canary))
+        elif req.path == "/robots.txt":
+            reply(req, 200, b"User-agent: *\nDisallow: /private\n", "text/plain")
         elif req.path == "/hop":  # a redirect of a page's own request to the canary
             reply(req, 302, b"", headers={"Location": f"{canary}/secret"})
         elif req.path == "/done":
@@ -222,8 +225,9 @@ def guard_site(canary: str):
 def test_the_page_never_reaches_a_refused_address(redis_url, conn, tmp_path):
     """The crawl may reach 127.0.0.1 only (allow_networks), not the canary on 127.0.0.2:
     XHR, fetch, <img>, CSS, an iframe, a WebSocket, a beacon, a preconnect and a redirect of
-    the page's own request all stay short of it, while the page itself renders. The
-    control crawl lets 127.0.0.2 through: the same page then reaches the canary."""
+    the page's own request all stay short of it, while the page itself renders; its request
+    to a path robots.txt disallows is not made. The control crawl lets 127.0.0.2 through:
+    the same page then reaches the canary."""
     canary = Canary()
     target = f"http://127.0.0.2:{canary.port}"
     try:
@@ -248,6 +252,7 @@ def test_the_page_never_reaches_a_refused_address(redis_url, conn, tmp_path):
                     rows = {path_of(r["url"]): r for r in crawled(redis_url, crawl, tmp_path)}
         assert rows["/"]["rendered"] and rows["/done"]["outcome"] == "fetched"
         assert http.hits["/hop"] >= 1  # the redirect was asked for, its target refused
+        assert http.hits["/private/data"] == 0  # the site's robots.txt holds for the page too
         assert guarded == 0, f"{guarded} connection(s) reached the canary"
         assert canary.connections > 0  # the control: the canary counts what gets through
     finally:
@@ -356,3 +361,27 @@ def test_a_handed_off_url_waits_in_the_render_queue_longer_than_a_lease(conn):
     time.sleep(leases.LEASE + 1)
     assert frontier.reap() == 0
     assert frontier.claim(url, render_jobs[0].id)[0] is not None  # still the render job's
+
+
+@needs_chromium
+def test_rqcrawl_crawl_runs_its_render_workers(tmp_path):
+    """`rqcrawl crawl` with `render` set starts a render worker of its own (as many as
+    --render-workers says) beside its plain ones, and the crawl ends complete."""
+    site = JSSite(pages=6)
+    conf = tmp_path / "spa.toml"
+    conf.write_text('[crawl]\nrender = ["127.0.0.1"]\n')
+    out = tmp_path / "out.jsonl"
+    with HTTPSite(site.handle, max_requests=200) as http:
+        proc = subprocess.run(
+            [
+                str(BIN / "rqcrawl"), "crawl", http.base + "/p0", "-o", str(out),
+                "--data-dir", str(tmp_path / "data"), "--allow-private", "--delay", "0",
+                "--max-depth", "5", "--workers", "1", "--config", str(conf),
+            ],
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "1 render worker(s)" in proc.stderr
+    rows = read_jsonl(out)
+    assert sorted(path_of(r["url"]) for r in rows) == sorted(site.expected(5))
+    assert all(r["rendered"] for r in rows)
