@@ -434,6 +434,8 @@ def visit(
             return failed_visit(url, depth, exc)
         text = rendered.html
         page_record.update(rendered=True, render_ms=rendered.ms)
+        if rendered.timed_out:  # the DOM as it stood after render_timeout
+            page_record["render_timed_out"] = True
     page = parse(text, resp.final_url)
     if render is None and rendering.auto(cfg):
         why = rendering.needs_rendering(page.selector, len(page.links))

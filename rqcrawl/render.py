@@ -193,8 +193,8 @@ class Interceptor:
 
     def _route(self, route: Route, request: BrowserRequest) -> None:
         if request.is_navigation_request() and request.frame.parent_frame is None:
-            if self.document_served or request.url != self.resp.final_url:
-                route.abort("aborted")  # the page stays the page fetched (links, record)
+            if self.document_served:  # the page stays the page fetched (links, record)
+                route.abort("aborted")
                 return
             self.document_served = True
             headers = _content_headers(self.resp.headers)
