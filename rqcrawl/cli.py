@@ -20,7 +20,7 @@ from .demo import DemoSite
 from .embedded import EmbeddedRedis
 from .lazygroup import LazyGroup
 from .redisurl import client, masked
-from .runner import WORKER_CLASS, LocalWorkers, watch
+from .runner import RENDER_WORKER_CLASS, WORKER_CLASS, LocalWorkers, watch
 
 DEFAULT_REDIS_URL = "redis://localhost:6379/0"
 # The recommended worker, through the variable RQ reads, so the card's command stays the same.
@@ -163,6 +163,10 @@ def seed(urls, name, priority, config_file, url, **flags) -> None:
             f"{masked(started.cfg.db, started.cfg.db)}"
         )
     click.echo(f"run workers with: {WORKER_HINT}")
+    if started.cfg.render:
+        click.echo(
+            f"and render workers with: rq worker {keys.RENDER_QUEUE} -w {RENDER_WORKER_CLASS}"
+        )
     click.echo(started.name)
 
 
@@ -423,6 +427,12 @@ def write_export(
     show_default=True,
     help="Workers per process (threads): many requests in flight on slow sites.",
 )
+@click.option(
+    "--render-workers",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Browser workers of the render queue [default: 1 if `render` is set, else 0].",
+)
 @click.option("--crawl", "name", default=None, help="Crawl name (default: from the command).")
 @shards_option
 @setting_flags
@@ -434,7 +444,9 @@ def write_export(
     help="Where the embedded Redis keeps its data and local workers their logs.",
 )
 @redis_option
-def crawl(urls, output, fmt, workers, threads, name, config_file, data_dir, url, **flags) -> None:
+def crawl(
+    urls, output, fmt, workers, threads, render_workers, name, config_file, data_dir, url, **flags
+) -> None:
     """Crawl on this machine until done and write OUTPUT: seed, run local workers, show
     progress. Uses an embedded Redis unless a Redis URL is configured; with --shards, those
     servers, with --workers processes for each. Running the same command again after an
@@ -462,7 +474,11 @@ def crawl(urls, output, fmt, workers, threads, name, config_file, data_dir, url,
         log_dir = Path(data_dir) / "workers"
         continuous = bool(planned.cfg.revisit)
         targets = shards or [target]
-        final = run_local(conn, targets, planned.name, workers, threads, log_dir, continuous)
+        if render_workers is None:
+            render_workers = 1 if planned.cfg.render else 0
+        final = run_local(
+            conn, targets, planned.name, workers, threads, log_dir, continuous, render_workers
+        )
         write_export(conn, planned.name, output, fmt)
         if final.get("thin_crawl"):  # the last line: a one-page crawl is not a finished site
             click.echo(f"warning: {final['thin_crawl']}", err=True)
@@ -528,13 +544,20 @@ def run_local(
     threads: int,
     log_dir: Path,
     continuous: bool,
+    render_workers: int = 0,
 ) -> dict:
-    """Run the crawl with local workers (`workers` per Redis of `targets`, its shards) until
-    it is over; a `continuous` one (revisits) never is: Ctrl-C or SIGTERM ends it, and its
+    """Run the crawl with local workers (`workers` per Redis of `targets`, its shards, and
+    `render_workers` browser workers of the render queue) until it is over, and return its
+    final status; a `continuous` one (revisits) never is: Ctrl-C or SIGTERM ends it, and its
     export is written all the same."""
     pool = LocalWorkers(targets, workers, threads, log_dir)
+    renderers = LocalWorkers(
+        targets, render_workers, 1, log_dir / "render", RENDER_WORKER_CLASS,
+        queue=keys.RENDER_QUEUE,
+    )  # fmt: skip
     per = f" per shard ({len(targets)})" if len(targets) > 1 else ""
-    click.echo(f"{workers} local worker(s){per}, logs in {log_dir}", err=True)
+    also = f" and {render_workers} render worker(s)" if render_workers else ""
+    click.echo(f"{workers} local worker(s){also}{per}, logs in {log_dir}", err=True)
     try:
         final = watch(conn, name, pool)
     except KeyboardInterrupt:
@@ -549,6 +572,7 @@ def run_local(
         raise click.ClickException(str(exc)) from None
     finally:
         pool.stop()
+        renderers.stop()
     click.echo(
         f"crawl {name} {final['state']}: {final['fetched']} fetched, {final['failed']} failed, "
         f"{final['skipped_total']} skipped in {final['elapsed_s']:.1f} s",

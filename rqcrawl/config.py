@@ -149,6 +149,15 @@ class CrawlConfig:
     # {host glob: one of those URLs}. Empty: the crawl lives in the Redis it is seeded in.
     shards: list[str] = field(default_factory=list)
     shard_rules: dict[str, str] = field(default_factory=dict)
+    # Rendering pages that only JavaScript builds (rqcrawl.rendering, rqcrawl.render): URL or
+    # host patterns rendered by the browser, and/or "auto" (`render = "auto"` is ["auto"]).
+    render: list[str] = field(default_factory=list)
+    render_timeout: float = 20.0  # seconds a page may take to load and go quiet in the browser
+    render_block_media: bool = True  # the browser skips images, fonts, audio and video
+    render_dom_warc: bool = True  # with warc_dir, the rendered DOM as a `conversion` record
+    render_screenshot_dir: str = ""  # a PNG per rendered page in this directory of the worker
+    render_recycle_pages: int = 200  # a render worker restarts its browser after this many pages
+    render_recycle_mb: int = 1024  # ... or once the browser's processes use more memory (RSS)
 
     def for_sitemaps(self) -> CrawlConfig:
         """The schedule of sitemap documents: every `sitemap_revisit` (adapting within
@@ -175,6 +184,8 @@ class CrawlConfig:
                 raise ConfigError(f"unknown setting {name!r}")
             if name in DURATIONS and isinstance(value, str):
                 value = parse_duration(name, value)
+            if name == "render" and value == AUTO:
+                value = [AUTO]
             merged[name] = _checked(name, value, type(merged[name]))
             if name in _VALIDATORS:
                 _VALIDATORS[name](name, merged[name])
@@ -413,6 +424,14 @@ def _check_shard_rules(config: CrawlConfig) -> None:
 _HOOK_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*[:.][A-Za-z_]\w*")
 
 
+AUTO = "auto"  # the `render` value that lets each page's HTTP fetch decide (rqcrawl.rendering)
+
+
+def _check_render(name: str, patterns: list[str]) -> None:
+    if any(not p.strip() for p in patterns):
+        raise ConfigError(f"setting {name!r}: empty pattern")
+
+
 def _check_hook(name: str, path: str) -> None:
     if path and not _HOOK_PATH.fullmatch(path):
         raise ConfigError(
@@ -433,6 +452,7 @@ _VALIDATORS: dict[str, Callable[[str, Any], None]] = {
     "bloom_filter": _check_bloom_filter,
     "strip_params": _check_params,
     "politeness_by": _check_politeness_by,
+    "render": _check_render,
 }
 BLOOM_FILTERS = ("auto", "native", "lua")
 
@@ -509,6 +529,9 @@ _BOUNDS: dict[str, Bounds] = {
     "revisit_min": Bounds(0),
     "revisit_max": Bounds(0),
     "revisit_gone_after": Bounds(1),
+    "render_timeout": Bounds(0, DAY, low_open=True),
+    "render_recycle_pages": Bounds(1),
+    "render_recycle_mb": Bounds(64),
 }
 
 

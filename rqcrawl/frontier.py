@@ -35,13 +35,22 @@ from rq import Queue
 from rq.job import Job, JobStatus
 from rq.registry import StartedJobRegistry
 
-from . import keys, levels, shards, sitemaps
+from . import keys, levels, rendering, shards, sitemaps
 from .changes import Content, Prior
 from .config import CrawlConfig
 from .outage import TableUnavailable
 from .robots import site_of
 from .sinks import record
-from .state import Children, CrawlState, Ended, InFlight, Released, StaleCrawl, outcome_counts
+from .state import (
+    RENDER_TURN,
+    Children,
+    CrawlState,
+    Ended,
+    InFlight,
+    Released,
+    StaleCrawl,
+    outcome_counts,
+)
 from .urls import host_of
 
 if TYPE_CHECKING:
@@ -58,6 +67,7 @@ PUMP_EVERY = 2.0  # seconds between two pumps of a crawl's due revisits (by any 
 PUMP_BATCH = 500  # due URLs taken from the task table per transaction
 DRAIN_BATCH = 500  # links moved from a shard's outbox to their shards per round
 JOB_FUNC = "rqcrawl.jobs.crawl_url"
+RENDER_FUNC = "rqcrawl.render.render_url"  # a page the browser renders (queue crawl-render)
 log = logging.getLogger(__name__)
 WAKE_FUNC = "rqcrawl.jobs.wake"
 
@@ -98,6 +108,7 @@ class Frontier:
         self.cfg = cfg
         self.state = CrawlState(redis, crawl, cfg)
         self.queue = Queue(keys.QUEUE_NAME, connection=redis, job_class=CompactJob)
+        self.render_queue = Queue(keys.RENDER_QUEUE, connection=redis, job_class=CompactJob)
 
     def seed(self, urls: list[str], priority: int = 0) -> int:
         """Admit `urls` at depth 0 and `priority`, and their sites' first sitemap documents
@@ -370,16 +381,38 @@ class Frontier:
         the queue, for a URL that already waited)."""
         if not entries:
             return
-        datas = [
-            Queue.prepare_data(JOB_FUNC, at_front=at_front, **self._job_kwargs(u, e))
-            for u, e in entries
-        ]
+        by_queue: dict[Queue, list] = {}
+        for u, e in entries:
+            rendered = e.rendered or (self.cfg.render and self._rendered(u))
+            queue, func = (self.render_queue, RENDER_FUNC) if rendered else (self.queue, JOB_FUNC)
+            data = Queue.prepare_data(func, at_front=at_front, **self._job_kwargs(u, e))
+            by_queue.setdefault(queue, []).append(data)
         with self.redis.pipeline() as pipe:
             # A job id comes back when a paused URL is released again: its finished
             # predecessor's hash (and expiry) must not outlive into the new job.
-            pipe.delete(*(Job.key_for(d.job_id) for d in datas))
-            self.queue.enqueue_many(datas, pipeline=pipe)
+            for queue, datas in by_queue.items():
+                pipe.delete(*(Job.key_for(d.job_id) for d in datas))
+                queue.enqueue_many(datas, pipeline=pipe)
             pipe.execute()
+
+    def _rendered(self, url: str) -> bool:
+        """Whether `url` goes straight to the render queue (a `render` pattern names it)."""
+        return not sitemaps.document(url) and rendering.matches(url, self.cfg)
+
+    def hand_off(self, url: str, entry: InFlight) -> bool:
+        """Give `url`, claimed as `entry` by a plain job that found it needs the browser
+        (render = "auto"), to a new job on the render queue, as a browser's turn of the same
+        attempt (state.RENDER_TURN); False if the job was stale. A worker dying in between
+        leaves the URL with no RQ job: the recovery pass brings it back as a plain job."""
+        nxt = replace(entry, released_at=time.time(), turn=RENDER_TURN + entry.turn)
+        if not self.state.hand_off(url, entry, nxt):
+            return False
+        data = Queue.prepare_data(RENDER_FUNC, at_front=True, **self._job_kwargs(url, nxt))
+        with self.redis.pipeline() as pipe:
+            pipe.delete(Job.key_for(data.job_id))
+            self.render_queue.enqueue_many([data], pipeline=pipe)
+            pipe.execute()
+        return True
 
     def _job_kwargs(self, url: str, entry: InFlight) -> dict:
         """Job hygiene: tiny JSON-friendly args, a dashboard-readable description, a short
@@ -405,6 +438,8 @@ class Frontier:
         first, and releases due deferred URLs, so that a URL still waiting is never taken
         for lost. Returns how many URLs were brought back or given up."""
         StartedJobRegistry(queue=self.queue).cleanup()
+        if self.cfg.render:
+            StartedJobRegistry(queue=self.render_queue).cleanup()
         self.release_due()
         orphans, lost, unleased = self.state.recovery_candidates(LOST_AFTER)
         for url in orphans:  # leases left by jobs whose URL ended without them

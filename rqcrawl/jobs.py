@@ -19,24 +19,26 @@ import time
 from collections import Counter
 from collections.abc import Callable, Container, Hashable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 from redis import Redis
 from rq import get_current_job
 from rq.job import Job
 from rq.timeouts import JobTimeoutException
 
-from . import config, directives, hooks, hops, keys, sitemaps, stats, warc
+from . import config, directives, hooks, hops, keys, rendering, sitemaps, stats, warc
 from .changes import Content, Prior, simhash, visible_text
 from .config import CrawlConfig
 from .cookies import Cookies
 from .extract import decode, extract_fields, parse
 from .fetch import NOT_MODIFIED, Archive, FetchError, Response, fetch, no_archive
-from .frontier import JOB_FUNC, Frontier
+from .frontier import JOB_FUNC, RENDER_FUNC, Frontier
 from .leases import renewer
 from .lru import LRU
 from .outage import TABLE_WAIT, TableUnavailable
 from .politeness import Politeness
 from .redisurl import server_key
+from .rendering import Rendered
 from .robots import CLAIM_POLL, Robots, RobotsCache, site_of
 from .rules import link_verdict
 from .shards import connect as shard_connect
@@ -152,23 +154,41 @@ class Visit:
     # same depth, led to by this chain of redirects (the URL's own `via` and the URL).
     via: list[str] | None = None
     retry_after: float | None = None  # the server's Retry-After, if it sent one
+    render: str | None = None  # why the page needs the browser (render = "auto"): handed off
+
+
+# The browser's step of a visit (rqcrawl.render): the rendered page of a response fetched with
+# HTTP, with the crawl, the worker and the robots.txt verdict of the page's site bound.
+Renderer = Callable[..., Rendered]
 
 
 def crawl_url(crawl: str, url: str, depth: int) -> str:
     """Visit `url` of `crawl` at `depth` (the RQ job function)."""
+    return run_job(crawl, url, depth)
+
+
+def run_job(crawl: str, url: str, depth: int, render: Renderer | None = None) -> str:
+    """A job of `url`: claimed, passed through robots.txt and politeness, visited (rendered
+    by `render` when given: the render queue's job, rqcrawl.render) and ended."""
     job = get_current_job()
     c, entry, paused = claim(job.connection, crawl, url, job.id)
     if c is None:
         return "crawl not found (purged?)"
     if entry is None:
         return "already ended"
-    outcome = _run_claimed(job, c, url, depth, entry, paused)
+    outcome = _run_claimed(job, c, url, depth, entry, paused, render)
     _describe(job, c, outcome)
     return outcome if isinstance(outcome, str) else outcome["outcome"]
 
 
 def _run_claimed(
-    job: Job, c: Crawl, url: str, depth: int, entry: InFlight, paused: bool
+    job: Job,
+    c: Crawl,
+    url: str,
+    depth: int,
+    entry: InFlight,
+    paused: bool,
+    render: Renderer | None = None,
 ) -> str | dict:
     """crawl_url's work once the job holds its URL: a message, or the record that ended it."""
     if paused and c.frontier.state.put_back(url, entry):
@@ -180,7 +200,7 @@ def _run_claimed(
             renewer.hold(c.frontier.redis, (c.frontier.state.keys.leased, url)),
             renewer.hold(gate, gate_lease),
         ):
-            return _crawl_claimed(job, c, url, depth, entry)
+            return _crawl_claimed(job, c, url, depth, entry, render)
     except TableUnavailable as exc:  # a database outage: the URL waits, no attempt spent
         log.warning("crawl %s: %s put back for %ss: %s", c.frontier.crawl, url, TABLE_WAIT, exc)
         return _defer(c, url, entry, time.time() + TABLE_WAIT)
@@ -193,7 +213,9 @@ def _run_claimed(
         return _settle(c, url, depth, entry, failed_visit(url, depth, error))
 
 
-def _crawl_claimed(job: Job, c: Crawl, url: str, depth: int, entry: InFlight) -> str | dict:
+def _crawl_claimed(
+    job: Job, c: Crawl, url: str, depth: int, entry: InFlight, render: Renderer | None = None
+) -> str | dict:
     """Visit `url`, claimed by `job` as `entry`: fetch and end it, or park it until its
     host is ready. A sitemap entry (rqcrawl.sitemaps) passes the same gates for its
     document."""
@@ -213,7 +235,7 @@ def _crawl_claimed(job: Job, c: Crawl, url: str, depth: int, entry: InFlight) ->
                 refusal.counts.update(outcome_counts(host, refusal.counts, refusal.record, None))
                 return _settle(c, url, depth, entry, refusal)
         delay = c.politeness.delay_for(robots.crawl_delay(ua) if robots else None)
-        slot = c.politeness.acquire(host, job.id, delay, booked=entry.turn > 0)
+        slot = c.politeness.acquire(host, job.id, delay, booked=entry.booked)
         if slot is not None:
             return _defer(c, url, entry, slot)
         started = time.time()
@@ -243,22 +265,39 @@ def _crawl_claimed(job: Job, c: Crawl, url: str, depth: int, entry: InFlight) ->
     try:
         prior = c.frontier.prior(url)
         archive = warc.archive(c.frontier.crawl, c.cfg, job.worker_name, prior)
+        if render is not None:
+            allows = partial(_robots_allow, robots, ua)
+            render = partial(render, crawl=c.frontier.crawl, worker=job.worker_name, allows=allows)
         result = visit(
-            url, depth, c.cfg, archive, c.frontier.state.known, c.cookies, prior, entry.via
-        )
+            url, depth, c.cfg, archive, c.frontier.state.known, c.cookies, prior, entry.via,
+            render,
+        )  # fmt: skip
     finally:  # the answer feeds the host's adaptive throttle
         status = result.record.get("status") if result else None
         wait = result.retry_after if result else None
         c.politeness.release(host, job.id, delay, started, status, wait)
+    if result.render:
+        return _hand_off(c, url, entry, result.render)
     result.counts.update(outcome_counts(host, result.counts, result.record, result.fetch_s))
     return _settle(c, url, depth, entry, result)
+
+
+def _robots_allow(robots: Robots | None, ua: str, url: str) -> bool:
+    """Whether robots.txt of the page's site lets the browser request `url` of that site."""
+    return robots is None or robots.allows(url, ua)
+
+
+def _hand_off(c: Crawl, url: str, entry: InFlight, why: str) -> str:
+    if not c.frontier.hand_off(url, entry):
+        return "already ended"
+    return f"to the browser ({why})"
 
 
 def abandon(job: Job) -> None:
     """After a crawl job was cut short (its worker lost Redis for longer than it retries):
     free the politeness lease it may hold, so that its host does not wait for the lease to
     expire. Its URL comes back through the recovery pass."""
-    if job.func_name != JOB_FUNC:
+    if job.func_name not in (JOB_FUNC, RENDER_FUNC):
         return
     crawl, url, _ = job.args
     c = crawl_of(job.connection, crawl)
@@ -390,6 +429,7 @@ def visit(
     cookies: Cookies | None = None,
     prior: Prior | None = None,
     via: Sequence[str] = (),
+    render: Renderer | None = None,
 ) -> Visit:
     """Fetch (archiving the responses) and parse `url`, extract its fields, run the hook;
     never raises for anything a web server can do. Links in `known` were already admitted
@@ -397,7 +437,9 @@ def visit(
     Cookies are sent and kept in `cookies`, if given. With the `prior` visit's validators
     the GET is conditional, and a 304 is a visit of the page as it was. A redirect or a
     meta refresh ends the visit, its target a URL of its own (rqcrawl.hops); `via`: the
-    redirects that led to `url`."""
+    redirects that led to `url`. With `render`, the page is what the browser made of the
+    response; without, a crawl with render = "auto" hands a page that needs the browser off
+    (Visit.render)."""
 
     def check_hop(hop: str) -> str | None:
         return None if in_scope(hop, cfg.scope_hosts) else "out_of_scope"
@@ -438,11 +480,24 @@ def visit(
     if refresh is not None:
         page_record["bytes"] = len(resp.body)
         return _redirected(page_record, refresh, via, cfg, fetch_s)
+    if render is not None:
+        try:
+            rendered = render(resp, text, cfg)
+        except FetchError as exc:
+            return failed_visit(url, depth, exc)
+        text = rendered.html
+        page_record.update(rendered=True, render_ms=rendered.ms)
+        if rendered.timed_out:  # the DOM as it stood after render_timeout
+            page_record["render_timed_out"] = True
     strip = param_filter(cfg.strip_params)
     page = parse(text, resp.final_url, strip, skip_nofollow=obey)
     if obey:
         said |= directives.from_meta(page.selector, token)
         page_record["noindex"] = said.noindex or None
+    if render is None and rendering.auto(cfg):
+        why = rendering.needs_rendering(page.selector, len(page.links))
+        if why:
+            return Visit(page_record, {}, fetch_s=fetch_s, render=why)
     page_record.update(outcome="fetched", title=page.title, bytes=len(resp.body))
     page_record["fields"] = extract_fields(page.selector, cfg.fields)
     counts = Counter({keys.FETCHED: 1, keys.links_dropped("bad"): page.bad_links})

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 QUEUE_NAME = "crawl"  # the RQ queue of every crawl's jobs
+RENDER_QUEUE = "crawl-render"  # the RQ queue of pages a browser renders (rqcrawl.render)
 CRAWLS = "rqcrawl:crawls"  # set of crawl names known to this Redis
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")

@@ -23,6 +23,7 @@ from .shards import all_shards
 from .worker import REDIS_DOWN
 
 WORKER_CLASS = "rqcrawl.worker.CrawlWorker"  # see worker.py
+RENDER_WORKER_CLASS = "rqcrawl.render.RenderWorker"  # the render queue's (see render.py)
 
 
 def worker_command(threads: int) -> list[str]:
@@ -44,7 +45,8 @@ class LocalWorkers:
 
     A sharded crawl has several `redis_url`s: one `rq worker` serves one Redis, so N
     processes run per shard; with threads, each of the N processes runs `threads` workers
-    per shard (rqcrawl.threadworkers): every shard gets N x threads workers either way."""
+    per shard (rqcrawl.threadworkers): every shard gets N x threads workers either way.
+    `queue`: the RQ queue they serve (keys.RENDER_QUEUE for render workers)."""
 
     def __init__(
         self,
@@ -55,6 +57,7 @@ class LocalWorkers:
         worker_class: str | None = WORKER_CLASS,
         rq_config: str | None = None,
         env: Mapping[str, str] | None = None,
+        queue: str = keys.QUEUE_NAME,
     ):
         self.log_dir = log_dir
         urls = [redis_url] if isinstance(redis_url, str) else list(redis_url)
@@ -71,7 +74,7 @@ class LocalWorkers:
                     sys.executable,
                     "-m",
                     *worker_command(threads),
-                    keys.QUEUE_NAME,
+                    queue,
                     *(["--worker-class", worker_class] if worker_class else []),
                     "--with-scheduler",
                     "--maintenance-interval",

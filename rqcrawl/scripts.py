@@ -463,6 +463,21 @@ return 1
 """,
 )
 
+# Hand an in-flight URL from its job to a new job (a render job, rqcrawl.render), if its entry
+# is still the expected one: the entry becomes the new job's, and the job's lease ends (the new
+# job takes its own when it starts; until then the recovery pass looks for its RQ job, as for
+# any released URL, so that a queue wait longer than a lease is no loss).
+HAND_OFF = Script(
+    keys=("inflight", "leased"),
+    args=("url", "expected", "entry"),
+    body="""
+if redis.call('HGET', inflight, url) ~= expected then return 0 end
+redis.call('HSET', inflight, url, entry)
+redis.call('ZREM', leased, url)
+return 1
+""",
+)
+
 # Take the URLs of `later` that are due (DUE_LIB). Returns url, entry, url, entry...
 DUE = Script(
     keys=("later", "inflight"),

@@ -83,6 +83,10 @@ FORKED_TTL = 60  # seconds a job run by a forking worker keeps the `status` warn
 OUTBOX_LOCK = 30  # seconds a drain of a shard's outbox holds it (a dead drain's is taken over)
 
 Children = Sequence[tuple[str | None, str]]  # (verdict, url): a verdict refuses the URL
+# Turns from here on are the browser's: a URL handed to the render queue (Frontier.hand_off)
+# keeps going there when it is deferred (its turns count on from it); a retry or a recovery
+# starts again at turn 0, a plain job, which decides anew.
+RENDER_TURN = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -108,6 +112,16 @@ class InFlight:
             raw.decode() if isinstance(raw, bytes) else raw
         ).split(" ")
         return cls(int(depth), float(at), int(attempt), int(turn), int(*priority or [0]))
+
+    @property
+    def rendered(self) -> bool:
+        """Whether the URL's jobs are the render queue's (see RENDER_TURN)."""
+        return self.turn >= RENDER_TURN
+
+    @property
+    def booked(self) -> bool:
+        """Whether the URL waited for a politeness slot in this attempt (deferred)."""
+        return self.turn % RENDER_TURN > 0
 
     def encode(self) -> str:
         return f"{self.depth} {self.released_at!r} {self.attempt} {self.turn} {self.priority}"
@@ -489,6 +503,17 @@ class CrawlState:
                 self.redis, inflight=k.inflight, later=k.later, leased=k.leased,
                 counters=k.counters, url=url, expected=entry.encode(), entry=nxt.encode(),
                 until_at=repr(nxt.released_at), counter=counter,
+            )
+        )  # fmt: skip
+
+    def hand_off(self, url: str, entry: InFlight, nxt: InFlight) -> bool:
+        """Replace the job's `entry` by `nxt`, the entry of the job it hands the URL to (see
+        Frontier.hand_off); False if the job was stale."""
+        k = self.keys
+        return bool(
+            scripts.HAND_OFF(
+                self.redis, inflight=k.inflight, leased=k.leased, url=url,
+                expected=entry.encode(), entry=nxt.encode(),
             )
         )  # fmt: skip
 

@@ -35,6 +35,7 @@ import os
 import re
 import socket
 import time
+from collections.abc import Callable
 from importlib.metadata import version
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -82,6 +83,20 @@ class WarcFiles:
         writer.write_request_response_pair(
             _request_record(writer, resp), _record(writer, resp, body, last_digest)
         )
+        if self._file.tell() >= self.max_bytes:
+            self.close()
+
+    def write_conversion(self, url: str, html: str) -> None:
+        """Archive the DOM a browser rendered from the response of `url` (rqcrawl.render), as
+        a `conversion` record: what the page became, beside what the server sent."""
+        writer = self._writer or self._open()
+        payload = html.encode("utf-8")
+        record = writer.create_warc_record(
+            url, "conversion", payload=io.BytesIO(payload), length=len(payload),
+            warc_content_type="text/html; charset=utf-8",
+            warc_headers_dict={"WARC-Refers-To-Target-URI": url},
+        )  # fmt: skip
+        writer.write_record(record)
         if self._file.tell() >= self.max_bytes:
             self.close()
 
@@ -195,13 +210,23 @@ def archive(
     With the `prior` visit of the URL, an unchanged response is a revisit record."""
     if not cfg.warc_dir:
         return no_archive
-    key = (crawl, cfg.warc_dir, worker or "")
-    files = _open_files.get(key) or _open_files.put(
-        key, WarcFiles(Path(cfg.warc_dir), crawl, worker or f"pid{os.getpid()}", cfg.warc_max_bytes)
-    )
+    files = _files(crawl, cfg, worker)
     if prior is None or prior.digest is None:
         return files.write
     return functools.partial(files.write, last_digest=prior.digest)
+
+
+def conversion(crawl: str, cfg: CrawlConfig, worker: str | None) -> Callable[[str, str], None]:
+    """Where `worker`'s rendered pages of `crawl` go (WarcFiles.write_conversion); the crawl
+    has `warc_dir`."""
+    return _files(crawl, cfg, worker).write_conversion
+
+
+def _files(crawl: str, cfg: CrawlConfig, worker: str | None) -> WarcFiles:
+    key = (crawl, cfg.warc_dir, worker or "")
+    return _open_files.get(key) or _open_files.put(
+        key, WarcFiles(Path(cfg.warc_dir), crawl, worker or f"pid{os.getpid()}", cfg.warc_max_bytes)
+    )
 
 
 def forget(crawl: str) -> None:

@@ -346,10 +346,19 @@ def parse_list(kind):
 @click.option("--bloom-module", type=click.Path(exists=True, dir_okay=False),
               help="RedisBloom's redisbloom.so: also crawl with the native Bloom filter "
                    f"(rows {NATIVE}), the module loaded into the bench's Redis.")  # fmt: skip
+@click.option(
+    "--render",
+    "render",
+    is_flag=True,
+    help="Instead: rendering in a browser on a script-built site beside plain "
+    "fetching of its server-side twin (--pages, --workers, --render-workers).",
+)
+@click.option("--render-workers", type=click.IntRange(min=1), default=1, show_default=True,
+              help="With --render: render worker processes (one browser each).")  # fmt: skip
 def bench(
     pages, workers, threads, latency, with_scrapy, concurrency, stock, repeat, site_procs,
     revisit_memory, db_url, task_table, skewed, fan_pages, crawl_delay, chain_pages,
-    shard_counts, hosts, bloom_module,
+    shard_counts, hosts, bloom_module, render, render_workers,
 ) -> None:  # fmt: skip
     """Benchmark rqcrawl against Scrapy on a generated local site and print one table."""
     if task_table:
@@ -358,6 +367,11 @@ def bench(
         if not db_url:
             raise click.BadParameter("a database URL is needed", param_hint="--db")
         table_report(task_table, db_url)
+        return
+    if render:
+        from .rendered import report as render_report  # it builds on this module
+
+        render_report(pages, max(workers), render_workers)
         return
     if shard_counts:
         from .sharded import report as sharded_report  # it builds on this module
