@@ -44,8 +44,8 @@ class Robots:
 
     @cached_property
     def _parser(self) -> Protego | None:
-        # A NUL (`User-agent: *\0`) made Protego drop the line's group, rules and all: no
-        # robots.txt means one by it, so NULs are left out.
+        # A NUL (`User-agent: *\0`) made Protego drop the line's group with its rules, so
+        # the site's Disallow lines did not apply: NULs are left out.
         return Protego.parse(self.body.replace("\0", "")) if self.kind == "rules" else None
 
     def allows(self, url: str, user_agent: str) -> bool:
