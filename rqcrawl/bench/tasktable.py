@@ -100,20 +100,21 @@ def analyse(table: TaskTable) -> None:
 
 
 def make_due(table: TaskTable, rows: int, share: float) -> None:
-    """Every row scheduled again; the first `share` of them (by build order) due, spread
-    over the last hour, in random order of next_visit vs build order."""
+    """The rows taken by the last case scheduled again (not due), and the first `share` of
+    the rows (by build order) due, spread over the last hour in an order unrelated to the
+    build's."""
     now = time.time()
     due = max(PUMP_BATCH * BATCHES, int(rows * share))
-    scheduled = {"state": tasks.SCHEDULED, "queued_at": None}
+    mine = TASKS.c.crawl == CRAWL
     with table.engine.begin() as conn:
         conn.execute(
-            update(TASKS).where(TASKS.c.crawl == CRAWL).values(
-                **scheduled, next_visit=now + 86400 + TASKS.c.simhash
+            update(TASKS).where(mine, TASKS.c.state == tasks.QUEUED).values(
+                state=tasks.SCHEDULED, queued_at=None, next_visit=now + 86400 + TASKS.c.simhash
             )
         )  # fmt: skip
         conn.execute(
             update(TASKS)
-            .where(TASKS.c.crawl == CRAWL, TASKS.c.simhash < due)
+            .where(mine, TASKS.c.simhash < due)
             .values(next_visit=now - 3600 + (TASKS.c.simhash * 7919 % 3600))
         )
     analyse(table)
