@@ -217,7 +217,8 @@ def _crawl_claimed(job: Job, c: Crawl, url: str, depth: int, entry: InFlight) ->
         result = visit(url, depth, c.cfg, archive, c.frontier.state.known, c.cookies, prior)
     finally:
         c.politeness.release(host, job.id, delay, started)
-    result.counts.update(outcome_counts(host, result.counts, result.record, result.fetch_s))
+    counts = outcome_counts(host, result.counts, result.record, result.fetch_s, entry.attempt + 1)
+    result.counts.update(counts)
     return _settle(c, url, depth, entry, result)
 
 
@@ -303,8 +304,10 @@ def _retry(c: Crawl, url: str, entry: InFlight, error: FetchError | None) -> str
     message); None when the URL must end now."""
     if error is None or entry.attempt + 1 > c.cfg.retries:
         return None
-    delay = max(error.retry_after or 0.0, c.cfg.retry_base * 2**entry.attempt)
-    if not c.frontier.retry_later(url, entry, delay):
+    backoff = c.cfg.retry_base * 2**entry.attempt
+    delay = max(error.retry_after or 0.0, backoff)
+    why = f"Retry-After {error.retry_after:g}s" if delay > backoff else f"back-off {backoff:g}s"
+    if not c.frontier.retry_later(url, entry, delay, f"{why} after: {error}"):
         return "already ended"
     return f"retry in {delay:.1f}s: {error}"
 
