@@ -841,6 +841,17 @@ class CrawlState:
             last = batch[-1][0]
         return None
 
+    def recent_ends(self, since: float, limit: int) -> list[tuple[float, str]]:
+        """(time, url) of the URLs that ended since `since`, among the newest `limit` records
+        (the records stream's entry ids are their times in ms), newest first."""
+        entries = self.redis.xrevrange(self.keys.items, min=f"{int(since * 1000)}", count=limit)
+        records = [(entry_id, json.loads(fields[b"r"])) for entry_id, fields in entries]
+        return [
+            (int(entry_id.split(b"-")[0]) / 1000, r["url"])
+            for entry_id, r in records
+            if r.get("attempts")  # not a link refused at admission (never in flight)
+        ]
+
     def host_facts(self, hosts: list[str]) -> HostFacts:
         """Deferred URLs per host, and for `hosts` their live requests, the robots.txt
         verdicts of their sites (http and https) and which of those are being fetched, in

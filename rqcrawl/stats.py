@@ -24,6 +24,7 @@ from .urls import host_of
 OVERDUE = 10  # seconds a scheduled job may be late before `status` warns
 IDLE_WARN = 60  # seconds URLs may wait in RQ with no job of the crawl started before a warning
 HOSTS_SHOWN = 10  # hosts in `status`, those with the most time left first
+RECENT_ENDS = 2000  # newest records per shard read for the hosts' observed pace
 # The recommended worker (runner.WORKER_CLASS; the runner imports this module).
 WORKER_HINT = (
     f"RQ_WORKER_CLASS=rqcrawl.worker.CrawlWorker rq worker {keys.QUEUE_NAME} --with-scheduler"
@@ -80,7 +81,8 @@ def status(redis: Redis, crawl: str) -> dict | None:
     end = snap.counters.get(keys.LAST_AT, started) if over else now
     fetched = snap.count(keys.FETCHED)
     recent = recent_rate(snap.family(keys.RATE), started, now) if not over else 0.0
-    hosts = host_rows(states, cfg, snap, now, host_delays(states, cfg, snap))
+    pace = observed_pace(states, now) if not done else {}
+    hosts = host_rows(states, cfg, snap, now, host_delays(states, cfg, snap), observed=pace)
     skipped = snap.family(keys.SKIPPED)
     bloom = snap.bloom
     waiting = in_flight - snap.deferred
@@ -204,11 +206,13 @@ def host_rows(
     now: float,
     delays: dict[str, tuple[float, str]] | None = None,
     shown: int = HOSTS_SHOWN,
+    observed: dict[str, float] | None = None,
 ) -> list[dict]:
     """Per host: URLs admitted, fetched, failed, skipped, remaining, of which in flight and
     held, requests running now (for the first `shown`), when its next request may start, the
     delay in force and where it comes from (`delays`: host_delays; else the setting), its
-    pace (host_pace, or the age of a request running longer) and the time its remaining
+    pace (host_pace, or the age of a request running longer; or the time between its URLs'
+    ends lately, `observed`, if longer: the jobs' own latency) and the time its remaining
     URLs need at that pace; the hosts with URLs in flight and the most time left first."""
     delays = delays or {}
     flying = Counter(host_of(sitemaps.target(url)) for url in snap.in_flight)
@@ -219,6 +223,7 @@ def host_rows(
         delay, source = delays.get(host, (cfg.delay, "setting"))
         request_s, per_url = host_pace(n, delay, step)
         url_s = url_seconds(request_s, per_url, delay, cfg.host_concurrency)
+        url_s = max(url_s, (observed or {}).get(host, 0.0))
         remaining = max(0, n.get(keys.ADMITTED, 0) - _ended(n))
         rows.append(
             {
@@ -256,6 +261,17 @@ def _urgency(row: dict) -> tuple:
     """The hosts with URLs in flight first (where the crawl is now), then those with the
     most time left."""
     return -row["in_flight"], -row["eta_s"], -row["remaining"], row["host"]
+
+
+def observed_pace(states: list[CrawlState], now: float) -> dict[str, float]:
+    """Per host, the seconds between two ends of its URLs over the last RECENT seconds (of
+    the newest RECENT_ENDS records per shard), for hosts with at least 3 ends: what a
+    host's URLs really take, the fleet's latency (dispatch, deferrals) included."""
+    ends: dict[str, list[float]] = {}
+    for s in states:
+        for at, url in s.recent_ends(now - RECENT, RECENT_ENDS):
+            ends.setdefault(host_of(sitemaps.target(url)), []).append(at)
+    return {h: (max(t) - min(t)) / (len(t) - 1) for h, t in ends.items() if len(t) >= 3}
 
 
 def _slower(row: dict, running_s: float, concurrency: int) -> None:
@@ -894,7 +910,8 @@ def hosts_report(redis: Redis, crawl: str, limit: int = HOSTS_LIMIT) -> dict:
     states = [CrawlState(conn, crawl, cfg) for conn in all_shards(redis, crawl)]
     snap = combined([s.snapshot() for s in states])
     now = time.time()
-    rows = host_rows(states, cfg, snap, now, host_delays(states, cfg, snap), shown=limit)
+    delays, pace = host_delays(states, cfg, snap), observed_pace(states, now)
+    rows = host_rows(states, cfg, snap, now, delays, shown=limit, observed=pace)
     shown = rows[:limit]
     facts = [s.host_facts([r["host"] for r in shown]) for s in states]
     for r in shown:
