@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import socket
 import time
@@ -25,6 +26,7 @@ OVERDUE = 10  # seconds a scheduled job may be late before `status` warns
 IDLE_WARN = 60  # seconds URLs may wait in RQ with no job of the crawl started before a warning
 HOSTS_SHOWN = 10  # hosts in `status`, those with the most time left first
 RECENT_ENDS = 2000  # newest records per shard read for the hosts' observed pace
+GAP_CAP = 3  # most a gap between two ends of a host counts, in its modelled time per URL
 # The recommended worker (runner.WORKER_CLASS; the runner imports this module).
 WORKER_HINT = (
     f"RQ_WORKER_CLASS=rqcrawl.worker.CrawlWorker rq worker {keys.QUEUE_NAME} --with-scheduler"
@@ -206,7 +208,7 @@ def host_rows(
     now: float,
     delays: dict[str, tuple[float, str]] | None = None,
     shown: int = HOSTS_SHOWN,
-    observed: dict[str, float] | None = None,
+    observed: dict[str, list[float]] | None = None,
 ) -> list[dict]:
     """Per host: URLs admitted, fetched, failed, skipped, remaining, of which in flight and
     held, requests running now (for the first `shown`), when its next request may start, the
@@ -223,7 +225,7 @@ def host_rows(
         delay, source = delays.get(host, (cfg.delay, "setting"))
         request_s, per_url = host_pace(n, delay, step)
         url_s = url_seconds(request_s, per_url, delay, cfg.host_concurrency)
-        url_s = max(url_s, (observed or {}).get(host, 0.0))
+        url_s = paced(url_s, (observed or {}).get(host, []))
         remaining = max(0, n.get(keys.ADMITTED, 0) - _ended(n))
         rows.append(
             {
@@ -263,15 +265,25 @@ def _urgency(row: dict) -> tuple:
     return -row["in_flight"], -row["eta_s"], -row["remaining"], row["host"]
 
 
-def observed_pace(states: list[CrawlState], now: float) -> dict[str, float]:
+def observed_pace(states: list[CrawlState], now: float) -> dict[str, list[float]]:
     """Per host, the seconds between two ends of its URLs over the last RECENT seconds (of
-    the newest RECENT_ENDS records per shard), for hosts with at least 3 ends: what a
-    host's URLs really take, the fleet's latency (dispatch, deferrals) included."""
+    the newest RECENT_ENDS records per shard): what a host's URLs really take, the fleet's
+    latency (dispatch, deferrals) included."""
     ends: dict[str, list[float]] = {}
     for s in states:
         for at, url in s.recent_ends(now - RECENT, RECENT_ENDS):
             ends.setdefault(host_of(sitemaps.target(url)), []).append(at)
-    return {h: (max(t) - min(t)) / (len(t) - 1) for h, t in ends.items() if len(t) >= 3}
+    return {h: [b - a for a, b in itertools.pairwise(sorted(t))] for h, t in ends.items()}
+
+
+def paced(url_s: float, gaps: list[float]) -> float:
+    """A host's seconds per URL: its model's (`url_s`), or the mean time between its URLs'
+    ends lately if longer (at least 2 gaps), each gap counted as at most GAP_CAP x url_s:
+    a level barrier or an empty window leaves a host idle for a while, which says nothing
+    of its pace."""
+    if len(gaps) < 2:
+        return url_s
+    return max(url_s, sum(min(g, GAP_CAP * url_s) for g in gaps) / len(gaps))
 
 
 def _slower(row: dict, running_s: float, concurrency: int) -> None:
@@ -879,7 +891,7 @@ def render_url(s: dict) -> str:
     """`rqcrawl inspect`: the URL's place and why, then its task row with revisits."""
     lines = [
         f"{s['url']} (crawl {s['crawl']}, host {s['host']}, shard {s['shard']})",
-        f"  {s['where']}: {s['why']}",
+        f"  {s['why']}",
     ]
     task = s.get("task")
     if task:

@@ -229,7 +229,7 @@ def test_no_scheduler_for_due_deferrals(redis_url, tmp_path):
     assert s["stall"]["reason"] == "no_scheduler" and s["eta_s"] is None, s
     assert "--with-scheduler" in s["stall"]["message"]
     assert all("waiting for the scheduler" in f["why"] for f in late if f["where"] == "due")
-    assert "due:" in text and "waiting for the scheduler" in text
+    assert "  due since " in text and "waiting for the scheduler" in text
 
 
 def test_one_slow_host_holds_the_level(redis_url, tmp_path):
