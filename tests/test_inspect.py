@@ -314,3 +314,29 @@ def test_a_retry_after_answer_shows_in_inspect(redis_url, tmp_path):
     assert row["deferred"] == 1 and row["waiting"] == 1 and row["running"] == 0, row
     # No URL ends while it waits: status says it waits for its time, and still has an ETA.
     assert s["stall"]["reason"] == "deferred" and s["eta_s"] is not None, s
+
+
+def test_inspect_asks_the_urls_shard_and_hosts_merges_the_shards(
+    redis_url, second_redis_url, tmp_path
+):
+    """A crawl over two Redis servers, the host 127.0.0.2 placed on the second, 127.0.0.3 on
+    the first: `inspect`
+    (asked on the first) finds each seed queued on its host's shard, and `hosts` lists the
+    hosts of both shards. No worker runs: the seeds wait in RQ."""
+    seeds = ["http://127.0.0.2:9/a", "http://127.0.0.3:9/b"]
+    placed = {"127.0.0.2:9": second_redis_url, "127.0.0.3:9": redis_url}
+    rules = "[crawl.shard_rules]\n" + "".join(f'"{h}" = "{u}"\n' for h, u in placed.items())
+    conf = tmp_path / "shards.toml"
+    conf.write_text(rules)
+    both = f"{redis_url},{second_redis_url}"
+    rqcrawl(redis_url, "seed", *seeds, "--crawl", "sh", "--max-depth", "0", "--allow-private",
+            "--no-sitemaps", "--shards", both, "--config", str(conf))  # fmt: skip
+    conn = Redis.from_url(redis_url)
+    found = [stats.url_status(conn, "sh", u) for u in seeds]
+    listed = stats.hosts_report(conn, "sh")
+    conn.close()
+    assert [f["shard"] for f in found] == [1, 0], found
+    assert [f["where"] for f in found] == ["queued", "queued"], found
+    assert "waiting for a worker" in found[0]["why"]
+    assert sorted(h["host"] for h in listed["hosts"]) == ["127.0.0.2:9", "127.0.0.3:9"]
+    assert all(h["waiting"] == 1 and h["robots"] == "not fetched yet" for h in listed["hosts"])
