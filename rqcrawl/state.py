@@ -237,6 +237,7 @@ class HostFacts:
     by site and the sites whose robots.txt is being fetched."""
 
     deferred: dict[str, int]
+    deferred_until: dict[str, float]  # the latest deferral's end per host
     running: dict[str, int]
     robots: dict[str, dict]
     robots_fetching: set[str]
@@ -859,7 +860,7 @@ class CrawlState:
         k, now = self.keys, time.time()
         sites = [f"{scheme}://{host}" for host in hosts for scheme in ("http", "https")]
         with self.redis.pipeline(transaction=False) as pipe:
-            pipe.zrange(k.later, 0, -1)
+            pipe.zrange(k.later, 0, -1, withscores=True)
             for host in hosts:
                 pipe.zcount(k.host_leases(host), now, "+inf")
             for site in sites:
@@ -869,9 +870,14 @@ class CrawlState:
             later, *rest = pipe.execute()
         running, claims = rest[: len(hosts)], rest[len(hosts) : len(hosts) + len(sites)]
         verdicts = rest[-1] if sites else []
-        deferred = Counter(host_of(target(url.decode())) for url in later)
+        deferred, until = Counter(), {}
+        for url, at in later:  # by score: the last one of a host is its latest
+            host = host_of(target(url.decode()))
+            deferred[host] += 1
+            until[host] = at
         return HostFacts(
             deferred=dict(deferred),
+            deferred_until=until,
             running=dict(zip(hosts, running, strict=True)),
             robots={site: json.loads(v) for site, v in zip(sites, verdicts, strict=True) if v},
             robots_fetching={site for site, busy in zip(sites, claims, strict=True) if busy},

@@ -84,7 +84,9 @@ def status(redis: Redis, crawl: str) -> dict | None:
     fetched = snap.count(keys.FETCHED)
     recent = recent_rate(snap.family(keys.RATE), started, now) if not over else 0.0
     pace = observed_pace(states, now) if not done else {}
-    hosts = host_rows(states, cfg, snap, now, host_delays(states, cfg, snap), observed=pace)
+    until = {h: t for s in states for h, t in s.host_facts([]).deferred_until.items()}
+    delays = host_delays(states, cfg, snap)
+    hosts = host_rows(states, cfg, snap, now, delays, observed=pace, deferred_until=until)
     skipped = snap.family(keys.SKIPPED)
     bloom = snap.bloom
     waiting = in_flight - snap.deferred
@@ -209,6 +211,7 @@ def host_rows(
     delays: dict[str, tuple[float, str]] | None = None,
     shown: int = HOSTS_SHOWN,
     observed: dict[str, list[float]] | None = None,
+    deferred_until: dict[str, float] | None = None,
 ) -> list[dict]:
     """Per host: URLs admitted, fetched, failed, skipped, remaining, of which in flight and
     held, requests running now (for the first `shown`), when its next request may start, the
@@ -243,7 +246,9 @@ def host_rows(
                 "request_s": round(request_s, 3),
                 "requests_per_url": round(per_url, 3),
                 "url_s": round(url_s, 3),
-                "eta_s": round(remaining * url_s, 1),
+                "eta_s": round(
+                    host_eta(remaining, url_s, (deferred_until or {}).get(host), now), 1
+                ),
             }
         )
     rows.sort(key=_urgency)
@@ -286,13 +291,20 @@ def paced(url_s: float, gaps: list[float]) -> float:
     return max(url_s, sum(min(g, GAP_CAP * url_s) for g in gaps) / len(gaps))
 
 
+def host_eta(remaining: int, url_s: float, deferred_until: float | None, now: float) -> float:
+    """A host's time left: its URLs at its pace, and at least until its latest deferral ends
+    (a Retry-After, a retry's back-off) and that URL is fetched."""
+    waited = deferred_until - now + url_s if deferred_until and deferred_until > now else 0.0
+    return max(remaining * url_s, waited)
+
+
 def _slower(row: dict, running_s: float, concurrency: int) -> None:
     """Take a running request's age as the host's request time if it is longer."""
     if running_s > row["request_s"]:
         row["request_s"] = round(running_s, 3)
         url_s = url_seconds(running_s, row["requests_per_url"], row["delay_s"], concurrency)
         row["url_s"] = round(url_s, 3)
-        row["eta_s"] = round(row["remaining"] * url_s, 1)
+        row["eta_s"] = max(row["eta_s"], round(row["remaining"] * url_s, 1))
 
 
 def host_pace(counts: dict[str, int], delay: float, step: float) -> tuple[float, float]:
@@ -583,7 +595,8 @@ def render(s: dict) -> str:
             f"hook       {s['hook_errors']} error(s)",
             f"speed      {s['pages_per_s']} pages/s over {s['elapsed_s']} s, "
             f"{s['recent_pages_per_s']} pages/s in the last {RECENT} s",
-            f"eta        {duration(s['eta_s'])} for the URLs admitted so far",
+            f"eta        {duration(s['eta_s'])}"
+            + (" for the URLs admitted so far" if s["eta_s"] is not None else ""),
             f"bloom      {bloom_line(s['bloom'])}",
             *host_table(s),
             *(f"WARNING    {w}" for w in s["warnings"]),
@@ -923,7 +936,10 @@ def hosts_report(redis: Redis, crawl: str, limit: int = HOSTS_LIMIT) -> dict:
     snap = combined([s.snapshot() for s in states])
     now = time.time()
     delays, pace = host_delays(states, cfg, snap), observed_pace(states, now)
-    rows = host_rows(states, cfg, snap, now, delays, shown=limit, observed=pace)
+    until = {h: t for s in states for h, t in s.host_facts([]).deferred_until.items()}
+    rows = host_rows(
+        states, cfg, snap, now, delays, shown=limit, observed=pace, deferred_until=until
+    )
     shown = rows[:limit]
     facts = [s.host_facts([r["host"] for r in shown]) for s in states]
     for r in shown:
