@@ -27,6 +27,7 @@ IDLE_WARN = 60  # seconds URLs may wait in RQ with no job of the crawl started b
 HOSTS_SHOWN = 10  # hosts in `status`, those with the most time left first
 RECENT_ENDS = 2000  # newest records per shard read for the hosts' observed pace
 GAP_CAP = 3  # most a gap between two ends of a host counts, in its modelled time per URL
+DELAYS_READ = 200  # hosts without URLs in flight whose Crawl-delay `status` reads
 # The recommended worker (runner.WORKER_CLASS; the runner imports this module).
 WORKER_HINT = (
     f"RQ_WORKER_CLASS=rqcrawl.worker.CrawlWorker rq worker {keys.QUEUE_NAME} --with-scheduler"
@@ -331,16 +332,21 @@ def url_seconds(request_s: float, per_url: float, delay: float, concurrency: int
 def host_delays(
     states: list[CrawlState], cfg: config.CrawlConfig, snap: Snapshot
 ) -> dict[str, tuple[float, str]]:
-    """The delay in force and its source (delay_in_force) of every host with URLs left,
-    from its sites' robots.txt verdicts on its shard."""
-    left = [h for h, n in snap.hosts.items() if n.get(keys.ADMITTED, 0) > _ended(n)]
-    sites = [f"{scheme}://{h}" for h in left for scheme in ("http", "https")]
+    """The delay in force and its source (delay_in_force) of the hosts with URLs in flight
+    and of the DELAYS_READ others with the most URLs left, from their sites' robots.txt
+    verdicts on their shard (a verdict holds the whole file: not read for every host of a
+    broad crawl; the others count at the `delay` setting)."""
+    flying = {host_of(sitemaps.target(url)) for url in snap.in_flight}
+    left = {h: n.get(keys.ADMITTED, 0) - _ended(n) for h, n in snap.hosts.items()}
+    others = sorted((h for h, n in left.items() if n > 0 and h not in flying), key=left.get)
+    read = sorted(flying) + others[::-1][:DELAYS_READ]
+    sites = [f"{scheme}://{h}" for h in read for scheme in ("http", "https")]
     verdicts = {}
     for s in states:
         verdicts.update(s.robots_verdicts(sites))
     return {
         h: delay_in_force(cfg, verdicts.get(f"http://{h}") or verdicts.get(f"https://{h}"))
-        for h in left
+        for h in read
     }
 
 
