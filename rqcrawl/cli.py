@@ -21,6 +21,7 @@ from .embedded import EmbeddedRedis
 from .lazygroup import LazyGroup
 from .redisurl import client, masked
 from .runner import RENDER_WORKER_CLASS, WORKER_CLASS, LocalWorkers, watch
+from .urls import InvalidURL, canonicalize
 
 DEFAULT_REDIS_URL = "redis://localhost:6379/0"
 # The recommended worker, through the variable RQ reads, so the card's command stays the same.
@@ -207,6 +208,44 @@ def status(name, as_json, show_config, watching, interval, url) -> None:
     else:
         s = api.status(conn, name)
         click.echo(json.dumps(s, sort_keys=True) if as_json else stats.render(s))
+
+
+@main.command()
+@click.argument("name")
+@click.argument("target")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object.")
+@redis_option
+def inspect(name, target, as_json, url) -> None:
+    """Where URL TARGET is in crawl NAME and why: held for its level, queued, running on a
+    worker, deferred (politeness, Retry-After, robots.txt), due, ended, or unknown."""
+    conn = connect(redis_url(url))
+    api.crawl_config(conn, name)
+    try:
+        wanted = canonicalize(target)
+    except InvalidURL as exc:
+        raise click.ClickException(str(exc)) from None
+    s = stats.url_status(conn, name, wanted)
+    click.echo(json.dumps(s, sort_keys=True, default=str) if as_json else stats.render_url(s))
+
+
+@main.command()
+@click.argument("name")
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    default=stats.HOSTS_LIMIT,
+    show_default=True,
+    help="Hosts shown, those with the most time left first.",
+)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object.")
+@redis_option
+def hosts(name, limit, as_json, url) -> None:
+    """Per host of crawl NAME: URLs waiting, in flight, fetched, failed, the delay in force
+    and its source, the next slot and robots.txt."""
+    conn = connect(redis_url(url))
+    api.crawl_config(conn, name)
+    report = stats.hosts_report(conn, name, limit)
+    click.echo(json.dumps(report, sort_keys=True) if as_json else stats.render_hosts(report))
 
 
 def interruptible(*signals: signal.Signals) -> None:

@@ -279,12 +279,16 @@ class Frontier:
         revisits (one primary-key SELECT), else None."""
         return self.table.prior(self.crawl, url) if self.cfg.revisit else None
 
-    def retry_later(self, url: str, entry: InFlight, delay: float) -> bool:
+    def retry_later(self, url: str, entry: InFlight, delay: float, why: str = "") -> bool:
         """Park the next attempt of `url` until `delay` seconds from now, at that exact time
         (like a deferral, not on RQ's scheduler's whole seconds); False if the job was
-        stale."""
+        stale. `why` is kept for `rqcrawl inspect` until the attempt is due."""
         nxt = replace(entry, released_at=time.time() + delay, attempt=entry.attempt + 1, turn=0)
-        return self._park(url, entry, nxt, keys.RETRIES)
+        if not self._park(url, entry, nxt, keys.RETRIES):
+            return False
+        if why:
+            self.state.note_retry(url, why, delay)
+        return True
 
     def defer(self, url: str, entry: InFlight, until: float) -> bool:
         """Park `url` until `until` without using a worker; False if the job was stale."""

@@ -278,7 +278,8 @@ def _crawl_claimed(
         c.politeness.release(host, job.id, delay, started, status, wait)
     if result.render:
         return _hand_off(c, url, entry, result.render)
-    result.counts.update(outcome_counts(host, result.counts, result.record, result.fetch_s))
+    counts = outcome_counts(host, result.counts, result.record, result.fetch_s, entry.attempt + 1)
+    result.counts.update(counts)
     return _settle(c, url, depth, entry, result)
 
 
@@ -378,10 +379,11 @@ def _retry(c: Crawl, url: str, entry: InFlight, error: FetchError | None) -> str
     message); None when the URL must end now."""
     if error is None or entry.attempt + 1 > c.cfg.retries:
         return None
-    delay = max(
-        min(error.retry_after or 0.0, c.cfg.max_retry_after), c.cfg.retry_base * 2**entry.attempt
-    )
-    if not c.frontier.retry_later(url, entry, delay):
+    backoff = c.cfg.retry_base * 2**entry.attempt
+    wait = min(error.retry_after or 0.0, c.cfg.max_retry_after)  # capped (hops.retry_after)
+    delay = max(wait, backoff)
+    why = f"Retry-After {wait:g}s" if delay > backoff else f"back-off {backoff:g}s"
+    if not c.frontier.retry_later(url, entry, delay, f"{why} after: {error}"):
         return "already ended"
     return f"retry in {delay:.1f}s: {error}"
 

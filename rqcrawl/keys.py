@@ -8,6 +8,7 @@ exactly its own keys.
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 QUEUE_NAME = "crawl"  # the RQ queue of every crawl's jobs
@@ -66,6 +67,11 @@ class CrawlKeys:
     def robots_claim(self, site: str) -> str:
         """string with a TTL: the job fetching the site's robots.txt (one at a time)."""
         return self._key("robots_claim", site)
+
+    def retry_reason(self, url: str) -> str:
+        """string with a TTL: why a URL waits for its next attempt (an error, a Retry-After),
+        for `rqcrawl inspect`; it expires soon after the attempt is due."""
+        return self._key("why", hashlib.sha1(url.encode("utf-8")).hexdigest()[:20])
 
     def wake(self, second: int) -> str:
         """string with a TTL: a wake-up job is scheduled at that second."""
@@ -126,8 +132,15 @@ def failed_by(reason: str) -> str:
 
 
 HOST_SKIPPED = "skipped"  # with FETCHED and FAILED, the kinds counted per host
+# Also per host, for its pace in `status` and `hosts` (stats.host_pace): the URLs that ended
+# after a request, their requests (attempts) and the time those took in ms (timeouts and
+# failed requests included; an earlier attempt counts as long as the last).
+HOST_TIMED = "timed"
+HOST_REQUESTS = "requests"
+HOST_BUSY_MS = "busy_ms"
 
 
 def per_host(kind: str, host: str) -> str:
-    """A field of `host_pages`: the host's FETCHED, FAILED or HOST_SKIPPED count."""
+    """A field of `host_pages`: the host's FETCHED, FAILED, HOST_SKIPPED, HOST_TIMED,
+    HOST_REQUESTS or HOST_BUSY_MS count."""
     return f"{kind}|{host}"

@@ -159,7 +159,7 @@ def pace_of(state: Sequence[float], cfg: CrawlConfig) -> Pace:
     base = max(base, cfg.delay)
     adaptive = min(max(backoff, cfg.delay_factor * fetch), cfg.max_backoff_delay)
     if adaptive > base:
-        why = "backoff" if backoff >= cfg.delay_factor * fetch else "delay_factor"
+        why = "back-off" if backoff >= cfg.delay_factor * fetch else "delay_factor"
     else:
         why = "crawl-delay" if base > cfg.delay else "setting"
     return Pace(max(base, adaptive), why, backoff, fetch, ready)

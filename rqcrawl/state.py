@@ -42,6 +42,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -58,6 +59,7 @@ from .leases import LEASE
 from .redisurl import behind_sentinel
 from .shards import shard_map
 from .sinks import skip_template
+from .sitemaps import target
 from .urls import host_of
 
 REAP_EVERY = 5  # seconds between two recovery passes of one crawl
@@ -226,6 +228,38 @@ class LevelView:
     outbox: int
     version: tuple[int, int]
     halted: bool
+
+
+@dataclass(frozen=True)
+class UrlFacts:
+    """Where one URL is in this shard's state (CrawlState.url_facts), for `rqcrawl inspect`:
+    its in-flight entry, when its deferral ends (`later`), its lease's expiry, its held
+    place (priority, depth), the reason of a retry, whether the Bloom filter has seen it,
+    the level, and its site's robots.txt verdict and whether a job is fetching that now."""
+
+    entry: InFlight | None
+    later_at: float | None
+    lease_until: float | None
+    held: tuple[int, int] | None
+    retry_reason: str | None
+    seen: bool
+    level: int
+    paused: bool
+    robots: dict | None
+    robots_fetching: bool
+
+
+@dataclass(frozen=True)
+class HostFacts:
+    """What `rqcrawl hosts` reads of this shard beyond a snapshot (CrawlState.host_facts):
+    per host the URLs that wait in `later` and the live requests, the robots.txt verdicts
+    by site and the sites whose robots.txt is being fetched."""
+
+    deferred: dict[str, int]
+    deferred_until: dict[str, float]  # the latest deferral's end per host
+    running: dict[str, int]
+    robots: dict[str, dict]
+    robots_fetching: set[str]
 
 
 class StaleCrawl(Exception):
@@ -789,6 +823,117 @@ class CrawlState:
             for f in old:
                 del counters[f]
 
+    # -- inspecting (rqcrawl inspect / hosts) ---------------------------------------------
+
+    def note_retry(self, url: str, why: str, delay: float) -> None:
+        """Keep why `url` waits `delay` seconds for its next attempt, until a little after."""
+        self.redis.set(self.keys.retry_reason(url), why, ex=max(1, round(delay) + RECENT))
+
+    def url_facts(self, url: str, site: str) -> UrlFacts:
+        """Where `url` is in this shard, in two round trips (one to find the priorities):
+        a held URL is found by LPOS of its possible entries "depth url" in each priority's
+        list, from the level to max_depth (an operator's look-up, O(held) in Redis)."""
+        k = self.keys
+        priorities = [int(p) for p in self.redis.zrange(k.priorities, 0, -1)]
+        level = int(self.redis.hget(k.counters, keys.LEVEL) or 0)
+        depths = range(0 if not self.cfg.exact_depth else level, self.cfg.max_depth + 1)
+        lists = [(p, k.held if p == 0 else f"{k.held}:{p}") for p in priorities]
+        with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hget(k.inflight, url)
+            pipe.zscore(k.later, url)
+            pipe.zscore(k.leased, url)
+            pipe.get(k.retry_reason(url))
+            pipe.hexists(k.counters, keys.PAUSED_AT)
+            pipe.hget(k.robots, site)
+            pipe.exists(k.robots_claim(site))
+            for _, name in lists:
+                for depth in depths:
+                    pipe.lpos(name, f"{depth} {url}")
+            raw, later, lease, why, paused, robots, fetching, *found = pipe.execute()
+        places = [(p, d) for p, _ in lists for d in depths]
+        held = next((at for at, pos in zip(places, found, strict=True) if pos is not None), None)
+        return UrlFacts(
+            entry=InFlight.parse(raw) if raw is not None else None,
+            later_at=later, lease_until=lease, held=held,
+            retry_reason=why.decode() if why else None,
+            seen=self.bloom.contains_many([url])[0], level=level, paused=bool(paused),
+            robots=json.loads(robots) if robots else None, robots_fetching=bool(fetching),
+        )  # fmt: skip
+
+    def ended_record(self, url: str, limit: int) -> dict | None:
+        """The last record of `url` among the newest `limit` of the records stream (a URL
+        that ended has one; the stream is read newest first, 1000 at a time)."""
+        needles = (url.encode(), url.replace("/", "\\/").encode())  # cjson escapes '/'
+        last, read = "+", 0
+        while read < limit:
+            batch = self.redis.xrevrange(self.keys.items, max=last, count=1000)
+            if last != "+":
+                batch = batch[1:]  # `max` is inclusive
+            if not batch:
+                return None
+            for _, fields in batch:
+                raw = fields[b"r"]
+                if any(n in raw for n in needles):
+                    found = json.loads(raw)
+                    if found.get("url") == url:
+                        return found
+            read += len(batch)
+            last = batch[-1][0]
+        return None
+
+    def recent_ends(self, since: float, limit: int) -> list[tuple[float, str]]:
+        """(time, url) of the URLs that ended since `since`, among the newest `limit` records
+        (the records stream's entry ids are their times in ms), newest first."""
+        entries = self.redis.xrevrange(self.keys.items, min=f"{int(since * 1000)}", count=limit)
+        records = [(entry_id, json.loads(fields[b"r"])) for entry_id, fields in entries]
+        return [
+            (int(entry_id.split(b"-")[0]) / 1000, r["url"])
+            for entry_id, r in records
+            if r.get("attempts")  # not a link refused at admission (never in flight)
+        ]
+
+    def host_facts(self, hosts: list[str]) -> HostFacts:
+        """Deferred URLs per host, and for `hosts` their live requests, the robots.txt
+        verdicts of their sites (http and https) and which of those are being fetched, in
+        one round trip (`later` holds in-flight URLs only: about the window at most)."""
+        k, now = self.keys, time.time()
+        sites = [f"{scheme}://{host}" for host in hosts for scheme in ("http", "https")]
+        with self.redis.pipeline(transaction=False) as pipe:
+            pipe.zrange(k.later, 0, -1, withscores=True)
+            for host in hosts:
+                pipe.zcount(k.host_leases(host), now, "+inf")
+            for site in sites:
+                pipe.exists(k.robots_claim(site))
+            if sites:
+                pipe.hmget(k.robots, sites)
+            later, *rest = pipe.execute()
+        running, claims = rest[: len(hosts)], rest[len(hosts) : len(hosts) + len(sites)]
+        verdicts = rest[-1] if sites else []
+        deferred, until = Counter(), {}
+        for url, at in later:  # by score: the last one of a host is its latest
+            host = host_of(target(url.decode()))
+            deferred[host] += 1
+            until[host] = at
+        return HostFacts(
+            deferred=dict(deferred),
+            deferred_until=until,
+            running=dict(zip(hosts, running, strict=True)),
+            robots={site: json.loads(v) for site, v in zip(sites, verdicts, strict=True) if v},
+            robots_fetching={site for site, busy in zip(sites, claims, strict=True) if busy},
+        )
+
+    def robots_verdicts(self, sites: list[str]) -> dict[str, dict]:
+        """The robots.txt verdicts (rqcrawl.robots.Robots as JSON) of those of `sites` that
+        have one here."""
+        if not sites:
+            return {}
+        found = self.redis.hmget(self.keys.robots, sites)
+        return {site: json.loads(v) for site, v in zip(sites, found, strict=True) if v}
+
+    def overdue(self, before: float) -> int:
+        """Deferred URLs whose time came before `before` and that nobody released yet."""
+        return self.redis.zcount(self.keys.later, "-inf", before)
+
     def running_requests(self, hosts: list[str]) -> list[int]:
         """Requests in progress per host (live politeness leases)."""
         now = time.time()
@@ -799,12 +944,13 @@ class CrawlState:
 
 
 def outcome_counts(
-    host: str, counts: dict[str, int], record: dict, fetch_s: float | None
+    host: str, counts: dict[str, int], record: dict, fetch_s: float | None, attempts: int = 1
 ) -> dict[str, int]:
     """The counters an ended URL adds beside its outcome's, in the same atomic finish step
     (no round trip of their own): its host's fetched/failed/skipped, the failure's reason,
-    the recent-rate bucket and bytes of a fetched page, and the latency histogram when a
-    request was made."""
+    the recent-rate bucket and bytes of a fetched page, and the latency histogram and the
+    host's timed requests when a request was made (`attempts` of them: a retried timeout
+    held the host as long each time)."""
     if counts.get(keys.FETCHED):
         kind = keys.FETCHED
     else:
@@ -820,6 +966,9 @@ def outcome_counts(
         bound = next((b for b in LATENCY_BUCKETS if fetch_s <= b), "inf")
         out[f"{keys.LATENCY_LE}{bound}"] = 1
         out[keys.LATENCY_MS] = round(fetch_s * 1000)
+        out[keys.per_host(keys.HOST_TIMED, host)] = 1
+        out[keys.per_host(keys.HOST_REQUESTS, host)] = attempts
+        out[keys.per_host(keys.HOST_BUSY_MS, host)] = round(fetch_s * 1000) * attempts
     return out
 
 

@@ -361,6 +361,19 @@ class TaskTable:
         return Prior(row.etag, row.last_modified, row.digest) if row and row.digest else None
 
     @crawling
+    def row(self, crawl: str, url: str) -> dict | None:
+        """The URL's row (`rqcrawl inspect`): state, next visit, interval, failures, visits,
+        last status; None when the URL has not been visited yet."""
+        columns = (
+            TASKS.c.state, TASKS.c.next_visit, TASKS.c.interval_s, TASKS.c.failures,
+            TASKS.c.visits, TASKS.c.last_status, TASKS.c.visited_at,
+        )  # fmt: skip
+        query = select(*columns).where(TASKS.c.crawl == crawl, TASKS.c.key == url_key(url))
+        with self.engine.connect() as conn:
+            found = conn.execute(query).first()
+        return dict(found._mapping) if found else None
+
+    @crawling
     def take_due(self, crawl: str, limit: int) -> list[tuple[str, int, int]]:
         """Mark up to `limit` due URLs `queued` and return them with their depths and
         priorities, the highest priority first, then the earliest; exactly once among

@@ -142,9 +142,9 @@ def test_retry_after_of_a_year_or_400_digits_leaves_a_crawl_that_finishes(
     # the host's delay in force says why: backed off, up to max_backoff_delay
     cfg = config.load(conn, "y")
     pace = Politeness(conn, CrawlKeys("y"), cfg).paces()[f"{a.host}:{a.port}"]
-    assert pace.why == "backoff" and pace.delay == 1.0
+    assert pace.why == "back-off" and pace.delay == 1.0
     [row] = [h for h in status(redis_url, "y")["hosts"] if h["host"] == f"{a.host}:{a.port}"]
-    assert row["delay_why"] == "backoff" and row["delay_s"] == 1.0  # status shows it too
+    assert row["delay_source"] == "back-off" and row["delay_s"] == 1.0  # status shows it too
 
 
 def test_two_hosts_on_one_ip_share_one_gate_with_politeness_by_ip(redis_url, tmp_path):

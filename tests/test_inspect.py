@@ -1,0 +1,345 @@
+"""A stuck crawl says why: `rqcrawl inspect` (one URL's place and why), `rqcrawl hosts` (per
+host), the stall reasons of `status`, and an ETA that holds for a crawl with slow pages and
+timeouts. Each state is reached for real: a worker SIGKILLed, a plain `rq worker` without a
+scheduler, one slow host holding the level, a server answering 503 with Retry-After."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from contextlib import ExitStack
+from http.server import BaseHTTPRequestHandler
+
+from helpers import (
+    child_pids,
+    env_with,
+    rqcrawl,
+    seed_local,
+    status,
+    stop_pids,
+    wait_finished,
+    wait_until,
+    worker_names,
+)
+from redis import Redis
+from servers import HTTPSite, reply
+
+from rqcrawl import keys, stats
+from rqcrawl.config import CrawlConfig
+from rqcrawl.runner import LocalWorkers
+
+
+def inspect(redis_url: str, crawl: str, url: str) -> dict:
+    return json.loads(rqcrawl(redis_url, "inspect", crawl, url, "--json").stdout)
+
+
+def hosts(redis_url: str, crawl: str, *extra: str) -> dict:
+    return json.loads(rqcrawl(redis_url, "hosts", crawl, "--json", *extra).stdout)
+
+
+def stall_conf(tmp_path, seconds: float = 1.0, extra: str = "") -> str:
+    conf = tmp_path / "stall.toml"
+    conf.write_text(f"[crawl]\nstall_after = {seconds}\n{extra}")
+    return str(conf)
+
+
+def pages(links: dict[str, list[str]], slow: dict[str, float] | None = None):
+    """A site of `links` (path -> the paths it links to); paths in `slow` answer late."""
+
+    def handle(req: BaseHTTPRequestHandler) -> None:
+        if req.path not in links:
+            reply(req, 404, b"no")
+            return
+        time.sleep((slow or {}).get(req.path, 0.0))
+        body = "".join(f'<a href="{p}">{p}</a>' for p in links[req.path])
+        reply(req, 200, f"<title>{req.path}</title>{body}".encode())
+
+    return handle
+
+
+# -- the ETA model ------------------------------------------------------------------------
+
+
+def simulate_host(durations: list[float], delay: float) -> list[float]:
+    """When each URL of one host ends, one request at a time: the gate starts the next
+    request `delay` after the previous one ended (politeness.py)."""
+    t, ends = 0.0, []
+    for d in durations:
+        t += d
+        ends.append(t)
+        t += delay
+    return ends
+
+
+def counts_after(durations: list[float], ends: list[float], at: float) -> dict[str, int]:
+    """A host's counters (keys.per_host kinds) once the URLs that ended by `at` ended."""
+    done = [d for d, e in zip(durations, ends, strict=True) if e <= at]
+    return {
+        keys.ADMITTED: len(durations),
+        keys.FETCHED: len(done),
+        keys.HOST_TIMED: len(done),
+        keys.HOST_REQUESTS: len(done),
+        keys.HOST_BUSY_MS: round(sum(done) * 1000),
+    }
+
+
+def test_the_eta_model_holds_for_a_host_with_timeouts():
+    """The issue's crawl: one host, every fourth page a 5 s read timeout, the others 0.1 s,
+    delay 1 s. A minute in, the host's time left at its measured pace is within 25 % of the
+    truth (the old model took the last request's duration: 21 s against 334 s)."""
+    durations = [5.0 if i % 4 == 3 else 0.1 for i in range(200)]
+    ends = simulate_host(durations, delay=1.0)
+    at = 60.0
+    n = counts_after(durations, ends, at)
+    remaining = n[keys.ADMITTED] - n[keys.FETCHED]
+    request_s, per_url = stats.host_pace(n, delay=1.0, step=1.1)
+    url_s = stats.url_seconds(request_s, per_url, delay=1.0, concurrency=1)
+    row = {"host": "h", "remaining": remaining, "request_s": request_s, "eta_s": remaining * url_s}
+    truth = ends[-1] - at
+    predicted = stats.eta([row], workers=2)
+    assert 0.75 * truth <= predicted <= 1.25 * truth, (predicted, truth)
+    # The old model: the remaining URLs at the last request's pace (step = delay + 0.1 s).
+    assert remaining * 1.1 < 0.5 * truth
+
+
+def test_the_eta_model_is_bounded_by_the_workers():
+    """Forty hosts of 10 URLs of 2 s each and no delay: two workers, not the hosts' own
+    pace (20 s), bound the time left (400 requests x 2 s / 2 = 400 s)."""
+    n = {keys.ADMITTED: 10, keys.HOST_TIMED: 1, keys.HOST_REQUESTS: 1, keys.HOST_BUSY_MS: 2000}
+    request_s, per_url = stats.host_pace(n, delay=0.0, step=2.0)
+    url_s = stats.url_seconds(request_s, per_url, delay=0.0, concurrency=1)
+    rows = [{"host": f"h{i}", "remaining": 10, "request_s": request_s, "eta_s": 10 * url_s}
+            for i in range(40)]  # fmt: skip
+    assert stats.eta(rows, workers=2) == 400.0
+    assert stats.eta(rows, workers=0) == 20.0  # no worker known: the hosts' pace
+    stuck = {"reason": "no_worker", "since_s": 90, "message": ""}
+    assert stats.eta(rows, workers=2, stall=stuck) is None  # a crawl that cannot move
+
+
+def test_the_pace_counts_retried_timeouts_and_crawl_delay():
+    # Two attempts per URL, each a 3 s timeout, delay 0.5 s: 7 s per URL.
+    n = {keys.HOST_TIMED: 4, keys.HOST_REQUESTS: 8, keys.HOST_BUSY_MS: 24000}
+    assert stats.host_pace(n, delay=0.5, step=0.0) == (3.0, 2.0)
+    assert stats.url_seconds(3.0, 2.0, delay=0.5, concurrency=1) == 7.0
+    assert stats.url_seconds(3.0, 1.0, delay=0.5, concurrency=4) == 0.875  # overlapping
+    assert stats.url_seconds(0.1, 1.0, delay=2.0, concurrency=4) == 2.0  # starts 2 s apart
+    cfg = CrawlConfig(delay=1.0, max_crawl_delay=5.0)
+    rules = {"kind": "rules", "expires": 0, "body": "User-agent: *\nCrawl-delay: 9\n"}
+    assert stats.delay_in_force(cfg, rules) == (5.0, "crawl-delay")  # capped
+    assert stats.delay_in_force(cfg, None) == (1.0, "setting")
+    assert stats.delay_in_force(cfg, None, backoff=4.0) == (4.0, "back-off")
+
+
+def test_the_eta_of_a_real_crawl_with_timeouts(redis_url, tmp_path):
+    """One host, every third page times out (0.8 s), delay 0.3 s: once a third of the
+    crawl has ended, status' ETA and the host's are within 25 % of the time it then takes."""
+    paths = [f"/{i}" for i in range(1, 37)]
+    slow = {p: 2.0 for p in paths[2::3]}
+    conf = stall_conf(tmp_path, extra="read_timeout = 0.8\nretries = 0\nobey_robots = false\n")
+    with HTTPSite(pages({"/": paths, **{p: [] for p in paths}}, slow), max_seconds=200) as http:
+        seed_local(redis_url, http.base + "/", "eta", 1, "--delay", "0.3", "--config", conf)
+        conn = Redis.from_url(redis_url)
+        with LocalWorkers(redis_url, 2):  # (read in-process: a command takes seconds)
+
+            def third(s: dict) -> bool:
+                assert s["state"] != "finished", s
+                return s["fetched"] + s["failed"] >= 13
+
+            s = wait_until(lambda: stats.status(conn, "eta"), 120, "a third", accept=third)
+            at = time.time()
+            final = wait_until(
+                lambda: stats.status(conn, "eta"), 120, "the end",
+                accept=lambda s: s["state"] == "finished",
+            )  # fmt: skip
+            took = time.time() - at
+        conn.close()
+    assert final["failed_by_reason"] == {"timeout": 12}
+    host = s["hosts"][0]
+    assert 0.75 * took <= s["eta_s"] <= 1.25 * took, (s["eta_s"], took, host)
+    assert 0.75 * took <= host["eta_s"] <= 1.25 * took, (host, took)
+
+
+# -- stalls, inspect and hosts, for real -----------------------------------------------------
+
+
+def test_a_dead_worker_stalls_the_crawl_and_status_says_so(redis_url, conn, tmp_path):
+    """A worker SIGKILLed while its crawl waits: it stays registered in RQ for minutes, but
+    its process is gone, so `status` says no worker is alive and claims no ETA."""
+    paths = [f"/{i}" for i in range(1, 6)]
+    site = pages({"/": paths, **{p: [] for p in paths}}, {p: 1.0 for p in paths})
+    with ExitStack() as orphans, HTTPSite(site, max_seconds=120) as http:
+        seed_local(redis_url, http.base + "/", "dead", 1, "--config", stall_conf(tmp_path))
+        workers = orphans.enter_context(LocalWorkers(redis_url, 1, worker_class=None))
+        worker_names(conn, workers)
+        wait_until(lambda: http.hits["/1"], 60, "a page of depth 1 requested")
+        victim = workers.procs[0]
+        orphans.callback(stop_pids, child_pids(victim.pid))  # its RQ scheduler
+        victim.send_signal(signal.SIGKILL)
+        victim.wait()
+        s = wait_until(
+            lambda: status(redis_url, "dead"), 60, "the stall", accept=lambda s: s["stall"]
+        )
+        text = rqcrawl(redis_url, "status", "dead").stdout
+    assert s["stall"]["reason"] == "no_worker" and s["eta_s"] is None, s
+    assert s["workers"] == 0 and s["state"] == "running"
+    assert "no worker is alive" in text and "eta        unknown" in text, text
+
+
+def test_no_scheduler_for_due_deferrals(redis_url, tmp_path):
+    """A plain `rq worker crawl` (no --with-scheduler): politeness defers the host's second
+    and third URLs, which come due with nobody to release them. `inspect` says the URL is
+    deferred for politeness, then due and waiting for the scheduler; `status` says why the
+    crawl stalls."""
+    seeds = ["/a", "/b", "/c"]
+    site = pages({p: [] for p in seeds})
+    with ExitStack() as stack, HTTPSite(site, max_seconds=120) as http:
+        urls = [http.base + p for p in seeds]
+        rqcrawl(redis_url, "seed", *urls, "--crawl", "nosched", "--max-depth", "0",
+                "--allow-private", "--no-sitemaps", "--no-robots", "--delay", "3",
+                "--config", stall_conf(tmp_path))  # fmt: skip
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "rq.cli", "worker", "crawl", "--quiet"],
+            env=env_with(redis_url), stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+        stack.callback(stop_pids, [worker.pid])
+        conn = Redis.from_url(redis_url)
+        deferred = wait_until(
+            lambda: [stats.url_status(conn, "nosched", u) for u in urls],
+            60, "a URL deferred",
+            accept=lambda found: any(f["where"] == "deferred" for f in found),
+            every=0.02,
+        )  # fmt: skip
+        # (`rqcrawl status` would release them: its recovery pass does, every 5 s at most;
+        # `list`, `status --watch` and the metrics read without it.)
+        s = wait_until(
+            lambda: stats.status(conn, "nosched"), 60, "the stall for want of a scheduler",
+            accept=lambda s: s["stall"] and s["stall"]["reason"] == "no_scheduler",
+        )  # fmt: skip
+        late = [inspect(redis_url, "nosched", u) for u in urls]
+        due = next(f["url"] for f in late if f["where"] == "due")
+        text = rqcrawl(redis_url, "inspect", "nosched", due).stdout
+        conn.close()
+    waiting = next(f for f in deferred if f["where"] == "deferred")
+    assert waiting["because"] == "politeness", waiting
+    assert "politeness of 127.0.0.1" in waiting["why"] and "delay 3 s" in waiting["why"]
+    assert s["stall"]["reason"] == "no_scheduler" and s["eta_s"] is None, s
+    assert "--with-scheduler" in s["stall"]["message"]
+    assert all("waiting for the scheduler" in f["why"] for f in late if f["where"] == "due")
+    assert "  due since " in text and "waiting for the scheduler" in text
+
+
+def test_one_slow_host_holds_the_level(redis_url, tmp_path):
+    """Exact depth: the level waits for one slow page of host A while host B's links of
+    the next level are held. `status` names A, `inspect` a held URL of B says it waits for
+    its level, `hosts` lists A first (running) and B's waiting URLs; once over, `inspect`
+    gives the outcome and says when a URL is unknown."""
+    b_links = [f"/b{i}" for i in range(4)]
+    slow_a = pages({"/slow": []}, {"/slow": 15.0})
+    fast_b = pages({"/": b_links, **{p: [] for p in b_links}})
+    with (
+        HTTPSite(slow_a, host="127.0.0.2", max_seconds=120) as a,
+        HTTPSite(fast_b, host="127.0.0.3", max_seconds=120) as b,
+    ):
+        rqcrawl(redis_url, "seed", a.base + "/slow", b.base + "/", "--crawl", "level",
+                "--max-depth", "1", "--allow-private", "--no-sitemaps", "--delay", "0",
+                "--config", stall_conf(tmp_path, 2.0, "read_timeout = 30.0\n"))  # fmt: skip
+        conn = Redis.from_url(redis_url)
+        with LocalWorkers(redis_url, 2) as workers:  # (in-process reads: commands are slow)
+            names = worker_names(conn, workers)
+            s = wait_until(
+                lambda: stats.status(conn, "level"), 60, "the stall behind host A",
+                accept=lambda s: s["stall"] and s["stall"]["reason"] == "one_host",
+            )  # fmt: skip
+            held = stats.url_status(conn, "level", b.base + "/b1")
+            running = stats.url_status(conn, "level", a.base + "/slow")
+            listed = stats.hosts_report(conn, "level")
+            text = stats.render_hosts(listed)
+            wait_finished(redis_url, "level", timeout=60)
+        conn.close()
+        ended = inspect(redis_url, "level", b.base + "/b1")
+        missing = inspect(redis_url, "level", b.base + "/never-linked")
+    assert s["stall"]["reason"] == "one_host" and a.host in s["stall"]["message"], s
+    assert "4 URL(s) of other hosts wait" in s["stall"]["message"]
+    assert s["eta_s"] is not None  # it moves, slowly
+    assert held["where"] == "held" and held["depth"] == 1, held
+    assert "waiting for level 1 (the crawl is at level 0)" in held["why"]
+    assert running["where"] == "running" and running["worker"] in names, (running, names)
+    assert "running on " + running["worker"] in running["why"]
+    first, second = listed["hosts"]
+    assert first["host"] == f"{a.host}:{a.port}" and first["running"] == 1, first
+    assert second["waiting"] == 4 and second["fetched"] == 1, second
+    assert first["robots"] == second["robots"] == "allow (no usable file)"
+    assert first["delay_source"] == "setting"
+    assert text.splitlines()[0].split()[:2] == ["HOST", "WAITING"]
+    assert ended["where"] == "ended" and ended["outcome"] == "fetched", ended
+    assert ended["attempts"] == 1 and ended["record"]["status"] == 200
+    assert missing["where"] == "unknown" and not missing["seen"], missing
+    # --limit bounds the listing; the rest is counted
+    assert len(hosts(redis_url, "level", "--limit", "1")["hosts"]) == 1
+    assert "1 more hosts" in rqcrawl(redis_url, "hosts", "level", "--limit", "1").stdout
+
+
+def test_a_retry_after_answer_shows_in_inspect(redis_url, tmp_path):
+    """A page answering 503 with Retry-After: 60 waits for its second attempt: `inspect`
+    says until when and why (the server's Retry-After, the error), and `hosts` counts it
+    deferred."""
+
+    def handle(req: BaseHTTPRequestHandler) -> None:
+        if req.path == "/busy":
+            reply(req, 503, b"busy", headers={"Retry-After": "60"})
+        else:
+            reply(req, 404, b"no")
+
+    with HTTPSite(handle, max_seconds=120) as http:
+        url = http.base + "/busy"
+        seed_local(redis_url, url, "later", 0, "--retries", "1", "--config", stall_conf(tmp_path))
+        with LocalWorkers(redis_url, 1):
+            found = wait_until(
+                lambda: inspect(redis_url, "later", url), 60, "the retry",
+                accept=lambda f: f["where"] == "deferred",
+            )  # fmt: skip
+            seen_at = time.time()
+            conn = Redis.from_url(redis_url)  # (in-process reads: commands take seconds)
+            listed = stats.hosts_report(conn, "later")
+            s = wait_until(
+                lambda: stats.status(conn, "later"), 30, "the stall", accept=lambda s: s["stall"]
+            )
+            conn.close()
+    assert found["because"] == "retry" and found["attempt"] == 2, found
+    assert "Retry-After 60s after: HTTP 503" in found["why"], found
+    assert 30 < found["until"] - seen_at <= 61
+    (row,) = listed["hosts"]
+    assert row["deferred"] == 1 and row["waiting"] == 1 and row["running"] == 0, row
+    assert row["eta_s"] > 20  # not before its Retry-After is over
+    # No URL ends while it waits: status says it waits for its time, and still has an ETA.
+    assert s["stall"]["reason"] == "deferred" and s["eta_s"] > 20, s
+
+
+def test_inspect_asks_the_urls_shard_and_hosts_merges_the_shards(
+    redis_url, second_redis_url, tmp_path
+):
+    """A crawl over two Redis servers, the host 127.0.0.2 placed on the second, 127.0.0.3 on
+    the first: `inspect`
+    (asked on the first) finds each seed queued on its host's shard, and `hosts` lists the
+    hosts of both shards. No worker runs: the seeds wait in RQ."""
+    seeds = ["http://127.0.0.2:9/a", "http://127.0.0.3:9/b"]
+    placed = {"127.0.0.2:9": second_redis_url, "127.0.0.3:9": redis_url}
+    rules = "[crawl.shard_rules]\n" + "".join(f'"{h}" = "{u}"\n' for h, u in placed.items())
+    conf = tmp_path / "shards.toml"
+    conf.write_text(rules)
+    both = f"{redis_url},{second_redis_url}"
+    rqcrawl(redis_url, "seed", *seeds, "--crawl", "sh", "--max-depth", "0", "--allow-private",
+            "--no-sitemaps", "--shards", both, "--config", str(conf))  # fmt: skip
+    conn = Redis.from_url(redis_url)
+    found = [stats.url_status(conn, "sh", u) for u in seeds]
+    listed = stats.hosts_report(conn, "sh")
+    conn.close()
+    assert [f["shard"] for f in found] == [1, 0], found
+    assert [f["where"] for f in found] == ["queued", "queued"], found
+    assert "waiting for a worker" in found[0]["why"]
+    assert sorted(h["host"] for h in listed["hosts"]) == ["127.0.0.2:9", "127.0.0.3:9"]
+    assert all(h["waiting"] == 1 and h["robots"] == "not fetched yet" for h in listed["hosts"])
