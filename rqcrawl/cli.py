@@ -20,12 +20,10 @@ from .demo import DemoSite
 from .embedded import EmbeddedRedis
 from .lazygroup import LazyGroup
 from .redisurl import client, masked
-from .runner import RENDER_WORKER_CLASS, WORKER_CLASS, LocalWorkers, watch
+from .runner import RENDER_WORKER_CLASS, LocalWorkers, watch
 from .urls import InvalidURL, canonicalize
 
 DEFAULT_REDIS_URL = "redis://localhost:6379/0"
-# The recommended worker, through the variable RQ reads, so the card's command stays the same.
-WORKER_HINT = f"RQ_WORKER_CLASS={WORKER_CLASS} rq worker {keys.QUEUE_NAME} --with-scheduler"
 
 
 def configured_redis_url(option: str | None) -> str | None:
@@ -163,7 +161,7 @@ def seed(urls, name, priority, config_file, url, **flags) -> None:
             f"revisits every {stats.duration(started.cfg.revisit)}, task table "
             f"{masked(started.cfg.db, started.cfg.db)}"
         )
-    click.echo(f"run workers with: {WORKER_HINT}")
+    click.echo(f"run workers with: {stats.WORKER_HINT}")
     if started.cfg.render:
         click.echo(
             f"and render workers with: rq worker {keys.RENDER_QUEUE} -w {RENDER_WORKER_CLASS}"
