@@ -385,3 +385,22 @@ def test_rqcrawl_crawl_runs_its_render_workers(tmp_path):
     rows = read_jsonl(out)
     assert sorted(path_of(r["url"]) for r in rows) == sorted(site.expected(5))
     assert all(r["rendered"] for r in rows)
+
+
+@needs_chromium
+def test_bench_render_prints_rendered_beside_plain_rows():
+    proc = subprocess.run(
+        [str(BIN / "rqcrawl"), "bench", "--render", "--pages", "10", "--workers", "1"],
+        capture_output=True, text=True, timeout=400,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    rows = {
+        line.split("  ")[0].strip(): line.split()[-6:]
+        for line in proc.stdout.splitlines()
+        if line.startswith(("server-side", "script-built"))
+    }
+    assert len(rows) == 4, proc.stdout
+    for label, (pages, rendered, *_) in rows.items():
+        assert pages == "10", (label, pages)
+        assert rendered == ("10" if label.startswith("script-built") else "0"), label
+    assert "reproduce: rqcrawl bench --render --pages 10" in proc.stdout
