@@ -26,8 +26,6 @@ _VALUED = {"unavailable_after", "max-snippet", "max-image-preview", "max-video-p
 # `agent: directives` at the start of a header item (RFC 9309 product tokens).
 _AGENT = re.compile(r"\s*([A-Za-z0-9_-]+)\s*:(.*)", re.DOTALL)
 _PRODUCT = re.compile(r"\s*([A-Za-z0-9_-]+)")
-_LOWER = "translate({}, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz')"
-_META_CONTENT = "//meta[" + _LOWER.format("normalize-space(@name)") + " = $name]/@content"
 
 
 @dataclass(frozen=True)
@@ -89,9 +87,11 @@ def from_headers(headers: Mapping[str, str], token: str) -> Directives:
 def from_meta(sel: Selector, token: str) -> Directives:
     """The directives of `<meta name="robots">` and `<meta name="TOKEN">` (names compared
     without case; content words separated by commas or spaces)."""
+    names = {"robots", token} - {""}
     words = []
-    for name in ("robots", token) if token else ("robots",):
-        for content in sel.xpath(_META_CONTENT, name=name).getall():
+    for element in sel.root.iter("meta"):  # lxml's: a parsel query would cost 10x
+        name, content = element.get("name"), element.get("content")
+        if name is not None and content is not None and name.strip().lower() in names:
             words += re.split(r"[,\s]+", content)
     return from_words(words)
 
