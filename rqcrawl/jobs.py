@@ -41,7 +41,7 @@ from .rules import link_verdict
 from .shards import connect as shard_connect
 from .sinks import record
 from .state import InFlight, StaleCrawl, outcome_counts
-from .urls import host_of, in_scope
+from .urls import host_of
 
 log = logging.getLogger(__name__)
 
@@ -397,15 +397,12 @@ def visit(
     meta refresh ends the visit, its target a URL of its own (rqcrawl.hops); `via`: the
     redirects that led to `url`."""
 
-    def check_hop(hop: str) -> str | None:
-        return None if in_scope(hop, cfg.scope_hosts) else "out_of_scope"
-
     started = time.monotonic()
     try:
         conditional = prior.conditional_headers() if prior else None
-        resp = fetch(
-            url, cfg, check_hop, archive=archive, cookies=cookies, conditional=conditional,
-            follow=False,
+        resp = fetch(  # a redirect ends the fetch: its target passes admission (hops)
+            url, cfg, lambda hop: None, archive=archive, cookies=cookies,
+            conditional=conditional, follow=False,
         )  # fmt: skip
     except FetchError as exc:
         failed = failed_visit(url, depth, exc)
