@@ -20,7 +20,6 @@ released before the next level's URLs (scripts.FINISH).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 from w3lib.html import get_meta_refresh
@@ -58,8 +57,3 @@ def chain_problem(url: str, target: str, via: Sequence[str], cfg: CrawlConfig) -
     if len(chain) > cfg.max_redirects:
         return "too_many_redirects"
     return None
-
-
-def encode_chain(via: Sequence[str], url: str) -> str:
-    """The `via` of a redirect's target, as stored in Redis (compact JSON: no space)."""
-    return json.dumps([*via, url], separators=(",", ":"))

@@ -44,7 +44,7 @@ from .rules import link_verdict
 from .shards import connect as shard_connect
 from .sinks import record
 from .state import InFlight, StaleCrawl, outcome_counts
-from .urls import host_of, in_scope, param_filter
+from .urls import host_of, param_filter
 
 log = logging.getLogger(__name__)
 
@@ -443,15 +443,12 @@ def visit(
     response; without, a crawl with render = "auto" hands a page that needs the browser off
     (Visit.render)."""
 
-    def check_hop(hop: str) -> str | None:
-        return None if in_scope(hop, cfg.scope_hosts) else "out_of_scope"
-
     started = time.monotonic()
     try:
         conditional = prior.conditional_headers() if prior else None
-        resp = fetch(
-            url, cfg, check_hop, archive=archive, cookies=cookies, conditional=conditional,
-            follow=False,
+        resp = fetch(  # a redirect ends the fetch: its target passes admission (hops)
+            url, cfg, lambda hop: None, archive=archive, cookies=cookies,
+            conditional=conditional, follow=False,
         )  # fmt: skip
     except FetchError as exc:
         failed = failed_visit(url, depth, exc)

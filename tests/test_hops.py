@@ -9,6 +9,8 @@ from helpers import read_jsonl, rqcrawl, seed_local, wait_finished
 from servers import HTTPSite, reply
 from test_politeness import gaps, scope
 
+from rqcrawl.config import CrawlConfig
+from rqcrawl.hops import chain_problem, meta_refresh
 from rqcrawl.runner import LocalWorkers
 
 
@@ -101,3 +103,18 @@ def test_meta_refresh_target_is_fetched_at_the_same_depth(redis_url, tmp_path):
     assert new["outcome"] == "fetched" and new["via"] == [http.base + "/old"]
     assert new["depth"] == old["depth"] == 1
     assert rows[http.base + "/slow"]["outcome"] == "fetched"
+
+
+def test_chain_bounds_and_meta_refresh_delays():
+    cfg = CrawlConfig(max_redirects=2)
+    assert chain_problem("http://a/2", "http://a/3", ["http://a/1"], cfg) is None
+    assert chain_problem("http://a/3", "http://a/4", ["http://a/1", "http://a/2"], cfg) == (
+        "too_many_redirects"
+    )
+    assert chain_problem("http://a/2", "http://a/1", ["http://a/1"], cfg) == "redirect_loop"
+    page = '<meta http-equiv="refresh" content="{}; url=/next">'
+    assert meta_refresh(page.format(5), "http://a/", cfg) == "http://a/next"
+    assert meta_refresh(page.format(101), "http://a/", cfg) is None  # over 100 s
+    assert meta_refresh('<meta http-equiv="refresh" content="0">', "http://a/", cfg) is None
+    assert meta_refresh("<noscript>" + page.format(0) + "</noscript>", "http://a/", cfg) is None
+    assert meta_refresh(page.format(0), "http://a/", CrawlConfig(follow_meta_refresh=False)) is None

@@ -13,6 +13,7 @@ from servers import HTTPSite, reply
 from test_politeness import scope
 
 from rqcrawl import config
+from rqcrawl.fetch import RETRY_AFTER_MAX, retry_after
 from rqcrawl.keys import CrawlKeys
 from rqcrawl.politeness import Politeness
 from rqcrawl.runner import LocalWorkers
@@ -170,3 +171,12 @@ def test_two_hosts_on_one_ip_share_one_gate_with_politeness_by_ip(redis_url, tmp
     both = sorted(t for site in (a, b) for t, _ in site.log)
     gaps = [y - x for x, y in zip(both, both[1:], strict=False)]
     assert min(gaps) >= delay * 0.95, gaps  # one gate for the two hosts of 127.0.0.1
+
+
+def test_retry_after_parses_anything_without_an_exception():
+    assert retry_after("120") == 120.0 and retry_after(" 7 ") == 7.0
+    assert retry_after("9" * 400) == RETRY_AFTER_MAX  # was OverflowError further on
+    assert retry_after("Fri, 31 Dec 9999 23:59:59 GMT") == RETRY_AFTER_MAX
+    assert retry_after("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0  # past
+    for junk in ("", "soon", "-5", "1.5", "\u00b2", "Wed, 21 Oct 99999 07:28:00 GMT", None):
+        assert retry_after(junk) is None
