@@ -76,7 +76,7 @@ def run(
 
     def request_stop(signum, frame) -> None:
         for w in workers:
-            w._stop_requested = True
+            w.ask_to_stop()
         stop.set()
 
     signal.signal(signal.SIGINT, request_stop)
