@@ -1,5 +1,6 @@
-"""max_pages holds for a whole crawl over several shards, not per shard: each shard admits
-only the pages it took, a block at a time, from the crawl's first shard."""
+"""max_pages and max_host_share hold for a whole crawl over several shards, not per shard:
+each shard admits only the pages it took, a block at a time, from the crawl's first shard,
+and a host's share is of every shard's admitted URLs."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ from contextlib import ExitStack
 import redis
 from test_shards import HOSTS, Web, finished_untouched, records_of, seed_sharded, start_sites
 
-from rqcrawl import keys
+from rqcrawl import control, keys, shards
+from rqcrawl.config import CrawlConfig
 from rqcrawl.runner import LocalWorkers
-from rqcrawl.state import PAGE_BLOCK
+from rqcrawl.state import PAGE_BLOCK, CrawlState
 
 PAGES = 80  # per host: 320 in all, over 100 on each shard whichever way the hash falls
 
@@ -58,3 +60,23 @@ def test_max_pages_holds_over_two_shards(redis_url, second_redis_url, tmp_path):
     assert s["admitted"] == sum(per_shard) == len(fetched) == requested
     assert Counter(fetched).most_common(1)[0][1] == 1  # each once
     assert refused and s["state"] == "finished" and s["in_flight"] == 0
+
+
+def test_max_host_share_over_two_shards_counts_the_whole_crawl(redis_url, second_redis_url):
+    # Ten hosts of 15 URLs each on the second shard, then one big host on the first: its
+    # share is of the crawl's admitted URLs, the second shard's included (it is alone on its
+    # shard, where a count of that shard's URLs would stop it at the floor, 100).
+    urls = [redis_url, second_redis_url]
+    rules = {"a.test": urls[0], "b*.test": urls[1]}
+    settings = {"shards": urls, "shard_rules": rules, "sitemaps": False, "max_host_share": 0.5}
+    cfg = CrawlConfig.from_dict(settings)
+    small = [f"http://b{h}.test/{i}" for h in range(10) for i in range(15)]
+    control.start(shards.connect(urls[0]), "sh", cfg, small)
+    first = CrawlState(shards.connect(urls[0]), "sh", cfg)
+    first.seed([f"http://a.test/{i}" for i in range(300)])
+    with redis.Redis.from_url(urls[0]) as conn:
+        big = int(conn.hget(keys.CrawlKeys("sh").host_pages, "a.test"))
+    with redis.Redis.from_url(urls[1]) as conn:
+        others = int(conn.hget(keys.CrawlKeys("sh").counters, keys.ADMITTED))
+    assert others == 150
+    assert big == 150  # half of the 300 admitted in all
