@@ -112,10 +112,26 @@ class StopBetweenDequeues:
     request between two dequeues, never in the middle of one (see CrawlWorker._shutdown)."""
 
     _stop_requested: bool
+    connection: Redis
 
     def ask_to_stop(self) -> None:
         """A warm stop from outside the worker's thread (rqcrawl.threadworkers)."""
         self._stop_requested = True
+
+    def redis_answers(self) -> bool:
+        """Whether Redis answers a PING within PING_TIMEOUT, on a connection of its own
+        (the pool's may be in use by the interrupted job, or wait minutes on a dequeue)."""
+        pool = self.connection.connection_pool
+        kwargs = {"socket_timeout": PING_TIMEOUT, "socket_connect_timeout": PING_TIMEOUT}
+        probe = pool.connection_class(**{**pool.connection_kwargs, **kwargs})
+        try:
+            probe.send_command("PING")
+            probe.read_response()
+            return True
+        except (*REDIS_DOWN, OSError):
+            return False
+        finally:
+            probe.disconnect()
 
     def dequeue_job_and_maintain_ttl(self, timeout, max_idle_time=None):
         if timeout is None:  # burst mode: one non-blocking look
@@ -247,28 +263,13 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
         Redis. A job it held then comes back through its lease, as after a kill."""
         self._stopping.set()
         super().request_stop(signum, frame)
-        if self.get_state() == WorkerStatus.BUSY and not self._redis_answers():
+        if self.get_state() == WorkerStatus.BUSY and not self.redis_answers():
             self.log.warning(
                 "Worker %s: Redis unreachable: stopping now, the job's URL comes back "
                 "through its lease",
                 self.name,
             )
             raise StopWithoutRedis()
-
-    def _redis_answers(self) -> bool:
-        """Whether Redis answers a PING within PING_TIMEOUT, on a connection of its own
-        (the pool's may be in use by the interrupted job, or wait minutes on a dequeue)."""
-        pool = self.connection.connection_pool
-        kwargs = {"socket_timeout": PING_TIMEOUT, "socket_connect_timeout": PING_TIMEOUT}
-        probe = pool.connection_class(**{**pool.connection_kwargs, **kwargs})
-        try:
-            probe.send_command("PING")
-            probe.read_response()
-            return True
-        except (*REDIS_DOWN, OSError):
-            return False
-        finally:
-            probe.disconnect()
 
     def ask_to_stop(self) -> None:
         self._stopping.set()

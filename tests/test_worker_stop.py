@@ -12,7 +12,7 @@ import time
 
 import pytest
 import redis
-from helpers import seed_local, wait_finished, wait_until
+from helpers import BIN, seed_local, wait_finished, wait_until
 from rq import Worker
 from servers import HTTPSite, RedisServer, drip, reply
 
@@ -59,9 +59,13 @@ def stop_within(proc: subprocess.Popen, bound: float) -> tuple[float, int]:
     return time.monotonic() - sent, code
 
 
-@pytest.mark.parametrize("worker_class", [WORKER_CLASS, None], ids=["CrawlWorker", "stock"])
+@pytest.mark.parametrize(
+    ("worker_class", "threads"),
+    [(WORKER_CLASS, 1), (WORKER_CLASS, 2), (None, 1)],
+    ids=["CrawlWorker", "threads", "stock"],
+)
 @pytest.mark.parametrize("busy", [True, False], ids=["busy", "idle"])
-def test_a_worker_whose_redis_is_gone_stops_within_seconds(tmp_path, worker_class, busy):
+def test_a_worker_whose_redis_is_gone_stops_within_seconds(tmp_path, worker_class, threads, busy):
     handle, slow_hits = site_with_a_slow_page()
     server = RedisServer(tmp_path / "aof", aof=True).start()
     try:
@@ -69,7 +73,9 @@ def test_a_worker_whose_redis_is_gone_stops_within_seconds(tmp_path, worker_clas
             conn = redis.Redis.from_url(server.url)
             if busy:
                 seed_local(server.url, http.base + "/", "gone", 1)
-            workers = LocalWorkers(server.url, 1, log_dir=tmp_path, worker_class=worker_class)
+            workers = LocalWorkers(
+                server.url, 1, threads, log_dir=tmp_path, worker_class=worker_class
+            )
             try:
                 wait_until(lambda: Worker.all(connection=conn), 30, "the worker to register")
                 if busy:
@@ -98,3 +104,27 @@ def test_a_worker_whose_redis_is_gone_stops_within_seconds(tmp_path, worker_clas
     finally:
         server.stop()
     assert len(slow_hits) == 2 and s["fetched"] == 2 and s["in_flight"] == 0, (slow_hits, s)
+
+
+def test_rqcrawl_crawl_whose_redis_is_gone_stops_within_seconds(tmp_path):
+    handle, slow_hits = site_with_a_slow_page()
+    server = RedisServer(tmp_path / "redis").start()
+    try:
+        with HTTPSite(handle, max_requests=50, max_seconds=120) as http:
+            crawl = subprocess.Popen(
+                [str(BIN / "rqcrawl"), "crawl", http.base + "/", "-o", str(tmp_path / "o.jsonl"),
+                 "--url", server.url, "--allow-private", "--delay", "0", "--no-sitemaps",
+                 "--data-dir", str(tmp_path / "data")],
+                stderr=subprocess.PIPE, text=True, start_new_session=True,
+            )  # fmt: skip
+            wait_until(lambda: slow_hits, 60, "the slow page requested")
+            server.proc.kill()
+            server.proc.wait()
+            time.sleep(2)  # the behaviour under test: the crawl and its workers find it gone
+            took, code = stop_within(crawl, STOPPED_WITHIN)
+            err = crawl.stderr.read()
+    finally:
+        server.stop()
+    assert took < STOPPED_WITHIN, (took, err)
+    assert code == 1 and "Traceback" not in err, err
+    assert err.rstrip().splitlines()[-1].startswith("Error: crawl "), err
