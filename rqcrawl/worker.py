@@ -284,14 +284,14 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
             self.log.warning("Worker %s: stopping; Redis unreachable (%s)", self.name, exc)
 
     def stop_scheduler(self) -> None:
-        """RQ's, but a scheduler that does not end within SCHEDULER_STOP_S (its Redis gone:
-        its last writes retry) is killed; its lock expires on its own."""
+        """RQ's, but a scheduler that does not end within SCHEDULER_STOP_S, or at once when
+        Redis is gone (its last writes would retry), is killed; its lock expires on its own."""
         process = self.scheduler._process
         if process is None or not process.pid:
             return
         with contextlib.suppress(OSError):
             os.kill(process.pid, signal.SIGTERM)
-        process.join(SCHEDULER_STOP_S)
+        process.join(SCHEDULER_STOP_S if self.redis_answers() else 0)
         if process.is_alive():
             process.kill()
             process.join()
@@ -316,8 +316,8 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
         recent = self._full_beat_at is not None and (
             time.monotonic() - self._full_beat_at < HEARTBEAT_EVERY
         )
-        if recent and asked <= full:
-            return
+        if recent and asked <= full and not self._stop_requested:
+            return  # (a stopping worker sends it: without Redis, RQ's dequeue loop ends here)
         if pipeline is not None:
             super().heartbeat(timeout, pipeline=pipeline)
         else:
