@@ -245,8 +245,9 @@ return bloom_check(shard0, sbits, kk, ARGV, positions, (#ARGV - positions + 1) /
 # source: 'sitemap' to note the admitted children in `sitemapped` until they end (their
 # records say where they came from), or ''.
 # max_pages over shards: a shard admits only the pages the first shard granted it
-# (`pages_allowed`, see GRANT_PAGES); with fewer left than `n` children, and the first shard
-# not yet out of pages, the script changes nothing and returns {2, pages needed, 0, 0}.
+# (`pages_allowed`, see GRANT_PAGES); with fewer left than the children it would admit (new
+# to the Bloom filter, not refused by a rule), and the first shard not yet out of pages, the
+# script changes nothing but the filter's allocation and returns {2, pages needed, 0, 0}.
 # max_host_share counts `others`, the URLs admitted by the other shards (as last read).
 # Returns {1 | 0 (done had already ended), admitted, reap due, level done here,
 # released "priority depth url"...}.
@@ -271,8 +272,16 @@ local limit = max_total
 if sharded == '1' and max_total > 0 then
   limit = tonumber(redis.call('HGET', counters, 'pages_allowed') or '0')
   local room = limit - tonumber(redis.call('HGET', counters, 'admitted') or '0')
-  if room < tonumber(n) and redis.call('HEXISTS', counters, 'pages_out') == 0 then
-    return {2, tonumber(n) - room, 0, 0}
+  local kids = tonumber(n)
+  if room < kids and redis.call('HEXISTS', counters, 'pages_out') == 0 then
+    bloom_alloc(bloom0, tonumber(shard_bits), size)
+    local new = bloom_check(bloom0, tonumber(shard_bits), tonumber(k), ARGV,
+                            children + 3 * kids, kids, false)
+    local want = 0
+    for i = 1, kids do
+      if new[i] == 1 and ARGV[children + 3 * (i - 1)] == '-' then want = want + 1 end
+    end
+    if want > room then return {2, want - room, 0, 0} end
   end
 end
 local reap_due = 0
