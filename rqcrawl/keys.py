@@ -88,6 +88,11 @@ PURGING_AT = "purging_at"  # set on every shard before a purge deletes any (cont
 LEVEL = "level"  # the depth being released
 SHARD = "shard"  # this Redis's index among the crawl's shards (rqcrawl.shards)
 ADMITTED = "admitted"
+# max_pages over shards (state.CrawlState.take_pages): the first shard's count of pages granted
+# to every shard, a shard's own grants, and its note that the first shard has none left.
+PAGES_GRANTED = "pages_granted"
+PAGES_ALLOWED = "pages_allowed"
+PAGES_OUT = "pages_out"
 OUTBOXED = "outboxed"  # links a shard sent to other shards through its outbox
 FETCHED = "fetched"
 FAILED = "failed"

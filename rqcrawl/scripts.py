@@ -247,6 +247,11 @@ return bloom_check(shard0, sbits, kk, ARGV, positions, (#ARGV - positions + 1) /
 # the ending URL's own depth), the JSON list of the redirects that led to it, noted in `via`
 # until it ends; such a target of the level in progress goes to the head of its list, so that
 # the level releases it before the next level's URLs (depth stays exact).
+# max_pages over shards: a shard admits only the pages the first shard granted it
+# (`pages_allowed`, see GRANT_PAGES); with fewer left than the children it would admit (new
+# to the Bloom filter, not refused by a rule), and the first shard not yet out of pages, the
+# script changes nothing but the filter's allocation and returns {2, pages needed, 0, 0}.
+# max_host_share counts `others`, the URLs admitted by the other shards (as last read).
 # Returns {1 | 0 (done had already ended), admitted, reap due, level done here,
 # released "priority depth url"...}.
 FINISH = Script(
@@ -259,11 +264,29 @@ FINISH = Script(
         "window", "child_via",
         "shard_bits", "k", "now", "reap_every", "max_pages", "max_host_pages", "max_host_share",
         "share_floor", "skip_record", "skip_prefix", "n", "size", "sharded", "foreign", "exact",
+        "others",
     ),
     key_tail="bloom0",
     arg_tail="children",
     lib=BLOOM_LIB + HELD_LIB + RELEASE_LIB,
     body="""
+local max_total = tonumber(max_pages)
+local limit = max_total
+if sharded == '1' and max_total > 0 then
+  limit = tonumber(redis.call('HGET', counters, 'pages_allowed') or '0')
+  local room = limit - tonumber(redis.call('HGET', counters, 'admitted') or '0')
+  local kids = tonumber(n)
+  if room < kids and redis.call('HEXISTS', counters, 'pages_out') == 0 then
+    bloom_alloc(bloom0, tonumber(shard_bits), size)
+    local new = bloom_check(bloom0, tonumber(shard_bits), tonumber(k), ARGV,
+                            children + 3 * kids, kids, false)
+    local want = 0
+    for i = 1, kids do
+      if new[i] == 1 and ARGV[children + 3 * (i - 1)] == '-' then want = want + 1 end
+    end
+    if want > room then return {2, want - room, 0, 0} end
+  end
+end
 local reap_due = 0
 if done ~= '' and final ~= '1' then
   if redis.call('HEXISTS', inflight, done) == 0 then return {0, 0, 0, 0} end
@@ -283,7 +306,7 @@ elseif done ~= '' then
   if redis.call('SET', reap_lock, '1', 'NX', 'EX', reap_every) then reap_due = 1 end
 end
 local sbits, kk = tonumber(shard_bits), tonumber(k)
-local max_total, max_host = tonumber(max_pages), tonumber(max_host_pages)
+local max_host = tonumber(max_host_pages)
 local max_share, floor = tonumber(max_host_share), tonumber(share_floor)
 local count = tonumber(n)
 if count > 0 then bloom_alloc(bloom0, sbits, size) end
@@ -299,12 +322,13 @@ for i = 1, count do
     local verdict, host, url = ARGV[at], ARGV[at + 1], ARGV[at + 2]
     if verdict == '-' then
       local so_far = total + admitted
+      local whole = so_far + tonumber(others)
       local of_host = tonumber(redis.call('HGET', host_pages, host) or '0')
-      if max_total > 0 and so_far >= max_total then
+      if max_total > 0 and so_far >= limit then
         verdict = 'max_pages'
       elseif max_host > 0 and of_host >= max_host then
         verdict = 'max_pages_per_host'
-      elseif max_share > 0 and so_far >= floor and of_host + 1 > max_share * (so_far + 1) then
+      elseif max_share > 0 and whole >= floor and of_host + 1 > max_share * (whole + 1) then
         verdict = 'max_host_share'
       end
     end
@@ -371,6 +395,22 @@ redis.call('HSET', counters, 'level', current + 1)
 local out = {}
 release_held(held, priorities, inflight, current + 1, tonumber(window), now, out)
 return out
+""",
+)
+
+# max_pages over shards, run on the crawl's first shard: grant a shard `need` pages, or a
+# block of up to `block` (at most 1/`shards` of those left, so that the shards that stop
+# early strand little), never more than max_pages in all; returns the pages granted.
+GRANT_PAGES = Script(
+    keys=("counters",),
+    args=("need", "block", "shards", "max_pages"),
+    body="""
+local granted = tonumber(redis.call('HGET', counters, 'pages_granted') or '0')
+local left = tonumber(max_pages) - granted
+local want = math.max(tonumber(need), math.min(tonumber(block), math.ceil(left / tonumber(shards))))
+local give = math.max(0, math.min(left, want))
+if give > 0 then redis.call('HINCRBY', counters, 'pages_granted', give) end
+return give
 """,
 )
 

@@ -57,7 +57,7 @@ from .config import CrawlConfig
 from .keys import CrawlKeys
 from .leases import LEASE
 from .redisurl import behind_sentinel
-from .shards import shard_map
+from .shards import connect, shard_map
 from .sinks import skip_template
 from .sitemaps import target
 from .urls import host_of
@@ -81,6 +81,13 @@ RATE_BUCKET = 10  # seconds per `rate:N` counter of fetched pages (the recent ra
 RECENT = 60  # seconds of rate buckets kept (and over which `status` reports the recent rate)
 # URLs a crawl admits before max_host_share applies: a small crawl is not cut by it.
 SHARE_FLOOR = 100
+# max_pages over shards: pages a shard takes from the crawl's first shard at a time (see
+# scripts.GRANT_PAGES), so that budgets cost one round trip to it per block, not per page.
+PAGE_BLOCK = 50
+NEEDS_PAGES = 2  # what scripts.FINISH returns first when this shard must take pages
+# Seconds a process counts on its last read of the URLs the other shards admitted, for
+# max_host_share over shards (a round trip per other shard, not per page).
+OTHERS_EVERY = 1.0
 FORKED_TTL = 60  # seconds a job run by a forking worker keeps the `status` warning up
 OUTBOX_LOCK = 30  # seconds a drain of a shard's outbox holds it (a dead drain's is taken over)
 
@@ -281,6 +288,7 @@ class CrawlState:
         self.identity: bytes | None = None  # see same_crawl
         self.claim_noted_at = 0.0  # see claim
         self.shards = shard_map(cfg)  # None: the crawl lives in this Redis alone
+        self.others_read: tuple[float, int] = (0.0, 0)  # see admitted_elsewhere
 
     @cached_property
     def index(self) -> int:
@@ -427,8 +435,41 @@ class CrawlState:
     ) -> Ended | None:
         """One run of scripts.FINISH; None if `done` had already ended (a stale job)."""
         urls = [u for _, u in children]
+        while True:
+            ended, admitted, reap_due, level_done, *released = self._finish_script(
+                done, final, increments, record, children, child_depth, child_priority,
+                foreign, source, urls, via,
+            )  # fmt: skip
+            if ended != NEEDS_PAGES:
+                break
+            self.take_pages(admitted)  # (then: how many it needs)
+        if not ended:  # the script stopped before the Bloom filter (the URL had ended)
+            return None
+        if self.remembers:
+            if len(self.known) > KNOWN_MAX:
+                self.known.clear()
+            self.known.update(urls)
+            self.known.update(o.url for o in foreign)
+        released = [_held_entry(raw) for raw in released]
+        return Ended(admitted, released, bool(reap_due), bool(level_done), len(foreign))
+
+    def _finish_script(
+        self,
+        done: str,
+        final: bool,
+        increments: str,
+        record: dict | None,
+        children: Children,
+        child_depth: int,
+        child_priority: int,
+        foreign: list[Outgoing],
+        source: str,
+        urls: list[str],
+        via: str,
+    ) -> list:
+        """One run of scripts.FINISH, its reply as is."""
         k = self.keys
-        ended, admitted, reap_due, level_done, *released = scripts.FINISH(
+        return scripts.FINISH(
             self.redis,
             tail_keys=self.bloom.keys,
             tail_args=[
@@ -460,16 +501,43 @@ class CrawlState:
             sharded=int(self.shards is not None),
             foreign=json.dumps([o.encode() for o in foreign]) if foreign else "",
             exact=int(self.cfg.exact_depth),
+            others=self.admitted_elsewhere(),
         )  # fmt: skip
-        if not ended:  # the script stopped before the Bloom filter (the URL had ended)
-            return None
-        if self.remembers:
-            if len(self.known) > KNOWN_MAX:
-                self.known.clear()
-            self.known.update(urls)
-            self.known.update(o.url for o in foreign)
-        released = [_held_entry(raw) for raw in released]
-        return Ended(admitted, released, bool(reap_due), bool(level_done), len(foreign))
+
+    def take_pages(self, need: int) -> None:
+        """Take at least `need` pages of max_pages from the crawl's first shard (a block
+        when it has enough left) for this shard to admit; when it has fewer, note that it
+        has none left, so that this shard admits what it holds and then refuses. Not
+        atomic across the two servers: a process killed in between loses its block (the
+        crawl then admits fewer, never more, than max_pages)."""
+        home = self.redis if self.index == 0 else connect(self.cfg.shards[0])
+        given = scripts.GRANT_PAGES(
+            home, counters=self.keys.counters, need=need, block=PAGE_BLOCK,
+            shards=len(self.cfg.shards), max_pages=self.cfg.max_pages,
+        )  # fmt: skip
+        with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hincrby(self.keys.counters, keys.PAGES_ALLOWED, given)
+            if given < need:
+                pipe.hset(self.keys.counters, keys.PAGES_OUT, 1)
+            pipe.execute()
+
+    def admitted_elsewhere(self) -> int:
+        """The URLs the other shards of the crawl admitted, as read at most OTHERS_EVERY
+        ago (0 unless max_host_share applies over shards): a host's share is of the whole
+        crawl's admitted URLs."""
+        if self.shards is None or not self.cfg.max_host_share:
+            return 0
+        read_at, others = self.others_read
+        if time.monotonic() - read_at < OTHERS_EVERY:
+            return others
+        counts = [
+            connect(url).hget(self.keys.counters, keys.ADMITTED)
+            for i, url in enumerate(self.cfg.shards)
+            if i != self.index
+        ]
+        others = sum(int(n or 0) for n in counts)
+        self.others_read = (time.monotonic(), others)
+        return others
 
     def readmit(self, due: Iterable[tuple[str, int, int]]) -> tuple[int, Released]:
         """Put URLs due for a revisit (url, depth, priority) back in the held lists, bypassing

@@ -6,7 +6,8 @@ site with 100 ms of latency eight threads do nearly eight times the pages of one
 is a full RQ worker (its own name, heartbeat and started-job registry entry), so dead-worker
 recovery and `rq info` work as for separate processes. What RQ does with signals is moved to
 the main thread: SIGALRM job timeouts become RQ's TimerDeathPenalty, and SIGINT/SIGTERM ask
-every thread to stop after its current job.
+every thread to stop after its current job (at once when Redis is gone: see
+leave_without_redis).
 
     python -m rqcrawl.threadworkers crawl --url redis://... --threads 8 --with-scheduler
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import sys
 import threading
 
 from rq import Queue
@@ -76,7 +78,7 @@ def run(
 
     def request_stop(signum, frame) -> None:
         for w in workers:
-            w._stop_requested = True
+            w.ask_to_stop()
         stop.set()
 
     signal.signal(signal.SIGINT, request_stop)
@@ -89,8 +91,22 @@ def run(
         t.start()
     while any(t.is_alive() for t in pool):
         stop.wait(0.5)
+        if stop.is_set() and not all(w.redis_answers() for w in workers[::threads]):
+            leave_without_redis(workers[::threads])
+            return
     for t in pool:
         t.join()
+
+
+def leave_without_redis(firsts: list) -> None:
+    """A stop while a Redis of ours is gone: the threads' jobs could not record their end,
+    and a thread cannot be interrupted, so the process leaves them (daemon threads) and
+    their URLs come back through their leases, as after a kill. The schedulers, processes
+    of their own, are stopped first."""
+    print("rqcrawl: stopping without Redis; pages in progress come back", file=sys.stderr)
+    for first in firsts:
+        if first.scheduler:
+            first.stop_scheduler()
 
 
 def main() -> None:

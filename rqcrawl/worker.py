@@ -18,9 +18,12 @@ job, and a job without callbacks gets no heartbeat for them. What RQ stores is o
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import functools
 import logging
 import os
+import signal
 import socket
 import threading
 import time
@@ -56,6 +59,8 @@ STOP_CHECK_S = 1  # seconds an idle worker blocks on the queue before it looks f
 REDIS_POLL = 0.5  # seconds between two tries to reach a Redis that went away (at most)
 REDIS_RETRY_FOR = 30.0  # seconds a command retries before the worker steps back and waits
 REDIS_DOWN = (redis_errors.ConnectionError, redis_errors.TimeoutError)  # see riding_out_redis
+PING_TIMEOUT = 2.0  # seconds a stop request of a busy worker waits to learn whether Redis is there
+SCHEDULER_STOP_S = 2.0  # seconds a stopping worker waits for its RQ scheduler before killing it
 
 log = logging.getLogger(__name__)
 
@@ -74,11 +79,59 @@ def riding_out_redis(step: Callable) -> Callable:
     return wrapper
 
 
+class RetryUntilStopped(Retry):
+    """redis-py's Retry, except that once `stopping` is set a failed command is not tried
+    again: a worker asked to stop while Redis is gone then ends within seconds instead of
+    retrying each of its last writes for REDIS_RETRY_FOR. Every connection of the pool gets
+    a deep copy of its policy; the copies share the one `stopping`."""
+
+    def __init__(self, backoff, retries: int, stopping: threading.Event):
+        super().__init__(backoff, retries)
+        self.stopping = stopping
+
+    def __deepcopy__(self, memo: dict) -> RetryUntilStopped:
+        clone = copy.copy(self)
+        clone._backoff = copy.deepcopy(self._backoff, memo)
+        return clone
+
+    def call_with_retry(self, do, fail, is_retryable=None, with_failure_count=False):
+        def retryable(error: Exception) -> bool:
+            return not self.stopping.is_set() and (is_retryable is None or is_retryable(error))
+
+        return super().call_with_retry(do, fail, retryable, with_failure_count)
+
+
+class StopWithoutRedis(SystemExit):
+    """Raised into the job of a worker asked to stop while Redis is gone: the job could not
+    record its end anyway; its URL comes back through its lease (a SystemExit, so that no
+    `except Exception` of the job's code takes it for a failed page)."""
+
+
 class StopBetweenDequeues:
     """An idle worker blocks on the queue at most STOP_CHECK_S at a time and honours a stop
     request between two dequeues, never in the middle of one (see CrawlWorker._shutdown)."""
 
     _stop_requested: bool
+    connection: Redis
+
+    def ask_to_stop(self) -> None:
+        """A warm stop from outside the worker's thread (rqcrawl.threadworkers)."""
+        self._stop_requested = True
+
+    def redis_answers(self) -> bool:
+        """Whether Redis answers a PING within PING_TIMEOUT, on a connection of its own
+        (the pool's may be in use by the interrupted job, or wait minutes on a dequeue)."""
+        pool = self.connection.connection_pool
+        kwargs = {"socket_timeout": PING_TIMEOUT, "socket_connect_timeout": PING_TIMEOUT}
+        probe = pool.connection_class(**{**pool.connection_kwargs, **kwargs})
+        try:
+            probe.send_command("PING")
+            probe.read_response()
+            return True
+        except (*REDIS_DOWN, OSError):
+            return False
+        finally:
+            probe.disconnect()
 
     def dequeue_job_and_maintain_ttl(self, timeout, max_idle_time=None):
         if timeout is None:  # burst mode: one non-blocking look
@@ -164,6 +217,7 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
 
     def __init__(self, *args, **kwargs) -> None:
         kwargs["name"] = kwargs.get("name") or worker_name()
+        self._stopping = threading.Event()  # set by a stop request: see RetryUntilStopped
         super().__init__(*args, **kwargs)
         if self.job_class is Job:  # RQ's default: a custom --job-class is left alone
             self.job_class = CrawlJob
@@ -179,12 +233,14 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
         Unless the connection has a retry policy of its own, a command that finds Redis
         gone (crashed, restarting, failing over) is retried for about REDIS_RETRY_FOR
         seconds: a job then goes on where it was (its steps are atomic and idempotent)
-        instead of leaving a lost job and a held politeness lease behind."""
+        instead of leaving a lost job and a held politeness lease behind; unless the
+        worker is stopping (RetryUntilStopped)."""
         connection = super()._set_connection(connection)
         pool = connection.connection_pool
         if pool.connection_kwargs.get("retry") is None:
             retries = int(REDIS_RETRY_FOR / REDIS_POLL)
-            pool.connection_kwargs["retry"] = Retry(ExponentialBackoff(REDIS_POLL), retries)
+            policy = RetryUntilStopped(ExponentialBackoff(REDIS_POLL), retries, self._stopping)
+            pool.connection_kwargs["retry"] = policy
         pool.disconnect(inuse_connections=False)
         pool.reset()
         return connection
@@ -201,6 +257,55 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
         else:
             self._stop_requested = True
 
+    def request_stop(self, signum, frame) -> None:
+        """RQ's warm stop; but from now on a command that finds Redis gone fails at once
+        (RetryUntilStopped), so that the worker ends within seconds whatever the state of
+        Redis. A job it held then comes back through its lease, as after a kill."""
+        self._stopping.set()
+        super().request_stop(signum, frame)
+        if self.get_state() == WorkerStatus.BUSY and not self.redis_answers():
+            self.log.warning(
+                "Worker %s: Redis unreachable: stopping now, the job's URL comes back "
+                "through its lease",
+                self.name,
+            )
+            raise StopWithoutRedis()
+
+    def ask_to_stop(self) -> None:
+        self._stopping.set()
+        super().ask_to_stop()
+
+    def set_shutdown_requested_date(self) -> None:
+        """RQ writes the date of a stop request from the signal handler: with Redis gone
+        that write is skipped, rather than raised into the job the signal interrupted."""
+        try:
+            super().set_shutdown_requested_date()
+        except REDIS_DOWN as exc:
+            self.log.warning("Worker %s: stopping; Redis unreachable (%s)", self.name, exc)
+
+    def stop_scheduler(self) -> None:
+        """RQ's, but a scheduler that does not end within SCHEDULER_STOP_S, or at once when
+        Redis is gone (its last writes would retry), is killed; its lock expires on its own."""
+        process = self.scheduler._process
+        if process is None or not process.pid:
+            return
+        with contextlib.suppress(OSError):
+            os.kill(process.pid, signal.SIGTERM)
+        process.join(SCHEDULER_STOP_S if self.redis_answers() else 0)
+        if process.is_alive():
+            process.kill()
+            process.join()
+
+    def teardown(self) -> None:
+        """RQ's (the worker's death registered); with Redis gone, a stopping worker leaves
+        its key to expire (its TTL) rather than wait for Redis."""
+        try:
+            super().teardown()
+        except REDIS_DOWN as exc:
+            if not self._stopping.is_set():
+                raise
+            self.log.warning("Worker %s: stopped without Redis (%s)", self.name, exc)
+
     @riding_out_redis
     def heartbeat(self, timeout: int | None = None, pipeline: Pipeline | None = None) -> None:
         """RQ's heartbeat, skipped while a full-TTL one went less than HEARTBEAT_EVERY ago:
@@ -211,8 +316,8 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
         recent = self._full_beat_at is not None and (
             time.monotonic() - self._full_beat_at < HEARTBEAT_EVERY
         )
-        if recent and asked <= full:
-            return
+        if recent and asked <= full and not self._stop_requested:
+            return  # (a stopping worker sends it: without Redis, RQ's dequeue loop ends here)
         if pipeline is not None:
             super().heartbeat(timeout, pipeline=pipeline)
         else:
@@ -242,7 +347,10 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
 
     def handle_exception(self, job: Job, *exc_info) -> None:
         """RQ's; and a job that failed because Redis went away is abandoned (see
-        jobs.abandon) once Redis answers again."""
+        jobs.abandon) once Redis answers again. A stop without Redis ends the worker at
+        once: the job's fate is its lease's (see request_stop)."""
+        if isinstance(exc_info[1], StopWithoutRedis):
+            raise exc_info[1]
         super().handle_exception(job, *exc_info)
         if isinstance(exc_info[1], REDIS_DOWN):
             self.await_redis(exc_info[1])
@@ -253,8 +361,8 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
         abandon(job)
 
     def await_redis(self, exc: Exception) -> None:
-        """Wait until Redis answers again (a crash and restart, a failover), or until the
-        worker is asked to stop."""
+        """Wait until Redis answers again (a crash and restart, a failover); a stop request
+        meanwhile ends the worker (StopRequested: RQ's own loops would retry forever)."""
         self.log.warning("Worker %s: Redis unreachable (%s), waiting for it", self.name, exc)
         while not self._stop_requested:
             try:
@@ -264,6 +372,7 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
                 continue
             self.log.warning("Worker %s: Redis is back", self.name)
             return
+        raise StopRequested()
 
     def handle_execution_ended(self, job: Job, queue: Queue, heartbeat_ttl: int) -> None:
         """RQ extends the job's heartbeat here to cover its success or failure callback;

@@ -1,0 +1,130 @@
+"""A worker asked to stop while its Redis is gone ends within seconds (RQ's stop request
+writes to Redis, and the recommended worker's commands retry for half a minute before it
+waits for Redis); the page it held comes back through its lease once Redis is back."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+import redis
+from helpers import BIN, seed_local, wait_finished, wait_until
+from rq import Worker
+from servers import HTTPSite, RedisServer, drip, reply
+
+from rqcrawl.runner import WORKER_CLASS, LocalWorkers
+
+STOPPED_WITHIN = 10.0  # seconds from SIGTERM to exit (the issue's bound)
+
+
+def site_with_a_slow_page():
+    """/ links to /slow, whose first answer drips for a minute (a job busy when Redis dies);
+    later answers are at once."""
+    slow_hits = []
+
+    def handle(req):
+        if req.path == "/":
+            reply(req, 200, b'<html><title>home</title><a href="/slow">s</a></html>')
+        elif req.path == "/slow":
+            slow_hits.append(time.time())
+            if len(slow_hits) == 1:
+                req.send_response(200)
+                req.send_header("Content-Type", "text/html")
+                req.send_header("Content-Length", "200")
+                req.end_headers()
+                drip(req, b"x" * 200)
+            else:
+                reply(req, 200, b"<html><title>slow</title></html>")
+        else:
+            reply(req, 404, b"")
+
+    return handle, slow_hits
+
+
+def stop_within(proc: subprocess.Popen, bound: float) -> tuple[float, int]:
+    """SIGTERM `proc`; (seconds until it exited, its status), killing its group after
+    `bound` x 3 so that a hang fails the test instead of blocking it."""
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    try:
+        code = proc.wait(bound * 3)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        code = -signal.SIGKILL
+    return time.monotonic() - sent, code
+
+
+@pytest.mark.parametrize(
+    ("worker_class", "threads"),
+    [(WORKER_CLASS, 1), (WORKER_CLASS, 2), (None, 1)],
+    ids=["CrawlWorker", "threads", "stock"],
+)
+@pytest.mark.parametrize("busy", [True, False], ids=["busy", "idle"])
+def test_a_worker_whose_redis_is_gone_stops_within_seconds(tmp_path, worker_class, threads, busy):
+    handle, slow_hits = site_with_a_slow_page()
+    server = RedisServer(tmp_path / "aof", aof=True).start()
+    try:
+        with HTTPSite(handle, max_requests=50, max_seconds=180) as http:
+            conn = redis.Redis.from_url(server.url)
+            if busy:
+                seed_local(server.url, http.base + "/", "gone", 1)
+            workers = LocalWorkers(
+                server.url, 1, threads, log_dir=tmp_path, worker_class=worker_class
+            )
+            try:
+                wait_until(lambda: Worker.all(connection=conn), 30, "the worker to register")
+                if busy:
+                    wait_until(lambda: slow_hits, 30, "the slow page requested")
+                    time.sleep(1)  # its job well inside the download
+                else:
+                    time.sleep(2)  # idle, blocked on the queue
+                server.proc.kill()  # SIGKILL: Redis gone without a word
+                server.proc.wait()
+                time.sleep(1)  # the behaviour under test: the worker finds Redis gone
+                took, code = stop_within(workers.procs[0], STOPPED_WITHIN)
+                log = (tmp_path / "1.log").read_text()
+            finally:
+                with contextlib.suppress(ProcessLookupError):  # a stock worker's horse
+                    os.killpg(workers.procs[0].pid, signal.SIGKILL)
+                workers.stop()
+            assert took < STOPPED_WITHIN, (took, log)
+            if worker_class:  # ours ends cleanly (RQ's own exits with status 1)
+                assert code == 0 and "Traceback" not in log.split("Redis unreachable")[-1], log
+            if not busy:
+                return
+            # The page it held comes back through its lease once Redis is back.
+            server.start()  # same port, same directory: the append-only file is read
+            with LocalWorkers(server.url, 1, log_dir=tmp_path / "after"):
+                s = wait_finished(server.url, "gone", timeout=90)
+    finally:
+        server.stop()
+    assert len(slow_hits) == 2 and s["fetched"] == 2 and s["in_flight"] == 0, (slow_hits, s)
+
+
+def test_rqcrawl_crawl_whose_redis_is_gone_stops_within_seconds(tmp_path):
+    handle, slow_hits = site_with_a_slow_page()
+    server = RedisServer(tmp_path / "redis").start()
+    try:
+        with HTTPSite(handle, max_requests=50, max_seconds=120) as http:
+            crawl = subprocess.Popen(
+                [str(BIN / "rqcrawl"), "crawl", http.base + "/", "-o", str(tmp_path / "o.jsonl"),
+                 "--url", server.url, "--allow-private", "--delay", "0", "--no-sitemaps",
+                 "--data-dir", str(tmp_path / "data")],
+                stderr=subprocess.PIPE, text=True, start_new_session=True,
+            )  # fmt: skip
+            wait_until(lambda: slow_hits, 60, "the slow page requested")
+            server.proc.kill()
+            server.proc.wait()
+            time.sleep(2)  # the behaviour under test: the crawl and its workers find it gone
+            took, code = stop_within(crawl, STOPPED_WITHIN)
+            err = crawl.stderr.read()
+    finally:
+        server.stop()
+    assert took < STOPPED_WITHIN, (took, err)
+    assert code == 1 and "Traceback" not in err, err
+    assert err.rstrip().splitlines()[-1].startswith("Error: crawl "), err
