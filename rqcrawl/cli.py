@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 import redis
 
-from . import api, config, keys, monitor, stats
+from . import api, config, explain, keys, monitor, stats
 from .config import ConfigError, CrawlConfig
 from .embedded import EmbeddedRedis
 from .lazygroup import LazyGroup
@@ -438,8 +438,10 @@ def crawl(urls, output, fmt, workers, threads, name, config_file, data_dir, url,
         log_dir = Path(data_dir) / "workers"
         continuous = bool(planned.cfg.revisit)
         targets = shards or [target]
-        run_local(conn, targets, planned.name, workers, threads, log_dir, continuous)
+        final = run_local(conn, targets, planned.name, workers, threads, log_dir, continuous)
         write_export(conn, planned.name, output, fmt)
+        if not continuous and final["fetched"] == 0:
+            explain_seeds(conn, planned.name, planned.seeds)
     finally:
         if server:
             server.stop()
@@ -477,7 +479,7 @@ def run_local(
     threads: int,
     log_dir: Path,
     continuous: bool,
-) -> None:
+) -> dict:
     """Run the crawl with local workers (`workers` per Redis of `targets`, its shards) until
     it is over; a `continuous` one (revisits) never is: Ctrl-C or SIGTERM ends it, and its
     export is written all the same."""
@@ -503,3 +505,17 @@ def run_local(
         f"{final['skipped_total']} skipped in {final['elapsed_s']:.1f} s",
         err=True,
     )
+    return final
+
+
+def explain_seeds(conn: redis.Redis, name: str, seeds: list[str]) -> None:
+    """When no page was fetched: each seed's reason and what would change it, and a non-zero
+    exit if every seed failed or was refused (a first crawl must not end quietly on
+    "0 fetched")."""
+    wanted = set(seeds)
+    ended = [r for r in api.records(conn, name) if r["depth"] == 0 and r["url"] in wanted]
+    if not ended or any(r["outcome"] == "fetched" for r in ended):
+        return
+    for rec in ended:
+        click.echo(explain.seed_problem(rec), err=True)
+    raise click.ClickException(f"crawl {name}: no seed could be crawled (reasons above)")
