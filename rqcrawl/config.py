@@ -80,6 +80,7 @@ class CrawlConfig:
     job_timeout: int = 60
     failure_ttl: int = 7 * 24 * 3600
     failed_job_ttl: int = 24 * 3600  # seconds a failed page's finished RQ job stays listed
+    job_ttl: int = 600  # seconds the finished RQ job of a page stays listed (rq-dashboard)
     retries: int = 2
     retry_base: float = 2.0
     delay: float = 1.0
@@ -432,6 +433,7 @@ _BOUNDS: dict[str, Bounds] = {
     "job_timeout": Bounds(1, DAY),
     "failure_ttl": Bounds(1),
     "failed_job_ttl": Bounds(1),
+    "job_ttl": Bounds(1, DAY),
     "retries": Bounds(0),
     "retry_base": Bounds(0, DAY),
     "delay": Bounds(0, DAY),
