@@ -53,10 +53,10 @@ PUMP_BATCH = 500  # due URLs taken from the task table per transaction
 DRAIN_BATCH = 500  # links moved from a shard's outbox to their shards per round
 JOB_FUNC = "rqcrawl.jobs.crawl_url"
 WAKER_FUNC = "rqcrawl.jobs.await_deferred"
-# Seconds a waker job (stock workers) waits at most for the next deferred URL: with nothing
-# else queued, and while other jobs are (which release due URLs themselves when they start).
-WAKER_WAIT = 2.0
-WAKER_BUSY_WAIT = 0.1
+# Seconds a waker job (stock workers) goes on releasing deferred URLs as they come due, while
+# no other job waits for a worker: each waker is a fork and the crawler's imports in a stock
+# worker, so one runs for a while rather than one per deferral.
+WAKER_SPAN = 5.0
 
 
 class CompactJob(Job):
@@ -316,14 +316,16 @@ class Frontier:
         )
 
     def await_deferred(self) -> int:
-        """The waker job's work: wait until the next deferred URL is due (WAKER_WAIT at most,
-        WAKER_BUSY_WAIT while other jobs are queued), queue the due ones, and queue the next
-        waker while URLs are still parked. Returns how many URLs it queued."""
-        nxt = self.next_due()
-        if nxt is not None:
-            most = WAKER_WAIT if self.queue.count == 0 else WAKER_BUSY_WAIT
-            time.sleep(min(most, max(0.0, nxt - time.time())))
-        released = self.release_due()
+        """The waker job's work: for WAKER_SPAN seconds at most, queue the deferred URLs as
+        they come due, until other jobs wait in the queue (this worker is then needed for
+        them; their starts release due URLs too); then queue the next waker while URLs are
+        still parked. Returns how many URLs it queued."""
+        released, end = 0, time.time() + WAKER_SPAN
+        while (nxt := self.next_due()) is not None and self.queue.count == 0:
+            if time.time() >= end:
+                break
+            time.sleep(max(0.0, min(nxt, end) - time.time()))
+            released += self.release_due()
         self.state.drop_waker()
         if self.next_due() is not None:
             self.ensure_waker()
