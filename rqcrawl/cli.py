@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 import redis
 
-from . import api, config, keys, monitor, stats
+from . import api, config, explain, keys, monitor, stats
 from .config import ConfigError, CrawlConfig
 from .demo import DemoSite
 from .embedded import EmbeddedRedis
@@ -517,6 +517,8 @@ def crawl(
             conn, targets, planned.name, workers, threads, log_dir, continuous, render_workers
         )
         write_export(conn, planned.name, output, fmt)
+        if not continuous and final["fetched"] == 0:
+            explain_seeds(conn, planned.name, planned.seeds)
         if final.get("thin_crawl"):  # the last line: a one-page crawl is not a finished site
             click.echo(f"warning: {final['thin_crawl']}", err=True)
     finally:
@@ -616,3 +618,16 @@ def run_local(
         err=True,
     )
     return final
+
+
+def explain_seeds(conn: redis.Redis, name: str, seeds: list[str]) -> None:
+    """When no page was fetched: each seed's reason and what would change it, and a non-zero
+    exit if every seed failed or was refused (a first crawl must not end quietly on
+    "0 fetched")."""
+    wanted = set(seeds)
+    ended = [r for r in api.records(conn, name) if r["depth"] == 0 and r["url"] in wanted]
+    if not ended or any(r["outcome"] == "fetched" for r in ended):
+        return
+    for rec in ended:
+        click.echo(explain.seed_problem(rec), err=True)
+    raise click.ClickException(f"crawl {name}: no seed could be crawled (reasons above)")

@@ -95,6 +95,7 @@ class CrawlConfig:
     failure_ttl: int = 7 * 24 * 3600
     failed_job_ttl: int = 24 * 3600  # seconds a failed page's finished RQ job stays listed
     stall_after: float = 60.0  # seconds without an ended URL before `status` looks for why
+    job_ttl: int = 600  # seconds the finished RQ job of a page stays listed (rq-dashboard)
     retries: int = 2
     retry_base: float = 2.0
     delay: float = 1.0
@@ -506,6 +507,7 @@ _BOUNDS: dict[str, Bounds] = {
     "failure_ttl": Bounds(1),
     "failed_job_ttl": Bounds(1),
     "stall_after": Bounds(0, DAY, low_open=True),
+    "job_ttl": Bounds(1, DAY),
     "retries": Bounds(0),
     "retry_base": Bounds(0, DAY),
     "delay": Bounds(0, DAY),

@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 _PENDING = {JobStatus.QUEUED, JobStatus.SCHEDULED, JobStatus.DEFERRED}
 
 # The tail of a job id after `rqcrawl-{crawl}-`: a URL's job (frontier.InFlight.job_id:
-# 20 hex digits of SHA-1, attempt, turn) or a wake-up job (Frontier._wake_at). Neither tail
+# 20 hex digits of SHA-1, attempt, turn) or a waker job (Frontier.ensure_waker). Neither tail
 # contains the other's shape, and none of its parts a `-`, so the crawl name is exact.
 _JOB_ID = re.compile(r"rqcrawl-(?P<crawl>.+)-(?:[0-9a-f]{20}-\d+-\d+|wake-\d+)")
 

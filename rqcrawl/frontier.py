@@ -7,10 +7,11 @@ the queue `crawl`, with tiny JSON-friendly arguments (crawl, url, depth), so tha
 `rq worker crawl` serves any crawl.
 
 A URL whose host is not ready (politeness, robots.txt) stays in flight but leaves RQ: it waits
-in the state's `later` set and is released again as a new job of the same attempt (a new
-`turn`) by whichever comes first: a job starting on any worker, the release thread of
-`rqcrawl.worker.CrawlWorker`, or a wake-up job in RQ's scheduler. A retry waits there too, as
-the next attempt, so that it comes at its exact time and not on RQ's scheduler's whole seconds.
+in the state's `later` set (its next job shown in RQ's deferred registry) and is released
+again as a new job of the same attempt (a new `turn`) by whichever comes first: a job starting
+on any worker, the release thread of `rqcrawl.worker.CrawlWorker`, or the crawl's waker job,
+which workers without that thread (the card's stock `rq worker crawl`) queue when they park a
+URL: no RQ scheduler is needed. A retry waits there too, as the next attempt.
 
 The recovery pass (every REAP_EVERY seconds) requeues a URL whose lease ran out (its worker
 died) within seconds, where RQ itself notices a dead worker's job only when its heartbeat
@@ -20,7 +21,6 @@ expires.
 from __future__ import annotations
 
 import logging
-import math
 import time
 import uuid
 from collections import Counter
@@ -33,7 +33,7 @@ from redis import Redis
 from redis.client import Pipeline
 from rq import Queue
 from rq.job import Job, JobStatus
-from rq.registry import StartedJobRegistry
+from rq.registry import DeferredJobRegistry, FinishedJobRegistry, StartedJobRegistry
 
 from . import keys, levels, rendering, shards, sitemaps
 from .changes import Content, Prior
@@ -58,10 +58,6 @@ if TYPE_CHECKING:
 
 LOST_AFTER = 30  # seconds a released URL may go without a live RQ job before it is requeued
 # A dead worker's URL is queued again LEASE to LEASE + REAP_EVERY seconds after its death.
-# Seconds a finished crawl job stays in RQ (rq-dashboard's finished list) before it expires.
-# Not 0: RQ deletes a result_ttl=0 job at once, which costs eight round trips per job, while
-# an expiry rides in the worker's own success pipeline.
-RESULT_TTL = 30
 _LIVE = {"queued", "started", "scheduled", "deferred"}
 PUMP_EVERY = 2.0  # seconds between two pumps of a crawl's due revisits (by any process)
 PUMP_BATCH = 500  # due URLs taken from the task table per transaction
@@ -69,7 +65,11 @@ DRAIN_BATCH = 500  # links moved from a shard's outbox to their shards per round
 JOB_FUNC = "rqcrawl.jobs.crawl_url"
 RENDER_FUNC = "rqcrawl.render.render_url"  # a page the browser renders (queue crawl-render)
 log = logging.getLogger(__name__)
-WAKE_FUNC = "rqcrawl.jobs.wake"
+WAKER_FUNC = "rqcrawl.jobs.await_deferred"
+# Seconds a waker job (stock workers) goes on releasing deferred URLs as they come due, while
+# no other job waits for a worker: each waker is a fork and the crawler's imports in a stock
+# worker, so one runs for a while rather than one per deferral.
+WAKER_SPAN = 5.0
 
 
 class CompactJob(Job):
@@ -297,26 +297,61 @@ class Frontier:
     def _park(self, url: str, entry: InFlight, nxt: InFlight, counter: str = "") -> bool:
         if not self.state.park(url, entry, nxt, counter):
             return False
-        self._wake_at(nxt.released_at)
+        self._show_parked(url, nxt, "retry" if counter else "deferred")
         return True
 
-    def _wake_at(self, until: float) -> None:
-        """Make sure a wake-up job runs in RQ's scheduler by then, for fleets of stock
-        `rq worker --with-scheduler` (at most one per crawl per second)."""
-        when = _whole_second_after(until - time.time())
-        second = int(when.timestamp())
-        if not self.redis.set(self.state.keys.wake(second), 1, nx=True, ex=600):
+    def _show_parked(self, url: str, nxt: InFlight, why: str) -> None:
+        """Make the parked URL's next job now, `deferred` in RQ's registry of the queue
+        `crawl`, where rq-dashboard lists it (its Deferred count) with when and why it waits;
+        the release (_enqueue) queues the same job id. It expires if the URL ends otherwise
+        (a cancel)."""
+        kwargs = self._job_kwargs(url, nxt)
+        at = datetime.fromtimestamp(nxt.released_at, UTC).strftime("%H:%M:%S")
+        kwargs["description"] += f" ({why}: waits until {at} UTC)"
+        job = self.queue.create_job(JOB_FUNC, status=JobStatus.DEFERRED, **kwargs)
+        life = max(0, int(nxt.released_at - time.time())) + LOST_AFTER
+        with self.redis.pipeline(transaction=False) as pipe:
+            job.save(pipeline=pipe)
+            pipe.expire(job.key, life)
+            self.deferred_registry.add(job, pipeline=pipe)
+            pipe.execute()
+
+    @cached_property
+    def deferred_registry(self) -> DeferredJobRegistry:
+        return DeferredJobRegistry(queue=self.queue)
+
+    def ensure_waker(self) -> None:
+        """Queue the crawl's waker job (await_deferred) unless one is queued or running. A
+        worker without the release thread of rqcrawl.worker.CrawlWorker (the card's stock
+        `rq worker crawl`, no scheduler) calls it when it parks a URL: the parked URLs then
+        come back even when no other job would start."""
+        if not self.state.claim_waker():
             return
-        job = self.queue.create_job(
-            WAKE_FUNC,
+        self.queue.enqueue_call(
+            WAKER_FUNC,
             args=(self.crawl,),
-            job_id=f"rqcrawl-{self.crawl}-wake-{second}",
-            description=f"{self.crawl} wake deferred URLs",
+            job_id=f"rqcrawl-{self.crawl}-wake-{time.time_ns()}",
+            description=f"{self.crawl} wake deferred URLs (for workers without a release thread)",
             result_ttl=0,
             failure_ttl=self.cfg.failure_ttl,
-            status=JobStatus.SCHEDULED,
+            timeout=self.cfg.job_timeout,
         )
-        self.queue.schedule_job(job, when)
+
+    def await_deferred(self) -> int:
+        """The waker job's work: for WAKER_SPAN seconds at most, queue the deferred URLs as
+        they come due, until other jobs wait in the queue (this worker is then needed for
+        them; their starts release due URLs too); then queue the next waker while URLs are
+        still parked. Returns how many URLs it queued."""
+        released, end = 0, time.time() + WAKER_SPAN
+        while (nxt := self.next_due()) is not None and self.queue.count == 0:
+            if time.time() >= end:
+                break
+            time.sleep(max(0.0, min(nxt, end) - time.time()))
+            released += self.release_due()
+        self.state.drop_waker()
+        if self.next_due() is not None:
+            self.ensure_waker()
+        return released
 
     def release_due(self) -> int:
         """Queue the deferred URLs whose time has come; returns how many."""
@@ -386,17 +421,22 @@ class Frontier:
         if not entries:
             return
         by_queue: dict[Queue, list] = {}
+        parked = []
         for u, e in entries:
             rendered = e.rendered or (self.cfg.render and self._rendered(u))
             queue, func = (self.render_queue, RENDER_FUNC) if rendered else (self.queue, JOB_FUNC)
             data = Queue.prepare_data(func, at_front=at_front, **self._job_kwargs(u, e))
             by_queue.setdefault(queue, []).append(data)
+            if e.attempt or e.turn:
+                parked.append(data.job_id)
         with self.redis.pipeline() as pipe:
             # A job id comes back when a paused URL is released again: its finished
             # predecessor's hash (and expiry) must not outlive into the new job.
             for queue, datas in by_queue.items():
                 pipe.delete(*(Job.key_for(d.job_id) for d in datas))
                 queue.enqueue_many(datas, pipeline=pipe)
+            if parked:  # shown in the deferred registry while they waited (_show_parked)
+                pipe.zrem(self.deferred_registry.key, *parked)
             pipe.execute()
 
     def _rendered(self, url: str) -> bool:
@@ -426,7 +466,7 @@ class Frontier:
             "args": (self.crawl, url, entry.depth),
             "job_id": entry.job_id(self.crawl, url),
             "description": f"{self.crawl} d{entry.depth} {short}",
-            "result_ttl": RESULT_TTL,
+            "result_ttl": self.cfg.job_ttl,
             "failure_ttl": self.cfg.failure_ttl,
             "timeout": self.cfg.job_timeout,
         }
@@ -444,6 +484,9 @@ class Frontier:
         StartedJobRegistry(queue=self.queue).cleanup()
         if self.cfg.render:
             StartedJobRegistry(queue=self.render_queue).cleanup()
+        # rq-dashboard lists the finished registry without cleaning it: expired jobs would
+        # fill its first pages ("No jobs.") and their links answer HTTP 500.
+        FinishedJobRegistry(queue=self.queue).cleanup()
         self.release_due()
         orphans, lost, unleased = self.state.recovery_candidates(LOST_AFTER)
         for url in orphans:  # leases left by jobs whose URL ended without them
@@ -488,9 +531,3 @@ class Frontier:
         lost = record(url, "lost", entry.depth, error=message, attempts=attempts, reason="lost")
         counts = {keys.FAILED: 1} | outcome_counts(host_of(url), {keys.FAILED: 1}, lost, None)
         self.finish(url, counts, lost, [], entry.depth + 1, priority=entry.priority)
-
-
-def _whole_second_after(delay: float) -> datetime:
-    """RQ's scheduler keeps whole seconds and may run a job up to 1 s early: round up, so
-    that a Retry-After or a politeness delay is never cut short."""
-    return datetime.fromtimestamp(math.ceil(time.time() + max(0.0, delay)), UTC)

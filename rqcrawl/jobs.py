@@ -162,6 +162,16 @@ class Visit:
 Renderer = Callable[..., Rendered]
 
 
+class Passed(str):
+    """The message of a job that did not end its URL (stale, or the crawl halted): its RQ
+    job is deleted when it ends, so that rq-dashboard's lists hold one job per page, the
+    one that ended it (and the next job of a parked URL, as `deferred`)."""
+
+
+class Parked(Passed):
+    """The message of a job that parked its URL for later (a deferral, a retry)."""
+
+
 def crawl_url(crawl: str, url: str, depth: int) -> str:
     """Visit `url` of `crawl` at `depth` (the RQ job function)."""
     return run_job(crawl, url, depth)
@@ -173,12 +183,16 @@ def run_job(crawl: str, url: str, depth: int, render: Renderer | None = None) ->
     job = get_current_job()
     c, entry, paused = claim(job.connection, crawl, url, job.id)
     if c is None:
+        job.result_ttl = 0
         return "crawl not found (purged?)"
     if entry is None:
+        job.result_ttl = 0
         return "already ended"
     outcome = _run_claimed(job, c, url, depth, entry, paused, render)
+    if isinstance(outcome, Parked) and not getattr(job, "saves_meta", False):
+        c.frontier.ensure_waker()  # no release thread in this worker (see Frontier)
     _describe(job, c, outcome)
-    return outcome if isinstance(outcome, str) else outcome["outcome"]
+    return str(outcome) if isinstance(outcome, str) else outcome["outcome"]
 
 
 def _run_claimed(
@@ -192,7 +206,7 @@ def _run_claimed(
 ) -> str | dict:
     """crawl_url's work once the job holds its URL: a message, or the record that ended it."""
     if paused and c.frontier.state.put_back(url, entry):
-        return "crawl halted: URL given back unfetched"
+        return Passed("crawl halted: URL given back unfetched")
     try:  # the URL's lease, and the host's slot once the job takes one
         host = host_of(sitemaps.target(url))
         gate, gate_lease = c.politeness.lease(host, job.id)  # per-IP: maybe another shard's
@@ -315,26 +329,30 @@ def _describe(job: Job, c: Crawl, outcome: str | dict) -> None:
     it. The recommended worker saves it with the job's result in its success pipeline
     (worker.CrawlJob); a stock worker's job saves it itself, in one round trip that also
     notes for `status` that a forking worker ran it. A failed page's job is kept for
-    `failed_job_ttl` rather than RESULT_TTL, so the dashboard's links to it stay alive."""
+    `failed_job_ttl` rather than `job_ttl`, so the dashboard's links to it stay alive; a
+    job that passed its URL on (Passed) is deleted as it ends."""
     if isinstance(outcome, dict):
         job.meta.update({k: outcome.get(k) for k in META_FIELDS if outcome.get(k) is not None})
         if outcome["outcome"] == "failed":
             job.result_ttl = c.cfg.failed_job_ttl
     else:
-        job.meta["outcome"] = outcome
+        job.meta["outcome"] = str(outcome)
+    if isinstance(outcome, Passed):
+        job.result_ttl = 0
     if getattr(job, "saves_meta", False):
         return
     with job.connection.pipeline(transaction=False) as pipe:
-        pipe.hset(job.key, "meta", job.serializer.dumps(job.meta))
+        if not isinstance(outcome, Passed):
+            pipe.hset(job.key, "meta", job.serializer.dumps(job.meta))
         if os.environ.get("RQ_JOB_ID") == job.id:  # set by RQ in a forked work-horse only
             c.frontier.state.note_forked(pipe)
         pipe.execute()
 
 
-def _defer(c: Crawl, url: str, entry: InFlight, until: float) -> str:
+def _defer(c: Crawl, url: str, entry: InFlight, until: float) -> Passed:
     if not c.frontier.defer(url, entry, until):
-        return "already ended"
-    return f"deferred {max(0.0, until - time.time()):.2f}s"
+        return Passed("already ended")
+    return Parked(f"deferred {max(0.0, until - time.time()):.2f}s")
 
 
 def _robots_refusal(
@@ -384,8 +402,8 @@ def _retry(c: Crawl, url: str, entry: InFlight, error: FetchError | None) -> str
     delay = max(wait, backoff)
     why = f"Retry-After {wait:g}s" if delay > backoff else f"back-off {backoff:g}s"
     if not c.frontier.retry_later(url, entry, delay, f"{why} after: {error}"):
-        return "already ended"
-    return f"retry in {delay:.1f}s: {error}"
+        return Passed("already ended")
+    return Parked(f"retry in {delay:.1f}s: {error}")
 
 
 def _settle_sitemap(c: Crawl, url: str, entry: InFlight, found: sitemaps.Found) -> str:
@@ -402,13 +420,12 @@ def _settle_sitemap(c: Crawl, url: str, entry: InFlight, found: sitemaps.Found) 
     )
 
 
-def wake(crawl: str) -> str:
-    """Release the crawl's deferred URLs that are due (scheduled by RQ's scheduler, for
-    fleets of stock workers that have no release thread)."""
+def await_deferred(crawl: str) -> str:
+    """The waker job of workers without a release thread (Frontier.ensure_waker)."""
     c = crawl_of(get_current_job().connection, crawl)
     if c is None:
         return "crawl not found (purged?)"
-    return f"released {c.frontier.release_due()}"
+    return f"released {c.frontier.await_deferred()}"
 
 
 def failed_visit(url: str, depth: int, exc: FetchError) -> Visit:

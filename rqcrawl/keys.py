@@ -45,6 +45,7 @@ class CrawlKeys:
         self.hosts = self._key("hosts")  # hash: host -> politeness "ready booked step"
         self.robots = self._key("robots")  # hash: site -> robots.txt verdict (JSON)
         self.forked = self._key("forked")  # string with a TTL: a forking worker ran a job
+        self.waker = self._key("waker")  # string with a TTL: a waker job is queued or running
         self.revisiting = self._key("revisiting")  # set: URLs readmitted until they end
         self.pump_lock = self._key("pump")  # string with a TTL: a pump ran lately
         self.outbox = self._key("outbox")  # list of state.Outgoing: links to other shards
@@ -72,10 +73,6 @@ class CrawlKeys:
         """string with a TTL: why a URL waits for its next attempt (an error, a Retry-After),
         for `rqcrawl inspect`; it expires soon after the attempt is due."""
         return self._key("why", hashlib.sha1(url.encode("utf-8")).hexdigest()[:20])
-
-    def wake(self, second: int) -> str:
-        """string with a TTL: a wake-up job is scheduled at that second."""
-        return self._key("wake", str(second))
 
 
 # Fields of a crawl's counters hash. Time fields hold epoch seconds.

@@ -89,6 +89,7 @@ NEEDS_PAGES = 2  # what scripts.FINISH returns first when this shard must take p
 # max_host_share over shards (a round trip per other shard, not per page).
 OTHERS_EVERY = 1.0
 FORKED_TTL = 60  # seconds a job run by a forking worker keeps the `status` warning up
+WAKER_TTL = 60  # seconds a lost waker job (its worker killed) keeps others from being queued
 OUTBOX_LOCK = 30  # seconds a drain of a shard's outbox holds it (a dead drain's is taken over)
 
 Children = Sequence[tuple[str | None, str]]  # (verdict, url): a verdict refuses the URL
@@ -631,6 +632,15 @@ class CrawlState:
         """When the earliest deferred URL may run, if any is waiting."""
         first = self.redis.zrange(self.keys.later, 0, 0, withscores=True)
         return first[0][1] if first else None
+
+    def claim_waker(self) -> bool:
+        """True for the one caller that is to queue the crawl's waker job (see
+        Frontier.ensure_waker): at most one is queued or running at a time."""
+        return bool(self.redis.set(self.keys.waker, 1, nx=True, ex=WAKER_TTL))
+
+    def drop_waker(self) -> None:
+        """The waker job is done: the next deferral may queue another."""
+        self.redis.delete(self.keys.waker)
 
     def put_back(self, url: str, entry: InFlight) -> bool:
         """For a job whose claim saw the crawl paused: True if the crawl is halted, `url`

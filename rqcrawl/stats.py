@@ -496,8 +496,8 @@ def latency(snap: Snapshot) -> dict:
 def forked_warnings() -> list[str]:
     return [
         "jobs of this crawl ran on forking RQ workers in the last minute (a stock `rq worker`):"
-        " each job then pays a fork, the crawler's imports and new connections, about 20x "
-        "slower; run `RQ_WORKER_CLASS=rqcrawl.worker.CrawlWorker rq worker crawl "
+        " each job then pays a fork, the crawler's imports and new connections, 3-35x "
+        "slower in our runs; run `RQ_WORKER_CLASS=rqcrawl.worker.CrawlWorker rq worker crawl "
         "--with-scheduler` instead"
     ]
 

@@ -153,8 +153,8 @@ class CrawlJob(Job):
     """An RQ job whose success is written in one HSET: its status, its fields and its `meta`
     (the page's outcome, see jobs._describe). RQ's own writes the status on its own, then
     the job without `meta`, and `job.save_meta()` would cost a round trip per page. A crawl
-    job's expiry leaves out the keys of dependencies and dependents, which it never has, and
-    its start writes its heartbeat once (see heartbeat)."""
+    job's expiry (or deletion) leaves out the keys of dependencies and dependents, which it
+    never has, and its start writes its heartbeat once (see heartbeat)."""
 
     saves_meta = True
     _succeeding = False  # inside RQ's _handle_success
@@ -196,8 +196,12 @@ class CrawlJob(Job):
         pipeline: Pipeline | None = None,
         remove_from_queue: bool = True,
     ) -> None:
-        if ttl and ttl > 0 and self.func_name == JOB_FUNC:
-            (pipeline if pipeline is not None else self.connection).expire(self.key, ttl)
+        if ttl is not None and ttl >= 0 and self.func_name == JOB_FUNC:
+            conn = pipeline if pipeline is not None else self.connection
+            if ttl:
+                conn.expire(self.key, ttl)
+            else:  # a job that passed its URL on (jobs.Passed): it had no result saved
+                conn.delete(self.key)
             return
         super().cleanup(ttl, pipeline, remove_from_queue)
 

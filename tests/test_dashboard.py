@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
+import urllib.error
 import urllib.request
 
 import pytest
-from helpers import BIN, seed_local, wait_until, worker_names
+from helpers import BIN, seed_local, wait_finished, wait_until, worker_names
 from servers import HTTPSite, free_port
 from testsite import Site
 
-from rqcrawl.runner import LocalWorkers
+from rqcrawl import api
+from rqcrawl.runner import WORKER_CLASS, LocalWorkers
 
 DASHBOARD = BIN / "rq-dashboard"
 NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -74,3 +77,82 @@ def test_dashboard_shows_the_crawl_queue_jobs_and_busy_workers(redis_url, conn, 
             # Each page takes a second: after the seed, both workers fetch level-1 pages.
             found = poll(f"{dashboard}/workers.json", both_on_level_1)["workers"]
     assert all(w["queues"] == ["crawl"] for w in found)
+
+
+def dashboard_jobs(dashboard: str, registry: str) -> list[dict]:
+    """Every job the dashboard lists in `registry` of the queue `crawl`, page by page, as a
+    user paging through it sees them."""
+    listed, page = [], 1
+    while True:
+        data = get_json(f"{dashboard}/jobs/crawl/{registry}/8/asc/{page}.json")
+        listed += data["jobs"]
+        if page >= data["pagination"]["num_pages"]:
+            return listed
+        page += 1
+
+
+def job_outcome(dashboard: str, job_id: str) -> str | int:
+    """The page's outcome in the `meta` of the dashboard's page of job `job_id`, or the
+    HTTP status of that page if it is an error (500: the job is gone)."""
+    try:
+        with NO_PROXY.open(f"{dashboard}/job/{job_id}.json", timeout=5) as resp:
+            return json.loads(json.load(resp)["metadata"])["outcome"]
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+@pytest.mark.parametrize("worker_class", [WORKER_CLASS, None], ids=["recommended", "stock"])
+def test_each_page_has_one_live_final_job_and_waiting_urls_show_as_deferred(
+    redis_url, conn, dashboard, worker_class
+):
+    """Politeness defers most URLs of a one-host site: while they wait, the dashboard counts
+    them Deferred and says why; once the crawl is over, its Finished list holds one live
+    job per page (no deferral, no dead link) and opens on jobs."""
+    site = Site(pages=12)
+    with HTTPSite(site.handle, max_requests=200, max_seconds=120) as http:
+        seed_local(redis_url, http.base + "/p0.html", "dash", 2, "--delay", "0.5")
+        seen_deferred: list[dict] = []
+        with LocalWorkers(redis_url, 2, worker_class=worker_class):
+
+            def deferred_shown(queues: dict) -> bool:
+                if not queues["queues"] or not queues["queues"][0]["deferred_job_registry_count"]:
+                    return False
+                seen_deferred.extend(dashboard_jobs(dashboard, "deferred"))
+                return bool(seen_deferred)
+
+            poll(f"{dashboard}/queues.json", deferred_shown)
+            wait_finished(redis_url, "dash")
+    assert all("(deferred: waits until" in j["description"] for j in seen_deferred), seen_deferred
+    pages = {r["url"] for r in api.records(conn, "dash")}
+    finished = dashboard_jobs(dashboard, "finished")
+    described = [j["description"].split(" ", 2)[2] for j in finished]
+    assert sorted(described) == sorted(pages)  # one job per page: its final one
+    outcomes = {job_outcome(dashboard, j["id"]) for j in finished}
+    assert outcomes == {"fetched", "failed"}  # live links, each to a page's last visit
+    first = get_json(f"{dashboard}/jobs/crawl/finished/8/asc/1.json")["jobs"]
+    assert first  # not "No jobs."
+    queues = get_json(f"{dashboard}/queues.json")["queues"]
+    assert queues[0]["deferred_job_registry_count"] == 0  # nothing waits any more
+
+
+def test_expired_jobs_do_not_fill_the_finished_list(redis_url, conn, dashboard, tmp_path):
+    """Jobs of an earlier crawl expire (job_ttl); while a later crawl runs, the Finished list
+    still opens on its jobs, and links to none that are gone."""
+    short = tmp_path / "short.toml"
+    short.write_text("job_ttl = 1\n")
+    site = Site(pages=20)
+    with HTTPSite(site.handle, max_requests=200, max_seconds=120) as http:
+        with LocalWorkers(redis_url, 2):
+            seed_local(redis_url, http.base + "/p0.html", "old", 2, "--config", str(short))
+            wait_finished(redis_url, "old")
+            time.sleep(2)  # every job of crawl `old` expired; the registry still names them
+            seed_local(redis_url, http.base + "/p0.html", "new", 1)
+            wait_finished(redis_url, "new")
+    first = get_json(f"{dashboard}/jobs/crawl/finished/8/asc/1.json")["jobs"]
+    assert first, "the Finished list opens on 'No jobs.'"
+    finished = dashboard_jobs(dashboard, "finished")
+    outcomes = {job_outcome(dashboard, j["id"]) for j in finished}
+    assert outcomes <= {"fetched", "failed"}, outcomes  # no link to a job that is gone
+    assert {
+        j["description"].split(" ")[0] for j in finished if "/missing" not in j["description"]
+    } == {"new"}
