@@ -382,7 +382,7 @@ def eta(hosts: list[dict], workers: int, stall: dict | None = None) -> float | N
 
 
 # Stalls after which the crawl cannot move by itself (its ETA is then unknown).
-STUCK = ("no_worker", "no_scheduler", "silent")
+STUCK = ("no_worker", "unreleased", "silent")
 
 
 def live_workers(states: list[CrawlState]) -> list[Worker]:
@@ -417,7 +417,7 @@ def stalled(
     now: float,
 ) -> dict | None:
     """Why no URL ended for `stall_after` seconds although URLs wait, or None: no worker
-    alive; deferred URLs due and no RQ scheduler to release them; URLs queued in RQ but the
+    alive; deferred URLs overdue that no worker released; URLs queued in RQ but the
     workers alive start none and run no request; every URL in flight waiting for its time;
     every URL in flight of one host, whose pace holds the others back; else requests are
     running, slowly. {reason, since_s, message}."""
@@ -443,12 +443,12 @@ def _stall_reason(
         return "no_worker", (
             f"no worker is alive on queue '{keys.QUEUE_NAME}'; start one: {WORKER_HINT}"
         )
-    late = [(s.overdue(now - OVERDUE), s) for s in states]
-    unserved = sum(n for n, s in late if n and not _scheduler_running(s.redis))
-    if unserved:
-        return "no_scheduler", (
-            f"{unserved} deferred URL(s) are overdue and no RQ scheduler runs to release "
-            f"them; run the workers with --with-scheduler: {WORKER_HINT}"
+    late = sum(s.overdue(now - OVERDUE) for s in states)
+    if late:
+        return "unreleased", (
+            f"{late} deferred URL(s) are overdue and no worker released them (a stock "
+            "worker's waker job is gone, or every worker is busy); `rqcrawl status` releases "
+            f"them now, and the recommended worker's release thread always does: {WORKER_HINT}"
         )
     running = sum(h.get("running", 0) for h in hosts)
     queued = len(snap.in_flight) - snap.deferred - running
@@ -476,10 +476,6 @@ def _stall_reason(
             f"{h['delay_source']}){held}: `rqcrawl hosts` shows it"
         )
     return "slow", "jobs start but their requests take long: `rqcrawl hosts` shows the pace"
-
-
-def _scheduler_running(redis: Redis) -> bool:
-    return bool(redis.exists(RQScheduler.get_locking_key(keys.QUEUE_NAME)))
 
 
 def latency(snap: Snapshot) -> dict:
@@ -834,10 +830,8 @@ def _in_flight(state: CrawlState, url: str, facts, now: float) -> dict:
                 "why": f"deferred until {_clock(until)} (in {until - now:.1f} s): {why}",
             }
         waiting = (
-            "by the RQ scheduler's wake-up job or the next job a worker claims"
-            if _scheduler_running(state.redis)
-            else "but no RQ scheduler runs: waiting for the scheduler (or for a job of the "
-            "crawl to start, which releases due URLs)"
+            "by a recommended worker's release thread, the crawl's waker job (stock "
+            "workers), or the next job a worker claims"
         )
         return out | {
             "where": "due",
