@@ -36,8 +36,7 @@ from .config import ConfigError, CrawlConfig
 from .frontier import PUMP_EVERY, Frontier
 from .hooks import HookError
 from .outage import TableUnavailable
-from .shards import all_shards
-from .state import crawl_names, is_known
+from .state import all_shards, crawl_names, is_known
 from .urls import InvalidURL, canonicalize, param_filter
 
 FORMATS = ("jsonl", "csv")

@@ -19,7 +19,7 @@ from . import config, keys, stats
 from .frontier import Frontier
 from .monitor import ProgressBar
 from .redisurl import CLIENT, is_sentinel
-from .shards import all_shards
+from .state import all_shards
 from .worker import REDIS_DOWN
 
 WORKER_CLASS = "rqcrawl.worker.CrawlWorker"  # see worker.py

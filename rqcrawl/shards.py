@@ -20,7 +20,6 @@ from fnmatch import fnmatchcase
 
 from redis import Redis
 
-from . import config
 from .config import CrawlConfig
 from .redisurl import client
 
@@ -64,15 +63,3 @@ def connect(url: str) -> Redis:
     if conn is None:
         conn = _connections[url] = client(url)
     return conn
-
-
-def all_shards(redis: Redis, crawl: str) -> list[Redis]:
-    """Every shard of `crawl` in shard order, from a connection to any one of them (which
-    stands for itself in the list): `[redis]` for a crawl on one Redis."""
-    from .state import shard_index  # state imports this module
-
-    cfg = config.load(redis, crawl, fresh=True)
-    if cfg is None or not cfg.shards:
-        return [redis]
-    own = shard_index(redis, crawl)
-    return [redis if i == own else connect(url) for i, url in enumerate(cfg.shards)]

@@ -54,6 +54,7 @@ from redis.exceptions import NoScriptError
 from . import keys, scripts
 from .bloom import BloomFilter, NativeBloomFilter, batches
 from .config import CrawlConfig
+from .config import load as load_config
 from .keys import CrawlKeys
 from .leases import LEASE
 from .redisurl import behind_sentinel
@@ -1062,6 +1063,16 @@ def _link_counts(record: dict) -> dict[str, int]:
 def shard_index(redis: Redis, crawl: str) -> int:
     """This Redis's index among the shards of `crawl` (0 for a crawl on one Redis)."""
     return int(redis.hget(CrawlKeys(crawl).counters, keys.SHARD) or 0)
+
+
+def all_shards(redis: Redis, crawl: str) -> list[Redis]:
+    """Every shard of `crawl` in shard order, from a connection to any one of them (which
+    stands for itself in the list): `[redis]` for a crawl on one Redis."""
+    cfg = load_config(redis, crawl, fresh=True)
+    if cfg is None or not cfg.shards:
+        return [redis]
+    own = shard_index(redis, crawl)
+    return [redis if i == own else connect(url) for i, url in enumerate(cfg.shards)]
 
 
 def crawl_names(redis: Redis) -> list[str]:

@@ -20,8 +20,8 @@ from .levels import settled
 from .outage import TableUnavailable
 from .politeness import pace_of
 from .robots import Robots, site_of
-from .shards import all_shards, shard_map
-from .state import LATENCY_BUCKETS, RATE_BUCKET, RECENT, CrawlState, Snapshot
+from .shards import shard_map
+from .state import LATENCY_BUCKETS, RATE_BUCKET, RECENT, CrawlState, Snapshot, all_shards
 from .urls import host_of
 
 OVERDUE = 10  # seconds a scheduled job may be late before `status` warns

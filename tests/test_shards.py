@@ -22,8 +22,8 @@ from rqcrawl import api, config, control, keys, levels, shards, state, stats
 from rqcrawl.config import ConfigError, CrawlConfig
 from rqcrawl.frontier import Frontier
 from rqcrawl.runner import WORKER_CLASS, LocalWorkers
-from rqcrawl.shards import ShardMap, all_shards, shard_map
-from rqcrawl.state import Outgoing
+from rqcrawl.shards import ShardMap, shard_map
+from rqcrawl.state import Outgoing, all_shards
 from rqcrawl.urls import host_of
 
 HOSTS = 4

@@ -29,8 +29,8 @@ from ..embedded import EmbeddedRedis
 from ..runner import RENDER_WORKER_CLASS, LocalWorkers
 from ..state import CrawlState
 from ..urls import canonicalize
-from .command import BENCH_SETTINGS, proc_cpu_s, wait_for_workers
 from .jssite import JSSite, serve
+from .runs import BENCH_SETTINGS, proc_cpu_s, wait_for_workers
 
 SAMPLE_S = 0.5
 

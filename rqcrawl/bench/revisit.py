@@ -29,7 +29,7 @@ from ..keys import CrawlKeys
 from ..runner import LocalWorkers
 from ..state import CrawlState
 from ..urls import canonicalize
-from .command import (
+from .runs import (
     CRAWL,
     crawl_config,
     drop_finished_jobs,

@@ -30,7 +30,7 @@ from ..levels import settled
 from ..runner import LocalWorkers
 from ..state import CrawlState
 from ..urls import canonicalize
-from .command import BENCH_SETTINGS, CRAWL, proc_cpu_s, redis_numbers, wait_for_workers
+from .runs import BENCH_SETTINGS, CRAWL, proc_cpu_s, redis_numbers, wait_for_workers
 from .site import SiteServer, SiteSpec, start_hosts
 
 

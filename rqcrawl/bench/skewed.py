@@ -25,7 +25,7 @@ from ..config import CrawlConfig
 from ..embedded import EmbeddedRedis
 from ..runner import LocalWorkers
 from ..urls import canonicalize, host_of
-from .command import BENCH_SETTINGS, wait_finished, wait_for_workers
+from .runs import BENCH_SETTINGS, wait_finished, wait_for_workers
 from .site import ChainSpec, FanSpec, SiteServer
 
 # Politeness as a crawl has it (robots.txt obeyed, one request at a time per host), with no
