@@ -2,10 +2,10 @@ from setuptools import find_packages, setup
 
 # rq-dashboard 0.9.0 (checked with RQ 3.0 and Flask 3.1) imports `six` without declaring it.
 DASHBOARD = ["rq-dashboard>=0.9", "six"]
-POSTGRES = "psycopg[binary]>=3.1"  # the task table on PostgreSQL (rqcrawl.tasks)
+POSTGRES = "psycopg[binary]>=3.1"  # the task table on PostgreSQL (rqcrawl.frontier.tasks)
 DOCS = ["mkdocs>=1.6,<2", "mkdocs-material>=9.5"]  # the docs site (mkdocs.yml, docs/)
-# Render workers (rqcrawl.render): Playwright drives the system's Chromium (Debian `chromium`,
-# /usr/bin/chromium); no browser is downloaded. psutil measures the browser's memory.
+# Render workers (rqcrawl.render.browser): Playwright drives the system's Chromium (Debian
+# `chromium`, /usr/bin/chromium); no browser is downloaded. psutil measures the browser's memory.
 RENDER = ["playwright>=1.48", "psutil>=5.9"]
 
 setup(
@@ -30,7 +30,8 @@ setup(
         "prometheus-client>=0.20",
         "rich>=13",
         "sqlalchemy>=2.0",
-        "defusedxml>=0.7",  # sitemaps: XML without DTDs, so no entity expansion (rqcrawl.sitemaps)
+        # sitemaps: XML without DTDs, so no entity expansion (rqcrawl.parse.sitemaps)
+        "defusedxml>=0.7",
     ],
     extras_require={
         "dashboard": DASHBOARD,

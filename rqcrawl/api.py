@@ -30,14 +30,16 @@ from urllib.parse import urlsplit
 from redis import Redis, RedisError, ResponseError
 from sqlalchemy.exc import SQLAlchemyError
 
-from . import config, control, keys, sinks, stats
-from .changes import KINDS as CHANGE_KINDS
-from .config import ConfigError, CrawlConfig
-from .frontier import PUMP_EVERY, Frontier
-from .hooks import HookError
-from .outage import TableUnavailable
-from .state import all_shards, crawl_names, is_known
-from .urls import InvalidURL, canonicalize, param_filter
+from rqcrawl import config
+from rqcrawl.config import ConfigError, CrawlConfig
+from rqcrawl.frontier import keys
+from rqcrawl.frontier.dispatch import PUMP_EVERY, Frontier
+from rqcrawl.frontier.outage import TableUnavailable
+from rqcrawl.frontier.state import all_shards, crawl_names, is_known
+from rqcrawl.ops import control, sinks, stats
+from rqcrawl.parse.changes import KINDS as CHANGE_KINDS
+from rqcrawl.parse.hooks import HookError
+from rqcrawl.parse.urls import InvalidURL, canonicalize, param_filter
 
 FORMATS = ("jsonl", "csv")
 
@@ -101,7 +103,7 @@ class Plan:
     def _check_table(self) -> None:
         if not (self.cfg.revisit and self.cfg.db):
             return
-        from .tasks import TaskTable  # SQLAlchemy only for crawls with revisits
+        from rqcrawl.frontier.tasks import TaskTable  # SQLAlchemy only for crawls with revisits
 
         try:
             TaskTable(self.cfg.db).check()

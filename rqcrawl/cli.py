@@ -14,14 +14,16 @@ from pathlib import Path
 import click
 import redis
 
-from . import api, config, explain, keys, monitor, stats
-from .config import ConfigError, CrawlConfig
-from .demo import DemoSite
-from .embedded import EmbeddedRedis
-from .lazygroup import LazyGroup
-from .redisurl import client, masked
-from .runner import RENDER_WORKER_CLASS, LocalWorkers, watch
-from .urls import InvalidURL, canonicalize
+from rqcrawl import api, config
+from rqcrawl.config import ConfigError, CrawlConfig
+from rqcrawl.demo import DemoSite
+from rqcrawl.frontier import keys
+from rqcrawl.frontier.redisurl import client, masked
+from rqcrawl.lazygroup import LazyGroup
+from rqcrawl.ops import explain, monitor, stats
+from rqcrawl.parse.urls import InvalidURL, canonicalize
+from rqcrawl.workers.embedded import EmbeddedRedis
+from rqcrawl.workers.runner import RENDER_WORKER_CLASS, LocalWorkers, watch
 
 DEFAULT_REDIS_URL = "redis://localhost:6379/0"
 
@@ -273,7 +275,7 @@ def watch_status(conn: redis.Redis, name: str, cfg: CrawlConfig, interval: float
 @redis_option
 def metrics(port, bind, url) -> None:
     """Serve Prometheus metrics of every crawl of this Redis on http://BIND:PORT/metrics."""
-    from . import metrics as exporter  # prometheus_client only for this command
+    from rqcrawl.ops import metrics as exporter  # prometheus_client only for this command
 
     conn = connect(redis_url(url))
     try:

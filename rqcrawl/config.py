@@ -20,12 +20,13 @@ from typing import Any
 
 from redis import Redis
 
-from . import hooks, keys
-from .bloom import optimal_size
-from .extract import field_problem
-from .lru import LRU
-from .redisurl import check_url, masked, server_key
-from .urls import host_of, param_problem
+from rqcrawl.frontier import keys
+from rqcrawl.frontier.bloom import optimal_size
+from rqcrawl.frontier.redisurl import check_url, masked, server_key
+from rqcrawl.parse import hooks
+from rqcrawl.parse.extract import field_problem
+from rqcrawl.parse.urls import host_of, param_problem
+from rqcrawl.workers.lru import LRU
 
 # Links to files a crawler of HTML pages has no use for: Scrapy's IGNORED_EXTENSIONS.
 DENIED_EXTENSIONS = [
@@ -87,7 +88,8 @@ class CrawlConfig:
     bloom_capacity: int = 10_000_000
     bloom_error_rate: float = 0.001
     bloom_max_mb: int = 1024  # refuse a Bloom filter larger than this (MB of bits)
-    # auto: RedisBloom's BF.* where every shard has them, else the Lua filter (rqcrawl.bloom);
+    # auto: RedisBloom's BF.* where every shard has them, else the Lua filter
+    # (rqcrawl.frontier.bloom);
     # resolved to native or lua when the crawl is created, so that it never switches
     bloom_filter: str = "auto"
     window: int = 1000
@@ -118,7 +120,7 @@ class CrawlConfig:
     max_pages_per_host: int = 0
     priority_share: float = 0.5  # share of a page's priority its links get (rounded toward 0)
     max_host_share: float = 0.0  # most share of the admitted URLs per host; 0: off
-    # Seed sites' sitemaps as a discovery source (rqcrawl.sitemaps), and their caps per site.
+    # Seed sites' sitemaps as a discovery source (rqcrawl.parse.sitemaps), and their caps per site.
     sitemaps: bool = True
     max_sitemaps_per_host: int = 10  # sitemap documents read per seed site (indexes included)
     max_sitemap_urls: int = 50_000  # page URLs taken from one site's sitemaps
@@ -133,26 +135,27 @@ class CrawlConfig:
     link_allow_domains: list[str] = field(default_factory=list)  # domains and subdomains
     link_deny_domains: list[str] = field(default_factory=list)
     link_deny_extensions: list[str] = field(default_factory=lambda: list(DENIED_EXTENSIONS))
-    # Page-level directives (rqcrawl.directives): meta robots, X-Robots-Tag, rel=nofollow.
+    # Page-level directives (rqcrawl.parse.directives): meta robots, X-Robots-Tag, rel=nofollow.
     obey_page_directives: bool = True
     # Parameters dropped from every URL (seeds, links, sitemaps, canonical): STRIP_PARAMS.
     strip_params: list[str] = field(default_factory=lambda: list(STRIP_PARAMS))
     hook: str = ""  # "package.module:function", called on every fetched HTML page
     warc_dir: str = ""  # archive responses as WARC files in this directory of each worker
     warc_max_bytes: int = 100_000_000  # a worker starts a new WARC file past this size
-    # Continuous crawling (rqcrawl.tasks): seconds between two visits of a URL, 0: one pass.
+    # Continuous crawling (rqcrawl.frontier.tasks): seconds between two visits of a URL, 0: one
+    # pass.
     revisit: float = 0.0
     revisit_min: float = 0.0  # bounds of the adaptive interval; 0: revisit / 4
     revisit_max: float = 0.0  # 0: revisit * 8
     revisit_gone_after: int = 3  # 404/410 visits in a row after which a URL is not revisited
     sitemap_revisit: float = 0.0  # seconds between two reads of a sitemap; 0: `revisit`
     db: str = ""  # SQLAlchemy URL of the task table (set by `seed`/`crawl` with --revisit)
-    # One crawl over several Redis servers (rqcrawl.shards): their URLs, and placement rules
-    # {host glob: one of those URLs}. Empty: the crawl lives in the Redis it is seeded in.
+    # One crawl over several Redis servers (rqcrawl.frontier.shards): their URLs, and placement
+    # rules {host glob: one of those URLs}. Empty: the crawl lives in the Redis it is seeded in.
     shards: list[str] = field(default_factory=list)
     shard_rules: dict[str, str] = field(default_factory=dict)
-    # Rendering pages that only JavaScript builds (rqcrawl.rendering, rqcrawl.render): URL or
-    # host patterns rendered by the browser, and/or "auto" (`render = "auto"` is ["auto"]).
+    # Rendering pages that only JavaScript builds (rqcrawl.render.choice, rqcrawl.render.browser):
+    # URL or host patterns rendered by the browser, and/or "auto" (`render = "auto"` is ["auto"]).
     render: list[str] = field(default_factory=list)
     render_timeout: float = 20.0  # seconds a page may take to load and go quiet in the browser
     render_block_media: bool = True  # the browser skips images, fonts, audio and video
@@ -426,7 +429,7 @@ def _check_shard_rules(config: CrawlConfig) -> None:
 _HOOK_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*[:.][A-Za-z_]\w*")
 
 
-AUTO = "auto"  # the `render` value that lets each page's HTTP fetch decide (rqcrawl.rendering)
+AUTO = "auto"  # the `render` value that lets each page's HTTP fetch decide (rqcrawl.render.choice)
 
 
 def _check_render(name: str, patterns: list[str]) -> None:

@@ -126,7 +126,7 @@ def db_url(request, tmp_path):
         url = request.getfixturevalue("postgres_url")
     else:
         url = request.getfixturevalue("mysql_url")
-    from rqcrawl import tasks
+    from rqcrawl.frontier import tasks
 
     tasks.METADATA.drop_all(tasks.engine(url), checkfirst=True)
     tasks.METADATA.create_all(tasks.engine(url))

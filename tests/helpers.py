@@ -17,7 +17,7 @@ from typing import TypeVar
 from redis import Redis
 from rq import Worker
 
-from rqcrawl.runner import LocalWorkers
+from rqcrawl.workers.runner import LocalWorkers
 
 ROOT = Path(__file__).resolve().parent.parent  # the repository
 CONF = ROOT / "conf"

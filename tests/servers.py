@@ -20,7 +20,7 @@ from pathlib import Path
 import redis
 from helpers import wait_until
 
-from rqcrawl.embedded import server_binary
+from rqcrawl.workers.embedded import server_binary
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -3,11 +3,11 @@ whatever the size of the page, with one call for an ordinary page."""
 
 from __future__ import annotations
 
-from rqcrawl import keys
 from rqcrawl.config import CrawlConfig
-from rqcrawl.frontier import Frontier
-from rqcrawl.sinks import iter_records
-from rqcrawl.urls import host_of
+from rqcrawl.frontier import keys
+from rqcrawl.frontier.dispatch import Frontier
+from rqcrawl.ops.sinks import iter_records
+from rqcrawl.parse.urls import host_of
 
 PAGE = "http://h.test/"
 # Entries must not depend on what a URL contains (canonical URLs have no whitespace, but a

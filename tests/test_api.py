@@ -12,10 +12,11 @@ from test_bad_input import crawl_keys
 from test_crawl_e2e import path_of
 from testsite import Site
 
-from rqcrawl import api, keys
+from rqcrawl import api
 from rqcrawl.config import CrawlConfig
-from rqcrawl.runner import LocalWorkers
-from rqcrawl.urls import canonicalize
+from rqcrawl.frontier import keys
+from rqcrawl.parse.urls import canonicalize
+from rqcrawl.workers.runner import LocalWorkers
 
 SEED = "http://example.org/"
 

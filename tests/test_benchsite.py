@@ -15,7 +15,7 @@ from rqcrawl.bench.site import (
     render,
     render_hosts,
 )
-from rqcrawl.extract import parse
+from rqcrawl.parse.extract import parse
 
 SPEC = SiteSpec(pages=300)
 ORIGIN = "http://127.0.0.1:8000"

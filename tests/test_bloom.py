@@ -13,8 +13,9 @@ from redis.crc import key_slot
 from servers import HTTPSite
 from testsite import Site
 
-from rqcrawl import config, stats
-from rqcrawl.bloom import (
+from rqcrawl import config
+from rqcrawl.config import CrawlConfig
+from rqcrawl.frontier.bloom import (
     MAX_POSITIONS,
     BloomFilter,
     NativeBloomFilter,
@@ -25,9 +26,9 @@ from rqcrawl.bloom import (
     shard_layout,
     string_allocation,
 )
-from rqcrawl.config import CrawlConfig
-from rqcrawl.frontier import Frontier
-from rqcrawl.runner import LocalWorkers
+from rqcrawl.frontier.dispatch import Frontier
+from rqcrawl.ops import stats
+from rqcrawl.workers.runner import LocalWorkers
 
 
 def urls(prefix: str, n: int) -> list[str]:

@@ -10,8 +10,10 @@ from helpers import rqcrawl
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from rqcrawl import api, control, keys, metrics
+from rqcrawl import api
 from rqcrawl.config import CrawlConfig
+from rqcrawl.frontier import keys
+from rqcrawl.ops import control, metrics
 
 UNREACHABLE = "postgresql://crawler:s3cret@127.0.0.1:1/tasks"  # nothing listens on port 1
 SEED = "http://127.0.0.1:9/"

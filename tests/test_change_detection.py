@@ -20,11 +20,12 @@ from sqlalchemy import select
 from test_warc import records as warc_records
 from test_warc import warc_files
 
-from rqcrawl import api, tasks
-from rqcrawl.frontier import PUMP_EVERY
-from rqcrawl.runner import LocalWorkers
-from rqcrawl.tasks import TASKS
-from rqcrawl.warc import IDENTICAL_PROFILE, NOT_MODIFIED_PROFILE
+from rqcrawl import api
+from rqcrawl.fetch.warc import IDENTICAL_PROFILE, NOT_MODIFIED_PROFILE
+from rqcrawl.frontier import tasks
+from rqcrawl.frontier.dispatch import PUMP_EVERY
+from rqcrawl.frontier.tasks import TASKS
+from rqcrawl.workers.runner import LocalWorkers
 
 ETAG = '"v1"'
 LAST_MODIFIED = "Mon, 23 Nov 2026 12:00:00 GMT"

@@ -1,4 +1,4 @@
-"""Change detection (rqcrawl.changes): the simhash of a page's visible text, its distance,
+"""Change detection (rqcrawl.parse.changes): the simhash of a page's visible text, its distance,
 the change rule; what the task table keeps of a visit for the next one (validators, content
 dedup); the change feed's time and kinds."""
 
@@ -10,7 +10,9 @@ import pytest
 from parsel import Selector
 
 from rqcrawl import api
-from rqcrawl.changes import (
+from rqcrawl.config import CrawlConfig
+from rqcrawl.frontier.tasks import Known, TaskTable, schedule
+from rqcrawl.parse.changes import (
     NEAR_BITS,
     Content,
     Prior,
@@ -23,8 +25,6 @@ from rqcrawl.changes import (
     valid_last_modified,
     visible_text,
 )
-from rqcrawl.config import CrawlConfig
-from rqcrawl.tasks import Known, TaskTable, schedule
 
 CFG = CrawlConfig.from_dict({"revisit": 100, "revisit_min": 20, "revisit_max": 400})
 

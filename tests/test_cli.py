@@ -15,7 +15,7 @@ from servers import HTTPSite, free_port, reply
 from testsite import Site
 
 from rqcrawl.cli import LAZY_SUBCOMMANDS, main
-from rqcrawl.runner import LocalWorkers
+from rqcrawl.workers.runner import LocalWorkers
 
 
 def assert_one_line_error(proc: subprocess.CompletedProcess, *words: str) -> None:
@@ -99,7 +99,7 @@ def test_redirect_hops_are_checked_against_scope_and_loops(redis_url, tmp_path):
     rqcrawl(redis_url, "export", "r", "-o", str(out))
     rows = {r["url"].rsplit("/", 1)[1]: r for r in read_jsonl(out)}
     assert rows["away"]["outcome"] == "out_of_scope"
-    # every hop is a URL of its own (rqcrawl.hops): a loop ends at the hop that closes it
+    # every hop is a URL of its own (rqcrawl.fetch.hops): a loop ends at the hop that closes it
     assert rows["loop1"]["outcome"] == "redirected"
     assert rows["loop2"]["outcome"] == "failed" and "loop" in rows["loop2"]["error"]
     assert rows["loop2"]["via"] == [http.base + "/loop1"]

@@ -8,7 +8,7 @@ from rq.job import Job, JobStatus
 
 from rqcrawl import config
 from rqcrawl.config import CrawlConfig
-from rqcrawl.frontier import JOB_FUNC, CompactJob, Frontier
+from rqcrawl.frontier.dispatch import JOB_FUNC, CompactJob, Frontier
 
 URL = "http://127.0.0.1:9/a/page.html"
 

@@ -26,8 +26,8 @@ from servers import HTTPSite, free_port, reply
 from test_cli import assert_one_line_error
 from testsite import Site
 
-from rqcrawl import keys
-from rqcrawl.runner import LocalWorkers
+from rqcrawl.frontier import keys
+from rqcrawl.workers.runner import LocalWorkers
 
 
 def settled(redis_url: str, crawl: str) -> dict:

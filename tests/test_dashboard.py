@@ -15,7 +15,7 @@ from servers import HTTPSite, free_port
 from testsite import Site
 
 from rqcrawl import api
-from rqcrawl.runner import WORKER_CLASS, LocalWorkers
+from rqcrawl.workers.runner import WORKER_CLASS, LocalWorkers
 
 DASHBOARD = BIN / "rq-dashboard"
 NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))

@@ -18,8 +18,8 @@ from helpers import read_jsonl, rqcrawl, seed_local, wait_until
 from rq.registry import FailedJobRegistry
 from servers import HTTPSite, reply
 
-from rqcrawl import stats
-from rqcrawl.runner import LocalWorkers
+from rqcrawl.ops import stats
+from rqcrawl.workers.runner import LocalWorkers
 
 OUTAGE = 20  # seconds
 PAGES = [f"/p{i}" for i in range(6)]

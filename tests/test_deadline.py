@@ -12,8 +12,8 @@ from helpers import read_jsonl, rqcrawl, seed_local, wait_finished
 from servers import HTTPSite, drip, reply
 
 from rqcrawl.config import CrawlConfig
-from rqcrawl.fetch import FetchError, fetch
-from rqcrawl.runner import LocalWorkers
+from rqcrawl.fetch.http import FetchError, fetch
+from rqcrawl.workers.runner import LocalWorkers
 
 CFG = CrawlConfig.from_dict({"allow_private": True, "download_timeout": 2.0, "read_timeout": 1.0})
 HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 40\r\n\r\n"

@@ -15,7 +15,7 @@ from urllib3 import HTTPHeaderDict
 
 from rqcrawl import api
 from rqcrawl.config import CrawlConfig
-from rqcrawl.directives import (
+from rqcrawl.parse.directives import (
     Directives,
     canonical_from_headers,
     from_header_lines,
@@ -23,10 +23,10 @@ from rqcrawl.directives import (
     from_meta,
     product_token,
 )
-from rqcrawl.extract import parse
-from rqcrawl.jobs import visit
-from rqcrawl.runner import LocalWorkers
-from rqcrawl.urls import param_filter
+from rqcrawl.parse.extract import parse
+from rqcrawl.parse.urls import param_filter
+from rqcrawl.workers.jobs import visit
+from rqcrawl.workers.runner import LocalWorkers
 
 NOINDEX, NOFOLLOW, BOTH = (
     Directives(noindex=True),

@@ -12,8 +12,8 @@ from servers import HTTPSite, reply
 
 from rqcrawl import api
 from rqcrawl.config import STRIP_PARAMS, ConfigError, CrawlConfig
-from rqcrawl.runner import LocalWorkers
-from rqcrawl.urls import canonicalize, param_filter, param_problem
+from rqcrawl.parse.urls import canonicalize, param_filter, param_problem
+from rqcrawl.workers.runner import LocalWorkers
 
 DEFAULT = param_filter(STRIP_PARAMS)
 

@@ -13,7 +13,7 @@ from helpers import rqcrawl, seed_local, wait_finished, wait_until, worker_names
 from servers import HTTPSite, reply
 
 from rqcrawl import api
-from rqcrawl.runner import LocalWorkers
+from rqcrawl.workers.runner import LocalWorkers
 
 FAN = 14  # pages of the slow host, all at depth 1
 CRAWL_DELAY = 0.4  # the slow host's robots.txt: FAN pages take ~FAN * CRAWL_DELAY seconds

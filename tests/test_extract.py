@@ -6,7 +6,7 @@ from urllib.parse import urljoin
 
 import pytest
 
-from rqcrawl.extract import (
+from rqcrawl.parse.extract import (
     Page,
     _canonical,
     _context,
@@ -16,7 +16,7 @@ from rqcrawl.extract import (
     field_problem,
     parse,
 )
-from rqcrawl.urls import InvalidURL, canonicalize
+from rqcrawl.parse.urls import InvalidURL, canonicalize
 
 URL = "http://example.com/dir/page.html"
 

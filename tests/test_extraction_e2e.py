@@ -10,7 +10,7 @@ from helpers import read_jsonl, rqcrawl, seed_local, wait_finished
 from servers import HTTPSite, reply
 from test_cli import assert_one_line_error
 
-from rqcrawl.runner import LocalWorkers
+from rqcrawl.workers.runner import LocalWorkers
 
 PAGES = {
     "/": '<h1>Home</h1><span class="price">3</span><span class="price">5</span>'

@@ -14,8 +14,8 @@ from servers import HTTPSite, free_port
 from urllib3.exceptions import MaxRetryError, NameResolutionError
 
 from rqcrawl.config import CrawlConfig
-from rqcrawl.fetch import failure_kind
-from rqcrawl.jobs import visit
+from rqcrawl.fetch.http import failure_kind
+from rqcrawl.workers.jobs import visit
 
 CFG = CrawlConfig.from_dict({"allow_private": True})
 

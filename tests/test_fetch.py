@@ -9,9 +9,9 @@ import socket
 import pytest
 from servers import HTTPSite, reply
 
-from rqcrawl import fetch as fetch_module
 from rqcrawl.config import CrawlConfig
-from rqcrawl.fetch import FetchError, fetch
+from rqcrawl.fetch import http as fetch_module
+from rqcrawl.fetch.http import FetchError, fetch
 
 CFG = CrawlConfig.from_dict({"allow_private": True, "scope_hosts": ["site.invalid"]})
 

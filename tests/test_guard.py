@@ -8,8 +8,8 @@ import socket
 import pytest
 
 from rqcrawl.config import CrawlConfig
-from rqcrawl.fetch import FetchError, fetch
-from rqcrawl.guard import networks, refusal
+from rqcrawl.fetch.guard import networks, refusal
+from rqcrawl.fetch.http import FetchError, fetch
 
 GUARDED = CrawlConfig.from_dict({"scope_hosts": ["127.0.0.9"]})
 

@@ -9,8 +9,8 @@ import textwrap
 import pytest
 from parsel import Selector
 
-from rqcrawl import hooks
-from rqcrawl.hooks import HookError, HookPage
+from rqcrawl.parse import hooks
+from rqcrawl.parse.hooks import HookError, HookPage
 
 _names = itertools.count()
 

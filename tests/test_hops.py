@@ -1,4 +1,4 @@
-"""Every hop is a request like any other (rqcrawl.hops): a redirect's or a meta refresh's
+"""Every hop is a request like any other (rqcrawl.fetch.hops): a redirect's or a meta refresh's
 target is a URL of its own, at the same depth, that passes robots.txt and its host's gate."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from servers import HTTPSite, reply
 from test_politeness import gaps, scope
 
 from rqcrawl.config import CrawlConfig
-from rqcrawl.hops import chain_problem, meta_refresh
-from rqcrawl.runner import LocalWorkers
+from rqcrawl.fetch.hops import chain_problem, meta_refresh
+from rqcrawl.workers.runner import LocalWorkers
 
 
 def records(redis_url: str, crawl: str, tmp_path) -> dict[str, dict]:

@@ -9,7 +9,7 @@ from helpers import read_jsonl, rqcrawl, seed_local, status, wait_finished
 from servers import HTTPSite
 from testsite import Site
 
-from rqcrawl.runner import LocalWorkers
+from rqcrawl.workers.runner import LocalWorkers
 
 SHARE = 0.5
 

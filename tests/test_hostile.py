@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler
 from helpers import read_jsonl, rqcrawl, seed_local, wait_finished
 from servers import HTTPSite, reply
 
-from rqcrawl.runner import LocalWorkers
+from rqcrawl.workers.runner import LocalWorkers
 
 PAGES = ["slow", "trickle", "endless", "bomb", "pdf", "latin1", "meta1251", "broken", "ok"]
 BOMB = gzip.compress(b"\0" * 30_000_000, compresslevel=9)  # 30 MB of zeros in ~30 KB

@@ -9,9 +9,9 @@ from helpers import read_jsonl, rqcrawl, seed_local, status, wait_finished, wait
 from servers import HTTPSite, reply
 
 from rqcrawl.config import CrawlConfig
-from rqcrawl.jobs import visit
-from rqcrawl.runner import LocalWorkers
-from rqcrawl.sinks import iter_records
+from rqcrawl.ops.sinks import iter_records
+from rqcrawl.workers.jobs import visit
+from rqcrawl.workers.runner import LocalWorkers
 
 HOSTILE_PAGE = (
     '<html><head><base href="http://[bad/"><title>hostile</title></head><body>'

@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler
 from helpers import read_jsonl, rqcrawl, wait_finished
 from servers import HTTPSite, drip, reply
 
-from rqcrawl.runner import LocalWorkers
+from rqcrawl.workers.runner import LocalWorkers
 
 # The proxy is the crawl's "internet": it answers for these hosts itself. Their addresses are
 # ones the crawl allows (`allow_networks`); the redirect target's is not. The drip-fed page
@@ -102,7 +102,9 @@ def test_a_hostile_site_through_a_proxy_ends_with_every_url_recorded_truthfully(
 
     # every URL recorded exactly once
     assert max(Counter(r["url"] for r in records).values()) == 1
-    target = secret.base + "/secret"  # /out's redirect target: a URL of its own (rqcrawl.hops)
+    target = (
+        secret.base + "/secret"
+    )  # /out's redirect target: a URL of its own (rqcrawl.fetch.hops)
     expected = {"/", HUGE + "/huge", "/malformed", "/ok", SLOW + "/drip", "/out", target}
     expected |= {f"/cookies/{n}" for n in range(COOKIE_PAGES)}
     expected |= {f"{LEAVES}/h/{n}" for n in range(LINK_CAP)}

@@ -27,9 +27,10 @@ from helpers import (
 from redis import Redis
 from servers import HTTPSite, reply
 
-from rqcrawl import keys, stats
 from rqcrawl.config import CrawlConfig
-from rqcrawl.runner import LocalWorkers
+from rqcrawl.frontier import keys
+from rqcrawl.ops import stats
+from rqcrawl.workers.runner import LocalWorkers
 
 
 def inspect(redis_url: str, crawl: str, url: str) -> dict:

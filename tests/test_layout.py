@@ -20,12 +20,16 @@ MODULES = {module_name(p): p for p in PACKAGE.rglob("*.py")}
 
 
 def imported(name: str, path: Path) -> set[str]:
-    """The package's modules that `name` imports, outside `if TYPE_CHECKING:` blocks."""
+    """The package's modules that `name` imports, outside `if TYPE_CHECKING:` blocks and a
+    package face's `__getattr__` (PEP 562: names it hands on when asked, which the package
+    itself does not use). `from pkg import mod` imports pkg.mod; `from pkg import name`, pkg."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            node.body = []
+        if isinstance(node, ast.FunctionDef) and node.name == "__getattr__":
             node.body = []
         if isinstance(node, ast.Import):
             found.update(a.name for a in node.names)
@@ -34,8 +38,8 @@ def imported(name: str, path: Path) -> set[str]:
             if node.level:
                 anchor = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
                 base = f"{anchor}.{base}" if base else anchor
-            found.add(base)
-            found.update(f"{base}.{a.name}" for a in node.names)
+            modules = {f"{base}.{a.name}" for a in node.names} & MODULES.keys()
+            found |= modules if len(modules) == len(node.names) else modules | {base}
     return {m for m in found if m in MODULES and m != name}
 
 

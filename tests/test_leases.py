@@ -7,11 +7,12 @@ import time
 
 from rq.job import Job
 
-from rqcrawl import config, keys
+from rqcrawl import config
 from rqcrawl.config import CrawlConfig
-from rqcrawl.frontier import Frontier
-from rqcrawl.leases import LEASE, Renewer
-from rqcrawl.state import InFlight
+from rqcrawl.frontier import keys
+from rqcrawl.frontier.dispatch import Frontier
+from rqcrawl.frontier.leases import LEASE, Renewer
+from rqcrawl.frontier.state import InFlight
 
 URL = "http://127.0.0.1:9/a/page.html"
 

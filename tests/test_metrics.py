@@ -14,7 +14,7 @@ from helpers import BIN, env_with, rqcrawl, seed_local, wait_finished, wait_unti
 from prometheus_client.parser import text_string_to_metric_families
 from servers import HTTPSite, free_port, reply
 
-from rqcrawl.runner import LocalWorkers
+from rqcrawl.workers.runner import LocalWorkers
 
 NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 

@@ -14,10 +14,11 @@ from rq.job import Job
 from servers import HTTPSite, free_port, reply
 from test_dashboard import dashboard, get_json  # noqa: F401 (a fixture)
 
-from rqcrawl import keys, stats
-from rqcrawl.keys import CrawlKeys
-from rqcrawl.runner import WORKER_CLASS, LocalWorkers
-from rqcrawl.state import RATE_BUCKET
+from rqcrawl.frontier import keys
+from rqcrawl.frontier.keys import CrawlKeys
+from rqcrawl.frontier.state import RATE_BUCKET
+from rqcrawl.ops import stats
+from rqcrawl.workers.runner import WORKER_CLASS, LocalWorkers
 
 
 def failing_site(slow: float):
@@ -136,7 +137,7 @@ def test_status_shows_hosts_recent_rate_and_eta(redis_url):
 
 def test_seed_prints_the_worker_command_to_run(redis_url):
     out = seed_local(redis_url, "http://127.0.0.1:9/", "hint", 0).stdout
-    assert "RQ_WORKER_CLASS=rqcrawl.worker.CrawlWorker rq worker crawl --with-scheduler" in out
+    assert "RQ_WORKER_CLASS=rqcrawl.workers.CrawlWorker rq worker crawl --with-scheduler" in out
     assert out.splitlines()[-1] == "hint"  # the name stays the last line, for scripts
 
 

@@ -18,9 +18,9 @@ from servers import HTTPSite, reply
 
 from rqcrawl import api
 from rqcrawl.config import CrawlConfig
-from rqcrawl.extract import decode, parse
-from rqcrawl.jobs import visit
-from rqcrawl.runner import LocalWorkers
+from rqcrawl.parse.extract import decode, parse
+from rqcrawl.workers.jobs import visit
+from rqcrawl.workers.runner import LocalWorkers
 
 BASE = "http://site.example/docs/"
 XML_DECL = '<?xml version="1.0" encoding="UTF-8"?>\n'

@@ -12,7 +12,7 @@ import redis
 from helpers import read_jsonl, rqcrawl, seed_local, status, wait_finished
 from servers import HTTPSite, reply
 
-from rqcrawl.runner import LocalWorkers
+from rqcrawl.workers.runner import LocalWorkers
 
 
 def tree_site(pages: int, robots: str | None = None) -> Callable[[BaseHTTPRequestHandler], None]:

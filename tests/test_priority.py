@@ -8,8 +8,8 @@ from helpers import seed_local, wait_finished
 from servers import HTTPSite
 from testsite import Site
 
-from rqcrawl.runner import LocalWorkers
-from rqcrawl.urls import host_of
+from rqcrawl.parse.urls import host_of
+from rqcrawl.workers.runner import LocalWorkers
 
 
 def level_one_times(http: HTTPSite) -> list[float]:

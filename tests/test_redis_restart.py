@@ -13,8 +13,8 @@ from servers import HTTPSite, RedisServer
 from test_crash import expected_paths, path_of
 from testsite import Site
 
-from rqcrawl.runner import LocalWorkers
-from rqcrawl.urls import canonicalize
+from rqcrawl.parse.urls import canonicalize
+from rqcrawl.workers.runner import LocalWorkers
 
 
 def beat_since(conn: redis.Redis, name: str, since: float) -> bool:

@@ -1,4 +1,4 @@
-"""The render path (rqcrawl.render, rqcrawl.rendering) with a real Chromium (Debian's
+"""The render path (rqcrawl.render.browser, rqcrawl.render.choice) with a real Chromium (Debian's
 `chromium`, driven by Playwright): script-built sites crawled completely at exact depths with
 `render` patterns and with "auto", a plain site under "auto" rendering nothing, the address
 guard inside the browser (a canary on 127.0.0.2 counts connections), a render worker killed
@@ -24,11 +24,12 @@ from rq import Queue
 from servers import HTTPSite, reply
 from testsite import Site
 
-from rqcrawl import keys, rendering
 from rqcrawl.bench.jssite import JSSite
 from rqcrawl.config import CrawlConfig
-from rqcrawl.extract import parse
-from rqcrawl.runner import RENDER_WORKER_CLASS, LocalWorkers
+from rqcrawl.frontier import keys
+from rqcrawl.parse.extract import parse
+from rqcrawl.render import choice
+from rqcrawl.workers.runner import RENDER_WORKER_CLASS, LocalWorkers
 
 CHROMIUM = Path("/usr/bin/chromium")
 needs_chromium = pytest.mark.skipif(
@@ -66,7 +67,7 @@ def test_auto_rule_on_the_test_sites():
 
     def verdict(body: bytes) -> str | None:
         page = parse(body.decode(), origin + "/")
-        return rendering.needs_rendering(page.selector, len(page.links))
+        return choice.needs_rendering(page.selector, len(page.links))
 
     assert {verdict(js.shell(i)) for i in range(40)} == {"empty_root"}
     assert {verdict(ssr.server_rendered(i)) for i in range(40)} == {None}
@@ -80,19 +81,20 @@ def test_auto_rule_on_the_test_sites():
 
 def test_render_patterns_name_urls_or_hosts():
     cfg = CrawlConfig.from_dict({"render": ["*.app.example", "https://spa.example/app/*"]})
-    assert rendering.matches("https://x.app.example/a", cfg)
-    assert rendering.matches("https://spa.example/app/b", cfg)
-    assert not rendering.matches("https://spa.example/blog/b", cfg)
-    assert not rendering.auto(cfg)
+    assert choice.matches("https://x.app.example/a", cfg)
+    assert choice.matches("https://spa.example/app/b", cfg)
+    assert not choice.matches("https://spa.example/blog/b", cfg)
+    assert not choice.auto(cfg)
     auto = CrawlConfig.from_dict({"render": "auto"})
-    assert auto.render == ["auto"] and rendering.auto(auto)
-    assert not rendering.matches("https://spa.example/", auto)
+    assert auto.render == ["auto"] and choice.auto(auto)
+    assert not choice.matches("https://spa.example/", auto)
 
 
 def test_the_plain_worker_never_imports_playwright():
     code = (
-        "import sys, rqcrawl.worker, rqcrawl.jobs, rqcrawl.frontier, rqcrawl.cli;"
-        "assert 'playwright' not in sys.modules and 'rqcrawl.render' not in sys.modules"
+        "import sys, rqcrawl.workers.worker, rqcrawl.workers.jobs, rqcrawl.frontier.dispatch;"
+        "import rqcrawl.cli;"
+        "assert 'playwright' not in sys.modules and 'rqcrawl.render.browser' not in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
 
@@ -313,9 +315,9 @@ def test_the_browser_is_recycled_so_memory_stays_flat():
     """After render_recycle_pages pages the browser starts anew: the memory of its processes
     after 3 rounds of pages is no higher than after the first (within slack)."""
     from rqcrawl.bench.jssite import serve
-    from rqcrawl.extract import decode
-    from rqcrawl.fetch import fetch
-    from rqcrawl.render import PageBrowser
+    from rqcrawl.fetch.http import fetch
+    from rqcrawl.parse.extract import decode
+    from rqcrawl.render.browser import PageBrowser
 
     site = JSSite(pages=12)
     server, base = serve(site)
@@ -346,8 +348,9 @@ def test_the_browser_is_recycled_so_memory_stays_flat():
 def test_a_handed_off_url_waits_in_the_render_queue_longer_than_a_lease(conn):
     """A page that "auto" sent to the browser may wait in the render queue behind many others:
     the recovery pass must not take it for lost when a lease's time has passed."""
-    from rqcrawl import api, leases
-    from rqcrawl.frontier import Frontier
+    from rqcrawl import api
+    from rqcrawl.frontier import leases
+    from rqcrawl.frontier.dispatch import Frontier
 
     url = "http://127.0.0.1:9/p0"
     cfg = CrawlConfig.from_dict({"render": "auto", "allow_private": True, "sitemaps": False})

@@ -10,7 +10,7 @@ import pytest
 from helpers import read_jsonl, rqcrawl, seed_local, wait_finished
 from servers import HTTPSite, reply
 
-from rqcrawl.runner import WORKER_CLASS, LocalWorkers
+from rqcrawl.workers.runner import WORKER_CLASS, LocalWorkers
 
 
 def flaky_site():

@@ -30,11 +30,12 @@ from servers import HTTPSite, reply
 from sqlalchemy import create_engine, select
 from test_crash import busy
 
-from rqcrawl import leases, state, stats
-from rqcrawl.changes import Content
 from rqcrawl.config import CrawlConfig
-from rqcrawl.runner import LocalWorkers
-from rqcrawl.tasks import TASKS, TaskTable
+from rqcrawl.frontier import leases, state
+from rqcrawl.frontier.tasks import TASKS, TaskTable
+from rqcrawl.ops import stats
+from rqcrawl.parse.changes import Content
+from rqcrawl.workers.runner import LocalWorkers
 
 GONE_AFTER = 2
 

@@ -11,10 +11,11 @@ from contextlib import ExitStack
 import redis
 from test_shards import HOSTS, Web, finished_untouched, records_of, seed_sharded, start_sites
 
-from rqcrawl import control, keys, shards
 from rqcrawl.config import CrawlConfig
-from rqcrawl.runner import LocalWorkers
-from rqcrawl.state import PAGE_BLOCK, CrawlState
+from rqcrawl.frontier import keys, shards
+from rqcrawl.frontier.state import PAGE_BLOCK, CrawlState
+from rqcrawl.ops import control
+from rqcrawl.workers.runner import LocalWorkers
 
 PAGES = 80  # per host: 320 in all, over 100 on each shard whichever way the hash falls
 

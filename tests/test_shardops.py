@@ -23,10 +23,12 @@ from servers import HTTPSite, RedisServer
 from test_shards import HOSTS, PAGES, Web, check_exact, seed_sharded, start_sites
 from testsite import Site
 
-from rqcrawl import config, control, keys, sinks, stats
-from rqcrawl.keys import CrawlKeys
-from rqcrawl.runner import LocalWorkers
-from rqcrawl.state import CrawlState
+from rqcrawl import config
+from rqcrawl.frontier import keys
+from rqcrawl.frontier.keys import CrawlKeys
+from rqcrawl.frontier.state import CrawlState
+from rqcrawl.ops import control, sinks, stats
+from rqcrawl.workers.runner import LocalWorkers
 
 
 @pytest.fixture

@@ -18,13 +18,15 @@ from helpers import child_pids, rqcrawl, seed_local, status, stop_pids, wait_unt
 from rq import Worker
 from servers import HTTPSite, reply
 
-from rqcrawl import api, config, control, keys, levels, shards, state, stats
+from rqcrawl import api, config
 from rqcrawl.config import ConfigError, CrawlConfig
-from rqcrawl.frontier import Frontier
-from rqcrawl.runner import WORKER_CLASS, LocalWorkers
-from rqcrawl.shards import ShardMap, shard_map
-from rqcrawl.state import Outgoing, all_shards
-from rqcrawl.urls import host_of
+from rqcrawl.frontier import keys, levels, shards, state
+from rqcrawl.frontier.dispatch import Frontier
+from rqcrawl.frontier.shards import ShardMap, shard_map
+from rqcrawl.frontier.state import Outgoing, all_shards
+from rqcrawl.ops import control, stats
+from rqcrawl.parse.urls import host_of
+from rqcrawl.workers.runner import WORKER_CLASS, LocalWorkers
 
 HOSTS = 4
 PAGES = 12
@@ -328,7 +330,7 @@ def test_seeding_stores_the_crawl_in_every_shard_with_its_index(
             assert state.shard_index(conn, "sh") == index
             assert "sh" in state.crawl_names(conn)
             assert all_shards(conn, "sh")[index] is conn
-            # its own seed and its site's sitemap entry (rqcrawl.sitemaps), released
+            # its own seed and its site's sitemap entry (rqcrawl.parse.sitemaps), released
             assert conn.hlen(keys.CrawlKeys("sh").inflight) == 2
 
 

@@ -14,9 +14,9 @@ import pytest
 from helpers import read_jsonl, rqcrawl, seed_local, status, wait_finished, wait_until
 from servers import HTTPSite, reply
 
-from rqcrawl import sitemaps
 from rqcrawl.config import CrawlConfig
-from rqcrawl.runner import LocalWorkers
+from rqcrawl.parse import sitemaps
+from rqcrawl.workers.runner import LocalWorkers
 
 OUTSIDE = "http://127.0.0.9:9"  # another host: outside the crawl's scope
 

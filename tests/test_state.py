@@ -10,10 +10,10 @@ import time
 import pytest
 from redis.exceptions import NoScriptError
 
-from rqcrawl import keys, scripts
 from rqcrawl.config import CrawlConfig
-from rqcrawl.sinks import iter_records, record, skip_template
-from rqcrawl.state import CLAIM_NOTE_EVERY, CrawlState, InFlight
+from rqcrawl.frontier import keys, scripts
+from rqcrawl.frontier.state import CLAIM_NOTE_EVERY, CrawlState, InFlight
+from rqcrawl.ops.sinks import iter_records, record, skip_template
 
 A, B, C = "http://a.test/", "http://b.test/", "http://c.test/"
 

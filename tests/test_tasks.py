@@ -9,10 +9,10 @@ import time
 import pytest
 from sqlalchemy import event
 
-from rqcrawl import tasks
-from rqcrawl.changes import Content
 from rqcrawl.config import CrawlConfig
-from rqcrawl.tasks import Known, TaskTable, schedule
+from rqcrawl.frontier import tasks
+from rqcrawl.frontier.tasks import Known, TaskTable, schedule
+from rqcrawl.parse.changes import Content
 
 CFG = CrawlConfig.from_dict({"revisit": 100, "revisit_min": 20, "revisit_max": 400})
 NOW = 1_000_000.0

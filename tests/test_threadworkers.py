@@ -12,8 +12,8 @@ from rq import Worker
 from servers import HTTPSite
 from testsite import Site
 
-from rqcrawl.runner import LocalWorkers
-from rqcrawl.urls import canonicalize
+from rqcrawl.parse.urls import canonicalize
+from rqcrawl.workers.runner import LocalWorkers
 
 
 def path_of(url: str) -> str:

@@ -1,4 +1,4 @@
-"""A host's pace listens to it (rqcrawl.politeness): one slow response does not stretch the
+"""A host's pace listens to it (rqcrawl.fetch.politeness): one slow response does not stretch the
 schedule, 429s slow the host down and successes bring it back, any Retry-After is survived,
 and hosts on one address share one gate with politeness_by = "ip"."""
 
@@ -13,10 +13,10 @@ from servers import HTTPSite, reply
 from test_politeness import scope
 
 from rqcrawl import config
-from rqcrawl.fetch import RETRY_AFTER_MAX, retry_after
-from rqcrawl.keys import CrawlKeys
-from rqcrawl.politeness import Politeness
-from rqcrawl.runner import LocalWorkers
+from rqcrawl.fetch.http import RETRY_AFTER_MAX, retry_after
+from rqcrawl.fetch.politeness import Politeness
+from rqcrawl.frontier.keys import CrawlKeys
+from rqcrawl.workers.runner import LocalWorkers
 
 
 def settings(tmp_path, name: str, *sites: HTTPSite, **values) -> str:

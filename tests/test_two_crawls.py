@@ -10,10 +10,11 @@ from servers import HTTPSite
 from test_crawl_e2e import path_of
 from testsite import Site
 
-from rqcrawl import config, keys
-from rqcrawl.bloom import BloomFilter
-from rqcrawl.runner import LocalWorkers
-from rqcrawl.urls import canonicalize
+from rqcrawl import config
+from rqcrawl.frontier import keys
+from rqcrawl.frontier.bloom import BloomFilter
+from rqcrawl.parse.urls import canonicalize
+from rqcrawl.workers.runner import LocalWorkers
 
 
 def test_two_crawls_on_the_same_workers_share_nothing(redis_url, conn, tmp_path):

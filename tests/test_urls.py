@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from rqcrawl.urls import InvalidURL, canonicalize, host_of, in_scope
+from rqcrawl.parse.urls import InvalidURL, canonicalize, host_of, in_scope
 
 BASE = "http://example.com/a/b/page.html"
 

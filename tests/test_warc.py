@@ -17,9 +17,9 @@ from testsite import Site
 from warcio.archiveiterator import ArchiveIterator
 
 from rqcrawl.config import CrawlConfig
-from rqcrawl.fetch import FetchError, fetch
-from rqcrawl.runner import LocalWorkers
-from rqcrawl.warc import WarcFiles
+from rqcrawl.fetch.http import FetchError, fetch
+from rqcrawl.fetch.warc import WarcFiles
+from rqcrawl.workers.runner import LocalWorkers
 
 CFG = CrawlConfig.from_dict({"allow_private": True})
 HTML = b"<html><title>t</title><body>" + b"hello " * 200 + b"</body></html>"

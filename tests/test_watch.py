@@ -13,7 +13,7 @@ from helpers import BIN, env_with, rqcrawl, seed_local, wait_until
 from servers import HTTPSite
 from testsite import Site
 
-from rqcrawl.runner import LocalWorkers
+from rqcrawl.workers.runner import LocalWorkers
 
 
 def test_watch_prints_a_line_per_refresh_and_ends_with_the_crawl(redis_url):

@@ -13,9 +13,9 @@ from rq.job import Job, JobStatus
 from rq.suspension import resume, suspend
 from rq.utils import str_to_date
 
-from rqcrawl.frontier import JOB_FUNC
-from rqcrawl.threadworkers import threaded_class
-from rqcrawl.worker import CrawlJob, CrawlWorker
+from rqcrawl.frontier.dispatch import JOB_FUNC
+from rqcrawl.workers.threadworkers import threaded_class
+from rqcrawl.workers.worker import CrawlJob, CrawlWorker
 
 
 def square(x: int) -> int:

@@ -10,12 +10,13 @@ from helpers import seed_local, status, wait_until
 from rq import Queue, Worker
 from servers import HTTPSite, reply
 
-from rqcrawl import control, keys
 from rqcrawl.config import CrawlConfig
-from rqcrawl.frontier import Frontier
-from rqcrawl.runner import LocalWorkers
-from rqcrawl.state import InFlight
-from rqcrawl.worker import CrawlWorker, Tender
+from rqcrawl.frontier import keys
+from rqcrawl.frontier.dispatch import Frontier
+from rqcrawl.frontier.state import InFlight
+from rqcrawl.ops import control
+from rqcrawl.workers.runner import LocalWorkers
+from rqcrawl.workers.worker import CrawlWorker, Tender
 
 
 def deferred_crawl(conn, name: str, url: str) -> Frontier:

@@ -8,12 +8,14 @@ from servers import HTTPSite
 from test_crawl_e2e import path_of
 from testsite import Site
 
-from rqcrawl import config, jobs, warc
+from rqcrawl import config
 from rqcrawl.config import CrawlConfig
-from rqcrawl.keys import CrawlKeys
-from rqcrawl.redisurl import server_key
-from rqcrawl.robots import Robots, RobotsCache
-from rqcrawl.runner import LocalWorkers
+from rqcrawl.fetch import warc
+from rqcrawl.fetch.robots import Robots, RobotsCache
+from rqcrawl.frontier.keys import CrawlKeys
+from rqcrawl.frontier.redisurl import server_key
+from rqcrawl.workers import jobs
+from rqcrawl.workers.runner import LocalWorkers
 
 
 def test_a_purged_crawl_name_serves_a_new_crawl_with_its_own_settings(redis_url, tmp_path):

@@ -16,7 +16,7 @@ from helpers import BIN, seed_local, wait_finished, wait_until
 from rq import Worker
 from servers import HTTPSite, RedisServer, drip, reply
 
-from rqcrawl.runner import WORKER_CLASS, LocalWorkers
+from rqcrawl.workers.runner import WORKER_CLASS, LocalWorkers
 
 STOPPED_WITHIN = 10.0  # seconds from SIGTERM to exit (the bound)
 

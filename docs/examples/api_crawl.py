@@ -7,10 +7,8 @@ from pathlib import Path
 
 import redis
 
-from rqcrawl import api
+from rqcrawl import EmbeddedRedis, LocalWorkers, api
 from rqcrawl.demo import DemoSite
-from rqcrawl.embedded import EmbeddedRedis
-from rqcrawl.runner import LocalWorkers
 
 site = DemoSite().start()  # or your own seeds: ["https://example.org/"]
 data = Path(tempfile.mkdtemp(prefix="rqcrawl-example-"))

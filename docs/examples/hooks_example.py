@@ -1,6 +1,6 @@
 """A page hook: called by the workers on every fetched HTML page (setting `hook`)."""
 
-from rqcrawl.hooks import HookPage
+from rqcrawl.parse.hooks import HookPage
 
 
 def on_page(page: HookPage) -> dict:

@@ -14,7 +14,8 @@ import os
 
 import click
 
-from ..frontier import PUMP_BATCH
+from rqcrawl.frontier.dispatch import PUMP_BATCH
+
 from .report import NATIVE, PRELOADED, STOCK, median_result, notes, table
 from .runs import run_rqcrawl, run_scrapy, scrapy_available
 from .site import ChainSpec, FanSpec, SiteSpec
@@ -48,7 +49,7 @@ def parse_list(kind):
               help="Scrapy CONCURRENT_REQUESTS values, comma-separated.")  # fmt: skip
 @click.option("--stock/--no-stock", default=False,
               help="Also crawl with stock forking `rq worker crawl` workers (same counts), "
-                   "without and with RQ_CONFIG=rqcrawl.preload.")  # fmt: skip
+                   "without and with RQ_CONFIG=rqcrawl.workers.preload.")  # fmt: skip
 @click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True,
               help="Runs of each configuration; the table shows medians.")  # fmt: skip
 @click.option("--site-procs", type=click.IntRange(min=1), default=2, show_default=True,

@@ -12,11 +12,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..config import CrawlConfig
-from ..embedded import EmbeddedRedis
-from ..keys import CrawlKeys
-from ..politeness import Politeness
-from ..shards import connect
+from rqcrawl.config import CrawlConfig
+from rqcrawl.fetch.politeness import Politeness
+from rqcrawl.frontier.keys import CrawlKeys
+from rqcrawl.frontier.shards import connect
+from rqcrawl.workers.embedded import EmbeddedRedis
 
 CRAWL = "gatebench"
 

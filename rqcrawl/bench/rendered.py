@@ -23,12 +23,15 @@ import click
 import psutil
 from redis import Redis
 
-from .. import api, keys, stats
-from ..config import CrawlConfig
-from ..embedded import EmbeddedRedis
-from ..runner import RENDER_WORKER_CLASS, LocalWorkers
-from ..state import CrawlState
-from ..urls import canonicalize
+from rqcrawl import api
+from rqcrawl.config import CrawlConfig
+from rqcrawl.frontier import keys
+from rqcrawl.frontier.state import CrawlState
+from rqcrawl.ops import stats
+from rqcrawl.parse.urls import canonicalize
+from rqcrawl.workers.embedded import EmbeddedRedis
+from rqcrawl.workers.runner import RENDER_WORKER_CLASS, LocalWorkers
+
 from .jssite import JSSite, serve
 from .runs import BENCH_SETTINGS, proc_cpu_s, wait_for_workers
 

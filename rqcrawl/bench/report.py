@@ -8,11 +8,11 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
-from ..config import CrawlConfig
-from ..runner import WORKER_CLASS
+from rqcrawl.config import CrawlConfig
+from rqcrawl.workers.runner import WORKER_CLASS
 
 # The crawler column of stock `rq worker crawl` rows (RQ's default forking Worker), and of
-# the same with the crawler imported in the parent (RQ_CONFIG=rqcrawl.preload).
+# the same with the crawler imported in the parent (RQ_CONFIG=rqcrawl.workers.preload).
 STOCK = "rq-stock"
 PRELOADED = "rq-stock+preload"
 NATIVE = "rqcrawl+bf"  # the recommended worker, the crawl on the native Bloom filter (BF.*)

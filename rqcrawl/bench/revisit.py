@@ -21,14 +21,17 @@ import click
 from redis import Redis
 from sqlalchemy import delete, func, insert, select, text
 
-from .. import config, stats, tasks
-from ..config import CrawlConfig
-from ..embedded import EmbeddedRedis
-from ..frontier import Frontier
-from ..keys import CrawlKeys
-from ..runner import LocalWorkers
-from ..state import CrawlState
-from ..urls import canonicalize
+from rqcrawl import config
+from rqcrawl.config import CrawlConfig
+from rqcrawl.frontier import tasks
+from rqcrawl.frontier.dispatch import Frontier
+from rqcrawl.frontier.keys import CrawlKeys
+from rqcrawl.frontier.state import CrawlState
+from rqcrawl.ops import stats
+from rqcrawl.parse.urls import canonicalize
+from rqcrawl.workers.embedded import EmbeddedRedis
+from rqcrawl.workers.runner import LocalWorkers
+
 from .runs import (
     CRAWL,
     crawl_config,

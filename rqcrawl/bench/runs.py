@@ -18,14 +18,16 @@ import click
 from redis import Redis
 from rq import Worker
 
-from .. import config, stats
-from ..config import CrawlConfig
-from ..embedded import EmbeddedRedis
-from ..frontier import Frontier
-from ..keys import CrawlKeys
-from ..runner import WORKER_CLASS, LocalWorkers
-from ..state import CrawlState
-from ..urls import canonicalize
+from rqcrawl import config
+from rqcrawl.config import CrawlConfig
+from rqcrawl.frontier.dispatch import Frontier
+from rqcrawl.frontier.keys import CrawlKeys
+from rqcrawl.frontier.state import CrawlState
+from rqcrawl.ops import stats
+from rqcrawl.parse.urls import canonicalize
+from rqcrawl.workers.embedded import EmbeddedRedis
+from rqcrawl.workers.runner import WORKER_CLASS, LocalWorkers
+
 from .report import NATIVE, PRELOADED, STOCK, Result
 from .site import SiteServer, SiteSpec, page_path
 
@@ -107,7 +109,7 @@ def run_rqcrawl(
             workers,
             threads,
             worker_class=STOCK_WORKER_CLASS if stock else WORKER_CLASS,
-            rq_config="rqcrawl.preload" if crawler == PRELOADED else None,
+            rq_config="rqcrawl.workers.preload" if crawler == PRELOADED else None,
         )
         try:
             wait_for_workers(conn, pool, workers * threads)

@@ -22,14 +22,17 @@ from pathlib import Path
 import click
 from redis import Redis
 
-from .. import api, keys, stats
-from ..config import CrawlConfig
-from ..embedded import EmbeddedRedis
-from ..keys import CrawlKeys
-from ..levels import settled
-from ..runner import LocalWorkers
-from ..state import CrawlState
-from ..urls import canonicalize
+from rqcrawl import api
+from rqcrawl.config import CrawlConfig
+from rqcrawl.frontier import keys
+from rqcrawl.frontier.keys import CrawlKeys
+from rqcrawl.frontier.levels import settled
+from rqcrawl.frontier.state import CrawlState
+from rqcrawl.ops import stats
+from rqcrawl.parse.urls import canonicalize
+from rqcrawl.workers.embedded import EmbeddedRedis
+from rqcrawl.workers.runner import LocalWorkers
+
 from .runs import BENCH_SETTINGS, CRAWL, proc_cpu_s, redis_numbers, wait_for_workers
 from .site import SiteServer, SiteSpec, start_hosts
 

@@ -20,11 +20,13 @@ from pathlib import Path
 import click
 from redis import Redis
 
-from .. import api, stats
-from ..config import CrawlConfig
-from ..embedded import EmbeddedRedis
-from ..runner import LocalWorkers
-from ..urls import canonicalize, host_of
+from rqcrawl import api
+from rqcrawl.config import CrawlConfig
+from rqcrawl.ops import stats
+from rqcrawl.parse.urls import canonicalize, host_of
+from rqcrawl.workers.embedded import EmbeddedRedis
+from rqcrawl.workers.runner import LocalWorkers
+
 from .runs import BENCH_SETTINGS, wait_finished, wait_for_workers
 from .site import ChainSpec, FanSpec, SiteServer
 

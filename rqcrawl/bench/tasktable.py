@@ -19,9 +19,9 @@ import time
 import click
 from sqlalchemy import delete, text, update
 
-from .. import tasks
-from ..frontier import PUMP_BATCH
-from ..tasks import TASKS, TaskTable
+from rqcrawl.frontier import tasks
+from rqcrawl.frontier.dispatch import PUMP_BATCH
+from rqcrawl.frontier.tasks import TASKS, TaskTable
 
 CRAWL = "bench-task-table"
 BUILD_BATCH = 10_000  # rows per INSERT while building

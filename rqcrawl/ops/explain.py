@@ -1,0 +1,47 @@
+"""Why a seed was not crawled, in words a newcomer can act on: its record's outcome and
+error, and the flag or check that would change it (`rqcrawl crawl` prints them when no seed
+could be crawled, instead of finishing quietly with "0 fetched")."""
+
+from __future__ import annotations
+
+from rqcrawl.ops.stats import failure_reason
+
+_REFUSED_HINT = (
+    "rqcrawl refuses private, loopback and link-local addresses unless the crawl allows "
+    "them: add --allow-private for a site on your own machine or network"
+)
+_DNS_HINT = (
+    "its host name does not resolve: check the URL, and this machine's DNS and internet "
+    "access (HTTP_PROXY / HTTPS_PROXY if it needs a proxy)"
+)
+_HINTS = {
+    "robots_disallowed": "the site's robots.txt disallows it for our user agent; --no-robots "
+    "ignores robots.txt (only for sites you may crawl so)",
+    "out_of_scope": "it redirects to a host outside the crawl's scope: seed the final URL, or "
+    "set scope_hosts in a --config file",
+    "too_large": "its body is larger than max_body_bytes (a --config file setting)",
+    "not_html": "it is not an HTML page: seed a page that links to it",
+    "connection_refused": "nothing listens at that address and port: is the server up?",
+    "timeout": "the server did not answer in time: is it up and reachable from here?",
+    "tls": "the TLS handshake failed (certificate or protocol)",
+}
+
+
+def seed_problem(rec: dict) -> str:
+    """One line for the record of a seed that was not fetched: its URL, what happened, and
+    what would change it."""
+    outcome, error = rec["outcome"], rec.get("error") or ""
+    if outcome == "refused_address":
+        hint = _REFUSED_HINT
+    else:
+        kind = failure_reason("connection", error, rec.get("status"))
+        if kind == "dns" or "nameresolution" in error.lower():  # urllib3's, in a cut message
+            hint = _DNS_HINT
+        elif rec.get("reason") == "robots" and kind in _HINTS:
+            hint = f"robots.txt could not be fetched: {_HINTS[kind]}"
+        elif rec.get("reason") == "robots":
+            hint = "its robots.txt could not be fetched; --no-robots skips robots.txt"
+        else:
+            hint = _HINTS.get(outcome) or _HINTS.get(kind) or ""
+    what = f"{outcome}: {error}" if error else outcome
+    return f"{rec['url']}: {what}" + (f"\n  -> {hint}" if hint else "")

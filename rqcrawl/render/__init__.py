@@ -1,0 +1,19 @@
+"""Pages that only JavaScript builds: which pages go to a browser (`choice`, light enough
+for every worker), and the render worker that loads them in the system's Chromium with every
+request through the address guard (`browser`, which imports Playwright).
+
+`rqcrawl.render.RenderWorker` (the render queue's worker class) and `rqcrawl.render.render_url`
+(its job function) are imported on first use, so that plain workers never load Playwright.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("RenderWorker", "render_url"):
+        from rqcrawl.render import browser
+
+        return getattr(browser, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

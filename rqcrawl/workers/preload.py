@@ -1,0 +1,12 @@
+"""An RQ settings module that imports the crawler into a forking worker's parent:
+
+    RQ_CONFIG=rqcrawl.workers.preload rq worker crawl --with-scheduler
+
+RQ imports the module named by `-c`/`RQ_CONFIG` before it starts working, and every forked
+work-horse inherits the parent's modules, so a job no longer pays for importing requests,
+parsel and lxml. It defines no RQ setting: the Redis URL and the rest come as usual. The
+recommended worker (RQ_WORKER_CLASS=rqcrawl.workers.CrawlWorker) is still much faster: it also
+keeps connections, settings and the URLs it has seen across jobs, and does not fork.
+"""
+
+from rqcrawl.workers import jobs  # noqa: F401

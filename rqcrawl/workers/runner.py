@@ -1,0 +1,182 @@
+"""Running a crawl on this machine: local worker processes and a progress display that
+ends when the crawl is finished."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
+from pathlib import Path
+from typing import BinaryIO, TextIO
+
+from redis import Redis
+
+from rqcrawl import config
+from rqcrawl.frontier import keys
+from rqcrawl.frontier.dispatch import Frontier
+from rqcrawl.frontier.redisurl import CLIENT, is_sentinel
+from rqcrawl.frontier.state import all_shards
+from rqcrawl.ops import stats
+from rqcrawl.ops.monitor import ProgressBar
+from rqcrawl.workers.worker import REDIS_DOWN
+
+WORKER_CLASS = "rqcrawl.workers.CrawlWorker"  # see worker.py
+RENDER_WORKER_CLASS = "rqcrawl.render.RenderWorker"  # the render queue's (see render.py)
+
+
+def worker_command(threads: int) -> list[str]:
+    """`rq worker`, or with threads > 1 the same command line running that many workers in
+    threads of one process (rqcrawl.workers.threadworkers)."""
+    if threads > 1:
+        return ["rqcrawl.workers.threadworkers", "--threads", str(threads)]
+    return ["rq.cli", "worker"]
+
+
+class LocalWorkers:
+    """N `rq worker crawl` processes of this Python, in their own session so that Ctrl-C
+    reaches only us and we stop them in order (warm shutdown, then kill). The Redis URL goes
+    through the environment (RQ_REDIS_URL), where `ps` does not show its password. With
+    `log_dir`, each one's output is appended to `log_dir`/<n>.log, so that a stalled or
+    failing worker can be seen; else it is discarded. `worker_class=None` runs RQ's own
+    worker class (or $RQ_WORKER_CLASS), as a bare `rq worker` does; `env` adds variables to
+    the workers' environment. As a context manager, it stops them on exit.
+
+    A sharded crawl has several `redis_url`s: one `rq worker` serves one Redis, so N
+    processes run per shard; with threads, each of the N processes runs `threads` workers
+    per shard (rqcrawl.workers.threadworkers): every shard gets N x threads workers either way.
+    `queue`: the RQ queue they serve (keys.RENDER_QUEUE for render workers)."""
+
+    def __init__(
+        self,
+        redis_url: str | Sequence[str],
+        count: int,
+        threads: int = 1,
+        log_dir: Path | None = None,
+        worker_class: str | None = WORKER_CLASS,
+        rq_config: str | None = None,
+        env: Mapping[str, str] | None = None,
+        queue: str = keys.QUEUE_NAME,
+    ):
+        self.log_dir = log_dir
+        urls = [redis_url] if isinstance(redis_url, str) else list(redis_url)
+        self.shard_count = len(urls)
+        # per process, the shards it serves (indexes of `urls`)
+        if threads > 1:
+            self.serves = [list(range(len(urls)))] * count
+        else:
+            self.serves = [[shard] for shard in range(len(urls)) for _ in range(count)]
+        outs = [self._log(n) for n in range(1, len(self.serves) + 1)]
+        self.procs = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    *worker_command(threads),
+                    queue,
+                    *(["--worker-class", worker_class] if worker_class else []),
+                    "--with-scheduler",
+                    "--maintenance-interval",
+                    "30",
+                    "--quiet",
+                    *(["--config", rq_config] if rq_config else []),
+                    *(["--connection-class", CLIENT] if any(map(is_sentinel, urls)) else []),
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env={
+                    **os.environ,
+                    **(env or {}),
+                    "RQ_REDIS_URL": " ".join(urls[shard] for shard in served),
+                },
+                start_new_session=True,
+            )  # fmt: skip
+            for out, served in zip(outs, self.serves, strict=True)
+        ]
+        for out in outs:  # the workers have their own copies
+            out.close()
+
+    def _log(self, n: int) -> BinaryIO:
+        """Worker `n`'s output: appended to `log_dir`/<n>.log, or discarded."""
+        if self.log_dir is None:
+            return open(os.devnull, "ab")
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        return open(self.log_dir / f"{n}.log", "ab")
+
+    def __enter__(self) -> LocalWorkers:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def alive(self) -> int:
+        return sum(p.poll() is None for p in self.procs)
+
+    def unserved(self) -> list[int]:
+        """The shards (indexes of the URLs) whose every worker process exited."""
+        served = {s for p, shards in zip(self.procs, self.serves, strict=True)
+                  if p.poll() is None for s in shards}  # fmt: skip
+        return [shard for shard in range(self.shard_count) if shard not in served]
+
+    def stop(self, grace: float = 30) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        for p in self.procs:
+            try:
+                p.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:  # its whole group: a forked RQ scheduler
+                os.killpg(p.pid, signal.SIGKILL)  # would outlive the worker, holding the lock
+                p.wait()
+
+
+def progress_line(s: dict, width: int = 30) -> str:
+    done = s["fetched"] + s["failed"] + s["skipped_total"]
+    total = max(s["admitted"], 1)
+    filled = int(width * done / total)
+    bar = "#" * filled + "." * (width - filled)
+    return (
+        f"[{bar}] {done}/{s['admitted']} URLs  {stats.depth_progress(s)}  "
+        f"{s['pages_per_s']:.1f} pages/s  {s['failed']} failed  {s['skipped_total']} skipped"
+    )
+
+
+def watch(conn: Redis, crawl: str, workers: LocalWorkers, out: TextIO = sys.stderr) -> dict:
+    """Show progress until the crawl is finished (or cancelled), pumping its due revisits
+    (a crawl with revisits never finishes: it runs until interrupted); returns the final
+    status.
+
+    On a terminal a progress bar (monitor.ProgressBar); otherwise a plain line every 5 seconds.
+    """
+    cfg = config.load(conn, crawl)
+    frontiers = [Frontier(shard, crawl, cfg) for shard in all_shards(conn, crawl)]
+    last_line = 0.0
+    with ProgressBar(out) if out.isatty() else nullcontext() as bar:
+        while True:
+            try:
+                for frontier in frontiers:
+                    frontier.maybe_reap()
+                    frontier.maybe_pump()
+                s = stats.status(conn, crawl)
+            except REDIS_DOWN as exc:  # Redis restarting: the workers wait for it too
+                out.write(f"\nRedis unreachable ({exc}), waiting for it\n")
+                time.sleep(1)
+                continue
+            now = time.monotonic()
+            if bar is not None:
+                bar.show(s)
+            elif now - last_line >= 5 or s["state"] in stats.OVER:
+                out.write(progress_line(s) + "\n")
+                last_line = now
+            if s["state"] in stats.OVER:
+                return s
+            unserved = workers.unserved()
+            if unserved:
+                where = workers.log_dir or "`rq worker` output"
+                of = f" of shard {unserved[0]}" if workers.shard_count > 1 else ""
+                raise RuntimeError(f"every worker process{of} exited; see {where}")
+            time.sleep(0.5)

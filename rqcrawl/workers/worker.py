@@ -1,0 +1,514 @@
+"""The recommended worker: `rq worker crawl -w rqcrawl.workers.CrawlWorker --with-scheduler`.
+
+It is RQ's SimpleWorker (no fork per job, so the HTTP keep-alive sessions, the crawl configs and
+the robots.txt verdicts stay warm across jobs) plus one background thread that tends every
+crawl of the Redis: it releases deferred URLs the moment they are due (RQ's scheduler only has
+whole seconds) and runs the recovery pass even when no job ends, so URLs of a killed worker
+come back although nobody runs `rqcrawl status`. A stock `rq worker crawl --with-scheduler`
+stays correct without it, only coarser: deferred URLs then wait for a job start or a
+wake-up job, up to a second late.
+
+It also trims RQ's per-job bookkeeping, which at crawl speed costs more Redis round trips than
+the crawl itself (27 of 33 per page): a heartbeat within seconds of one that gave the
+worker's key its full time-to-live is skipped (also the shorter one RQ sends before every
+job) and the others go in one round trip instead of three, the worker's state is written
+only when it changes, the `rq suspend` flag is read once a second rather than before every
+job, and a job without callbacks gets no heartbeat for them. What RQ stores is otherwise unchanged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import functools
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime
+
+from redis import Redis, RedisError
+from redis import exceptions as redis_errors
+from redis.backoff import ExponentialBackoff
+from redis.client import Pipeline
+from redis.retry import Retry
+from rq.exceptions import StopRequested
+from rq.job import Job, JobStatus
+from rq.queue import Queue
+from rq.utils import now
+from rq.worker import SimpleWorker, WorkerStatus
+
+from rqcrawl import config
+from rqcrawl.config import ConfigError
+from rqcrawl.frontier import state
+from rqcrawl.frontier.dispatch import JOB_FUNC, PUMP_EVERY
+from rqcrawl.ops.metrics import serve_from_env as serve_metrics
+from rqcrawl.workers.jobs import abandon, check_identity, crawl_of
+
+MAX_SLEEP = 0.1  # seconds between two looks at the running crawls when nothing is due sooner
+# Seconds between two reads of the set of crawls (and tries at a recovery pass, which the
+# crawl's lock keeps to one per state.REAP_EVERY). A new crawl's deferred URLs wait for this
+# read: until then only RQ's whole-second wake-ups release them (5 s made a polite host's
+# first pages a second apart instead of its delay).
+REFRESH_CRAWLS = 1.0
+HEARTBEAT_EVERY = 5.0  # seconds a full-TTL heartbeat (minutes of TTL) stands for the next ones
+SUSPENSION_EVERY = 1.0  # seconds between two reads of RQ's suspend flag
+STOP_CHECK_S = 1  # seconds an idle worker blocks on the queue before it looks for a stop
+REDIS_POLL = 0.5  # seconds between two tries to reach a Redis that went away (at most)
+REDIS_RETRY_FOR = 30.0  # seconds a command retries before the worker steps back and waits
+REDIS_DOWN = (redis_errors.ConnectionError, redis_errors.TimeoutError)  # see riding_out_redis
+PING_TIMEOUT = 2.0  # seconds a stop request of a busy worker waits to learn whether Redis is there
+SCHEDULER_STOP_S = 2.0  # seconds a stopping worker waits for its RQ scheduler before killing it
+
+log = logging.getLogger(__name__)
+
+
+def riding_out_redis(step: Callable) -> Callable:
+    """A step of the worker's loop that, when Redis is unreachable, waits for it to come back
+    and goes on (the step skipped) instead of letting RQ's work loop end the worker."""
+
+    @functools.wraps(step)
+    def wrapper(self: CrawlWorker, *args, **kwargs):
+        try:
+            return step(self, *args, **kwargs)
+        except REDIS_DOWN as exc:
+            self.await_redis(exc)
+
+    return wrapper
+
+
+class RetryUntilStopped(Retry):
+    """redis-py's Retry, except that once `stopping` is set a failed command is not tried
+    again: a worker asked to stop while Redis is gone then ends within seconds instead of
+    retrying each of its last writes for REDIS_RETRY_FOR. Every connection of the pool gets
+    a deep copy of its policy; the copies share the one `stopping`."""
+
+    def __init__(self, backoff, retries: int, stopping: threading.Event):
+        super().__init__(backoff, retries)
+        self.stopping = stopping
+
+    def __deepcopy__(self, memo: dict) -> RetryUntilStopped:
+        clone = copy.copy(self)
+        clone._backoff = copy.deepcopy(self._backoff, memo)
+        return clone
+
+    def call_with_retry(self, do, fail, is_retryable=None, with_failure_count=False):
+        def retryable(error: Exception) -> bool:
+            return not self.stopping.is_set() and (is_retryable is None or is_retryable(error))
+
+        return super().call_with_retry(do, fail, retryable, with_failure_count)
+
+
+class StopWithoutRedis(SystemExit):
+    """Raised into the job of a worker asked to stop while Redis is gone: the job could not
+    record its end anyway; its URL comes back through its lease (a SystemExit, so that no
+    `except Exception` of the job's code takes it for a failed page)."""
+
+
+class StopBetweenDequeues:
+    """An idle worker blocks on the queue at most STOP_CHECK_S at a time and honours a stop
+    request between two dequeues, never in the middle of one (see CrawlWorker._shutdown)."""
+
+    _stop_requested: bool
+    connection: Redis
+
+    def ask_to_stop(self) -> None:
+        """A warm stop from outside the worker's thread (rqcrawl.workers.threadworkers)."""
+        self._stop_requested = True
+
+    def redis_answers(self) -> bool:
+        """Whether Redis answers a PING within PING_TIMEOUT, on a connection of its own
+        (the pool's may be in use by the interrupted job, or wait minutes on a dequeue)."""
+        pool = self.connection.connection_pool
+        kwargs = {"socket_timeout": PING_TIMEOUT, "socket_connect_timeout": PING_TIMEOUT}
+        probe = pool.connection_class(**{**pool.connection_kwargs, **kwargs})
+        try:
+            probe.send_command("PING")
+            probe.read_response()
+            return True
+        except (*REDIS_DOWN, OSError):
+            return False
+        finally:
+            probe.disconnect()
+
+    def dequeue_job_and_maintain_ttl(self, timeout, max_idle_time=None):
+        if timeout is None:  # burst mode: one non-blocking look
+            return super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
+        while not self._stop_requested:
+            result = super().dequeue_job_and_maintain_ttl(STOP_CHECK_S, STOP_CHECK_S)
+            if result is not None:
+                return result
+        raise StopRequested()
+
+
+def worker_name(suffix: str = "") -> str:
+    """`host:pid` (and a thread's suffix): rq-dashboard and `rq info` then say where a worker
+    runs, instead of RQ's random hex."""
+    return f"{socket.gethostname()}:{os.getpid()}{suffix}"
+
+
+class CrawlJob(Job):
+    """An RQ job whose success is written in one HSET: its status, its fields and its `meta`
+    (the page's outcome, see jobs._describe). RQ's own writes the status on its own, then
+    the job without `meta`, and `job.save_meta()` would cost a round trip per page. A crawl
+    job's expiry (or deletion) leaves out the keys of dependencies and dependents, which it
+    never has, and its start writes its heartbeat once (see heartbeat)."""
+
+    saves_meta = True
+    _succeeding = False  # inside RQ's _handle_success
+
+    def _handle_success(self, result_ttl: int, pipeline: Pipeline, **kwargs) -> None:
+        self._succeeding = True
+        try:
+            super()._handle_success(result_ttl, pipeline, **kwargs)
+        finally:
+            self._succeeding = False
+
+    def heartbeat(
+        self, timestamp: datetime, ttl: int, pipeline: Pipeline | None = None, xx: bool = False
+    ) -> None:
+        """RQ's; but the one queued in the pipeline that prepares the job's execution is only
+        noted: prepare_for_execution writes the same field next, in the same pipeline."""
+        if pipeline is not None and not xx:
+            self.last_heartbeat = timestamp
+            return
+        super().heartbeat(timestamp, ttl, pipeline=pipeline, xx=xx)
+
+    def set_status(self, status: JobStatus, pipeline: Pipeline | None = None) -> None:
+        if self._succeeding:  # the save that follows writes it
+            self._status = status
+            return
+        super().set_status(status, pipeline=pipeline)
+
+    def save(
+        self,
+        pipeline: Pipeline | None = None,
+        include_meta: bool = True,
+        include_result: bool = True,
+    ) -> None:
+        super().save(pipeline, include_meta or self._succeeding, include_result)
+
+    def cleanup(
+        self,
+        ttl: int | None = None,
+        pipeline: Pipeline | None = None,
+        remove_from_queue: bool = True,
+    ) -> None:
+        if ttl is not None and ttl >= 0 and self.func_name == JOB_FUNC:
+            conn = pipeline if pipeline is not None else self.connection
+            if ttl:
+                conn.expire(self.key, ttl)
+            else:  # a job that passed its URL on (jobs.Passed): it had no result saved
+                conn.delete(self.key)
+            return
+        super().cleanup(ttl, pipeline, remove_from_queue)
+
+
+class CrawlWorker(StopBetweenDequeues, SimpleWorker):
+    """SimpleWorker plus the release-and-recovery thread (see the module docstring), riding
+    out Redis crashes, restarts and failovers."""
+
+    # RQ retries a failed blocking dequeue after 1, 2, 4 ... 60 s: a worker would come back
+    # up to a minute after Redis did. Retry every second instead.
+    max_connection_wait_time = 1.0
+
+    # One tender per process, however many workers run in its threads
+    # (rqcrawl.workers.threadworkers).
+    _tending = threading.Lock()
+    _full_beat_at: float | None = None  # when the last heartbeat with the worker's full TTL went
+    _suspension_checked_at = 0.0
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs["name"] = kwargs.get("name") or worker_name()
+        self._stopping = threading.Event()  # set by a stop request: see RetryUntilStopped
+        super().__init__(*args, **kwargs)
+        if self.job_class is Job:  # RQ's default: a custom --job-class is left alone
+            self.job_class = CrawlJob
+
+    def _set_connection(self, connection: Redis) -> Redis:
+        """RQ raises the socket timeout above its blocking dequeue's, but only for the
+        connections its pool makes from then on: the one `rq worker` opened before (to
+        check `rq suspend`) keeps redis-py's 5 s. Handed to the blocking dequeue (the
+        release thread makes that likely), it timed out every 5 s and RQ backed off 1, 2,
+        4 ... 60 s, so an idle worker took new work up to a minute late. The pool's idle
+        connections are therefore dropped: every connection is made anew, with RQ's timeout.
+
+        Unless the connection has a retry policy of its own, a command that finds Redis
+        gone (crashed, restarting, failing over) is retried for about REDIS_RETRY_FOR
+        seconds: a job then goes on where it was (its steps are atomic and idempotent)
+        instead of leaving a lost job and a held politeness lease behind; unless the
+        worker is stopping (RetryUntilStopped)."""
+        connection = super()._set_connection(connection)
+        pool = connection.connection_pool
+        if pool.connection_kwargs.get("retry") is None:
+            retries = int(REDIS_RETRY_FOR / REDIS_POLL)
+            policy = RetryUntilStopped(ExponentialBackoff(REDIS_POLL), retries, self._stopping)
+            pool.connection_kwargs["retry"] = policy
+        pool.disconnect(inuse_connections=False)
+        pool.reset()
+        return connection
+
+    def _shutdown(self) -> None:
+        """RQ stops an idle worker by raising StopRequested from the signal handler wherever
+        it is, also after its dequeue moved a job into RQ's intermediate list and before the
+        job starts: the job then stays there `queued`, run by nobody, until RQ's maintenance
+        fails it a minute or more later (10 minutes for a default `rq worker`), and its
+        crawl's level cannot end meanwhile (a resumed crawl stalled). Here a stop request
+        of an idle worker is only noted, and honoured before its next dequeue."""
+        if self.get_state() == WorkerStatus.BUSY:
+            super()._shutdown()
+        else:
+            self._stop_requested = True
+
+    def request_stop(self, signum, frame) -> None:
+        """RQ's warm stop; but from now on a command that finds Redis gone fails at once
+        (RetryUntilStopped), so that the worker ends within seconds whatever the state of
+        Redis. A job it held then comes back through its lease, as after a kill."""
+        self._stopping.set()
+        super().request_stop(signum, frame)
+        if self.get_state() == WorkerStatus.BUSY and not self.redis_answers():
+            self.log.warning(
+                "Worker %s: Redis unreachable: stopping now, the job's URL comes back "
+                "through its lease",
+                self.name,
+            )
+            raise StopWithoutRedis()
+
+    def ask_to_stop(self) -> None:
+        self._stopping.set()
+        super().ask_to_stop()
+
+    def set_shutdown_requested_date(self) -> None:
+        """RQ writes the date of a stop request from the signal handler: with Redis gone
+        that write is skipped, rather than raised into the job the signal interrupted."""
+        try:
+            super().set_shutdown_requested_date()
+        except REDIS_DOWN as exc:
+            self.log.warning("Worker %s: stopping; Redis unreachable (%s)", self.name, exc)
+
+    def stop_scheduler(self) -> None:
+        """RQ's, but a scheduler that does not end within SCHEDULER_STOP_S, or at once when
+        Redis is gone (its last writes would retry), is killed; its lock expires on its own."""
+        process = self.scheduler._process
+        if process is None or not process.pid:
+            return
+        with contextlib.suppress(OSError):
+            os.kill(process.pid, signal.SIGTERM)
+        process.join(SCHEDULER_STOP_S if self.redis_answers() else 0)
+        if process.is_alive():
+            process.kill()
+            process.join()
+
+    def teardown(self) -> None:
+        """RQ's (the worker's death registered); with Redis gone, a stopping worker leaves
+        its key to expire (its TTL) rather than wait for Redis."""
+        try:
+            super().teardown()
+        except REDIS_DOWN as exc:
+            if not self._stopping.is_set():
+                raise
+            self.log.warning("Worker %s: stopped without Redis (%s)", self.name, exc)
+
+    @riding_out_redis
+    def heartbeat(self, timeout: int | None = None, pipeline: Pipeline | None = None) -> None:
+        """RQ's heartbeat, skipped while a full-TTL one went less than HEARTBEAT_EVERY ago:
+        the worker's key then has minutes left, more than the TTL of the heartbeat RQ sends
+        before every job (the job's timeout, at most job_monitoring_interval, plus a minute),
+        which is skipped too. Else sent with `pipeline`, or in one round trip."""
+        full, asked = self.worker_ttl + 60, timeout or self.worker_ttl + 60
+        recent = self._full_beat_at is not None and (
+            time.monotonic() - self._full_beat_at < HEARTBEAT_EVERY
+        )
+        if recent and asked <= full and not self._stop_requested:
+            return  # (a stopping worker sends it: without Redis, RQ's dequeue loop ends here)
+        if pipeline is not None:
+            super().heartbeat(timeout, pipeline=pipeline)
+        else:
+            with self.connection.pipeline(transaction=False) as pipe:
+                super().heartbeat(timeout, pipeline=pipe)
+                pipe.execute()
+        self._full_beat_at = time.monotonic() if asked >= full else None
+
+    def execute_job(self, job: Job, queue: Queue) -> None:
+        """SimpleWorker's, with the `idle` state and the heartbeat after the job sent in one
+        round trip (the work loop's own heartbeat then finds it recent). A job cut short
+        by a lost Redis is marked failed once Redis is back, so that the crawl's recovery
+        pass brings its URL back at once rather than when RQ finds it abandoned."""
+        try:
+            self.perform_job(job, queue, self.prepare_execution(job))
+            with self.connection.pipeline(transaction=False) as pipe:
+                self.set_state(WorkerStatus.IDLE, pipeline=pipe)
+                self.heartbeat(pipeline=pipe)
+                pipe.execute()
+        except REDIS_DOWN as exc:
+            self.await_redis(exc)
+            self._fail_cut_short(job, queue, exc)
+
+    @riding_out_redis
+    def _fail_cut_short(self, job: Job, queue: Queue, exc: Exception) -> None:
+        self.handle_job_failure(job, queue, exc_string=f"Redis connection lost: {exc}")
+
+    def handle_exception(self, job: Job, *exc_info) -> None:
+        """RQ's; and a job that failed because Redis went away is abandoned (see
+        jobs.abandon) once Redis answers again. A stop without Redis ends the worker at
+        once: the job's fate is its lease's (see request_stop)."""
+        if isinstance(exc_info[1], StopWithoutRedis):
+            raise exc_info[1]
+        super().handle_exception(job, *exc_info)
+        if isinstance(exc_info[1], REDIS_DOWN):
+            self.await_redis(exc_info[1])
+            self._abandon(job)
+
+    @riding_out_redis
+    def _abandon(self, job: Job) -> None:
+        abandon(job)
+
+    def await_redis(self, exc: Exception) -> None:
+        """Wait until Redis answers again (a crash and restart, a failover); a stop request
+        meanwhile ends the worker (StopRequested: RQ's own loops would retry forever)."""
+        self.log.warning("Worker %s: Redis unreachable (%s), waiting for it", self.name, exc)
+        while not self._stop_requested:
+            try:
+                self.connection.ping()
+            except REDIS_DOWN:
+                time.sleep(REDIS_POLL)
+                continue
+            self.log.warning("Worker %s: Redis is back", self.name)
+            return
+        raise StopRequested()
+
+    def handle_execution_ended(self, job: Job, queue: Queue, heartbeat_ttl: int) -> None:
+        """RQ extends the job's heartbeat here to cover its success or failure callback;
+        crawl jobs have none, so that round trip is skipped for them."""
+        if job.success_callback or job.failure_callback:
+            super().handle_execution_ended(job, queue, heartbeat_ttl)
+        else:
+            job.ended_at = now()
+
+    @riding_out_redis
+    def set_state(self, state: str, pipeline: Pipeline | None = None) -> None:
+        """RQ writes the state before every dequeue and after every job, the same `idle`."""
+        if pipeline is None and state == self.get_state():
+            return
+        super().set_state(state, pipeline=pipeline)
+
+    @riding_out_redis
+    def check_for_suspension(self, burst: bool) -> None:
+        """`rq suspend` takes effect within SUSPENSION_EVERY instead of at the next job."""
+        if time.monotonic() - self._suspension_checked_at < SUSPENSION_EVERY:
+            return
+        self._suspension_checked_at = time.monotonic()
+        super().check_for_suspension(burst)
+
+    @riding_out_redis
+    def run_maintenance_tasks(self) -> None:
+        super().run_maintenance_tasks()
+
+    def work(self, *args, **kwargs) -> bool:
+        if not self._tending.acquire(blocking=False):
+            return super().work(*args, **kwargs)
+        try:
+            return self._work_tended(*args, **kwargs)
+        finally:
+            self._tending.release()
+
+    def _work_tended(self, *args, **kwargs) -> bool:
+        serve_metrics(Redis(connection_pool=self.connection.connection_pool))
+        stop = threading.Event()
+        tender = Tender(Redis(connection_pool=self.connection.connection_pool))
+        thread = threading.Thread(target=tender.run, args=(stop,), name="rqcrawl-tender")
+        thread.daemon = True
+        thread.start()
+        try:
+            return super().work(*args, **kwargs)
+        finally:
+            stop.set()
+            thread.join(5)
+
+
+class Tender:
+    """Releases due deferred URLs of every running crawl, runs their recovery passes, and
+    pumps the due revisits of crawls with revisits (Frontier.pump)."""
+
+    def __init__(self, redis: Redis):
+        self.redis = redis
+        self.crawls: list[str] = []
+        self.refreshed = 0.0
+        self.pumped: dict[str, float] = {}  # crawl -> when this process last tried to pump
+
+    def run(self, stop: threading.Event) -> None:
+        """Tick until `stop`; nothing ends the thread before that, since every crawl of the
+        worker depends on it."""
+        while not stop.is_set():
+            try:
+                wait = self.tick()
+            except RedisError as exc:
+                log.warning("rqcrawl tender: %s", exc)
+                wait = 1.0
+            except Exception:
+                log.exception("rqcrawl tender: unexpected error")
+                wait = 1.0
+            stop.wait(wait)
+
+    def tick(self) -> float:
+        """One pass over the crawls; returns how long to sleep before the next one. A crawl
+        that fails (other than by a Redis error, which stops the pass) is logged and left
+        out until the next read of the crawls, so one broken crawl costs the others
+        nothing and logs once per REFRESH_CRAWLS."""
+        now = time.time()
+        refresh = now - self.refreshed >= REFRESH_CRAWLS
+        if refresh:
+            self.crawls = self.running()
+            self.refreshed = now
+        wait = MAX_SLEEP
+        for name in list(self.crawls):
+            try:
+                wait = min(wait, self._tend(name, refresh))
+            except RedisError:
+                raise
+            except Exception:
+                log.exception("rqcrawl tender: crawl %s skipped", name)
+                self.crawls.remove(name)
+        return wait
+
+    def _tend(self, name: str, reap: bool) -> float:
+        """Release crawl `name`'s due deferred URLs (and reap it); returns the time until
+        its next deferred URL is due."""
+        c = crawl_of(self.redis, name)
+        if c is None:
+            return MAX_SLEEP
+        nxt = c.frontier.next_due()
+        if nxt is not None and nxt <= time.time():
+            c.frontier.release_due()
+            nxt = c.frontier.next_due()
+        if reap:
+            c.frontier.maybe_reap()
+        if c.cfg.revisit and time.time() - self.pumped.get(name, 0.0) >= PUMP_EVERY:
+            self.pumped[name] = time.time()
+            c.frontier.maybe_pump()
+        return MAX_SLEEP if nxt is None else max(0.005, nxt - time.time())
+
+    def running(self) -> list[str]:
+        """The crawls with URLs in flight, with revisits, or over several shards with URLs
+        held or links to send here (their level may wait for a recovery pass, see
+        rqcrawl.frontier.levels): finished ones cost nothing per tick. What the process kept of a
+        crawl purged and created again meanwhile is dropped."""
+        found = state.busy_crawls(self.redis, state.crawl_names(self.redis))
+        for name, _, identity in found:
+            check_identity(self.redis, name, identity)
+        return [name for name, busy, _ in found if busy or self._waiting(name)]
+
+    def _waiting(self, name: str) -> bool:
+        try:
+            cfg = config.load(self.redis, name)
+        except ConfigError:  # a broken crawl is left out here, and logged by `status`
+            return False
+        if cfg is None or not (cfg.revisit or cfg.shards):
+            return False
+        if cfg.revisit:
+            return True
+        view = state.CrawlState(self.redis, name, cfg).level_view()
+        return bool(view.held or view.outbox)
