@@ -20,7 +20,7 @@ from rqcrawl.demo import DemoSite
 from rqcrawl.frontier import keys
 from rqcrawl.frontier.redisurl import client, masked
 from rqcrawl.lazygroup import LazyGroup
-from rqcrawl.ops import explain, monitor, stats
+from rqcrawl.ops import explain, inspection, monitor, stats
 from rqcrawl.parse.urls import InvalidURL, canonicalize
 from rqcrawl.workers.embedded import EmbeddedRedis
 from rqcrawl.workers.runner import RENDER_WORKER_CLASS, LocalWorkers, watch
@@ -224,8 +224,8 @@ def inspect(name, target, as_json, url) -> None:
         wanted = canonicalize(target)
     except InvalidURL as exc:
         raise click.ClickException(str(exc)) from None
-    s = stats.url_status(conn, name, wanted)
-    click.echo(json.dumps(s, sort_keys=True, default=str) if as_json else stats.render_url(s))
+    s = inspection.url_status(conn, name, wanted)
+    click.echo(json.dumps(s, sort_keys=True, default=str) if as_json else inspection.render_url(s))
 
 
 @main.command()
@@ -233,7 +233,7 @@ def inspect(name, target, as_json, url) -> None:
 @click.option(
     "--limit",
     type=click.IntRange(min=1),
-    default=stats.HOSTS_LIMIT,
+    default=inspection.HOSTS_LIMIT,
     show_default=True,
     help="Hosts shown, those with the most time left first.",
 )
@@ -244,8 +244,8 @@ def hosts(name, limit, as_json, url) -> None:
     and its source, the next slot and robots.txt."""
     conn = connect(redis_url(url))
     api.crawl_config(conn, name)
-    report = stats.hosts_report(conn, name, limit)
-    click.echo(json.dumps(report, sort_keys=True) if as_json else stats.render_hosts(report))
+    report = inspection.hosts_report(conn, name, limit)
+    click.echo(json.dumps(report, sort_keys=True) if as_json else inspection.render_hosts(report))
 
 
 def interruptible(*signals: signal.Signals) -> None:

@@ -29,7 +29,7 @@ from servers import HTTPSite, reply
 
 from rqcrawl.config import CrawlConfig
 from rqcrawl.frontier import keys
-from rqcrawl.ops import stats
+from rqcrawl.ops import inspection, stats
 from rqcrawl.workers.runner import LocalWorkers
 
 
@@ -209,7 +209,7 @@ def test_a_plain_worker_without_scheduler_releases_its_deferrals(redis_url, tmp_
         stack.callback(stop_pids, [worker.pid])
         conn = Redis.from_url(redis_url)
         deferred = wait_until(
-            lambda: [stats.url_status(conn, "nosched", u) for u in urls],
+            lambda: [inspection.url_status(conn, "nosched", u) for u in urls],
             60, "a URL deferred",
             accept=lambda found: any(f["where"] == "deferred" for f in found),
             every=0.02,
@@ -248,10 +248,10 @@ def test_one_slow_host_holds_the_level(redis_url, tmp_path):
                 lambda: stats.status(conn, "level"), 60, "the stall behind host A",
                 accept=lambda s: s["stall"] and s["stall"]["reason"] == "one_host",
             )  # fmt: skip
-            held = stats.url_status(conn, "level", b.base + "/b1")
-            running = stats.url_status(conn, "level", a.base + "/slow")
-            listed = stats.hosts_report(conn, "level")
-            text = stats.render_hosts(listed)
+            held = inspection.url_status(conn, "level", b.base + "/b1")
+            running = inspection.url_status(conn, "level", a.base + "/slow")
+            listed = inspection.hosts_report(conn, "level")
+            text = inspection.render_hosts(listed)
             wait_finished(redis_url, "level", timeout=60)
         conn.close()
         ended = inspect(redis_url, "level", b.base + "/b1")
@@ -298,7 +298,7 @@ def test_a_retry_after_answer_shows_in_inspect(redis_url, tmp_path):
             )  # fmt: skip
             seen_at = time.time()
             conn = Redis.from_url(redis_url)  # (in-process reads: commands take seconds)
-            listed = stats.hosts_report(conn, "later")
+            listed = inspection.hosts_report(conn, "later")
             s = wait_until(
                 lambda: stats.status(conn, "later"), 30, "the stall", accept=lambda s: s["stall"]
             )
@@ -329,8 +329,8 @@ def test_inspect_asks_the_urls_shard_and_hosts_merges_the_shards(
     rqcrawl(redis_url, "seed", *seeds, "--crawl", "sh", "--max-depth", "0", "--allow-private",
             "--no-sitemaps", "--shards", both, "--config", str(conf))  # fmt: skip
     conn = Redis.from_url(redis_url)
-    found = [stats.url_status(conn, "sh", u) for u in seeds]
-    listed = stats.hosts_report(conn, "sh")
+    found = [inspection.url_status(conn, "sh", u) for u in seeds]
+    listed = inspection.hosts_report(conn, "sh")
     conn.close()
     assert [f["shard"] for f in found] == [1, 0], found
     assert [f["where"] for f in found] == ["queued", "queued"], found

@@ -1,0 +1,299 @@
+"""Where one URL of a crawl is and why (`rqcrawl inspect`), and every host's pace
+(`rqcrawl hosts`): the questions of a user whose crawl seems stuck, answered from the same
+state reads as `status` (rqcrawl.ops.stats), which this module builds on.
+"""
+
+from __future__ import annotations
+
+import time
+
+from redis import Redis
+from rq.exceptions import NoSuchJobError
+from rq.job import Job
+
+from rqcrawl import config
+from rqcrawl.fetch.robots import site_of
+from rqcrawl.frontier import shards
+from rqcrawl.frontier.shards import shard_map
+from rqcrawl.frontier.state import (
+    CrawlState,
+    all_shards,
+)
+from rqcrawl.ops.stats import (
+    aligned,
+    combined,
+    delay_in_force,
+    duration,
+    host_delays,
+    host_rows,
+    observed_pace,
+)
+from rqcrawl.parse import sitemaps
+from rqcrawl.parse.urls import host_of
+
+RECORDS_SEARCHED = 1_000_000  # newest records `inspect` reads to find an ended URL's
+
+
+def url_status(redis: Redis, crawl: str, url: str) -> dict:
+    """Where `url` is in crawl `crawl` and why, from the shard of its host (URLFrontier's
+    GetURLStatus): `where` is held, queued, running, deferred, due, ended, seen or unknown;
+    `why` says it in words. A crawl with revisits adds the URL's task-table row."""
+    cfg = config.load(redis, crawl, fresh=True)
+    if cfg is None:
+        raise LookupError(f"no crawl named {crawl!r} in this Redis")
+    host = host_of(sitemaps.target(url))
+    placed = shard_map(cfg)
+    index = placed.index_of(host) if placed else 0
+    conn = shards.connect(cfg.shards[index]) if placed else redis
+    state = CrawlState(conn, crawl, cfg)
+    facts = state.url_facts(url, site_of(sitemaps.target(url)))
+    now = time.time()
+    out = {"crawl": crawl, "url": url, "host": host, "shard": index, "seen": facts.seen}
+    if facts.entry is not None:
+        out |= _in_flight(state, url, facts, now)
+    elif facts.held is not None:
+        priority, depth = facts.held
+        barrier = (
+            f"waiting for level {depth} (the crawl is at level {facts.level})"
+            if cfg.exact_depth and depth > facts.level
+            else "waiting for room in the window"
+        )
+        out |= {
+            "where": "held",
+            "depth": depth,
+            "priority": priority,
+            "why": f"held at depth {depth}, priority {priority}: {barrier}"
+            + (" (the crawl is paused)" if facts.paused else ""),
+        }
+    else:
+        out |= _not_in_flight(state, url, facts)
+    if cfg.revisit:
+        from rqcrawl.frontier.tasks import TaskTable  # SQLAlchemy only for crawls with revisits
+
+        out["task"] = TaskTable(cfg.db).row(crawl, url)
+    return out
+
+
+def _in_flight(state: CrawlState, url: str, facts, now: float) -> dict:
+    """A released URL: running (a live lease), deferred or due (in `later`), else queued."""
+    entry = facts.entry
+    job_id = entry.job_id(state.crawl, url)
+    out = {
+        "depth": entry.depth,
+        "priority": entry.priority,
+        "attempt": entry.attempt + 1,
+        "turn": entry.turn,
+        "job_id": job_id,
+    }
+    if facts.lease_until is not None and facts.lease_until > now:
+        job = _job(state.redis, job_id)
+        worker = (job or {}).get("worker_name") or "a worker"
+        since = (job or {}).get("started_at")
+        at = f" since {_clock(since.timestamp())}" if since else ""
+        started = since.timestamp() if since else None
+        return out | {
+            "where": "running",
+            "worker": worker,
+            "started_at": started,
+            "why": f"running on {worker}{at} (attempt {entry.attempt + 1})",
+        }
+    if facts.later_at is not None:
+        until = facts.later_at
+        kind, why = _deferral(state, url, facts)
+        if until > now:
+            return out | {
+                "where": "deferred",
+                "until": until,
+                "because": kind,
+                "why": f"deferred until {_clock(until)} (in {until - now:.1f} s): {why}",
+            }
+        waiting = (
+            "by a recommended worker's release thread, the crawl's waker job (stock "
+            "workers), or the next job a worker claims"
+        )
+        return out | {
+            "where": "due",
+            "until": until,
+            "because": kind,
+            "why": f"due since {_clock(until)} ({now - until:.0f} s ago; {why}), "
+            f"to be released {waiting}",
+        }
+    job = _job(state.redis, job_id)
+    if job is None:
+        return out | {
+            "where": "queued",
+            "job_status": None,
+            "why": "in flight but its RQ job is missing: the recovery pass "
+            "(`rqcrawl status` runs it) queues it again",
+        }
+    status = job["status"]
+    return out | {
+        "where": "queued",
+        "job_status": status,
+        "why": f"queued in RQ (job {job_id}, {status}): waiting for a worker"
+        + (" (the crawl is paused)" if facts.paused else ""),
+    }
+
+
+def _deferral(state: CrawlState, url: str, facts) -> tuple[str, str]:
+    """Why a URL waits in `later`: a retry (its error, back-off or Retry-After), its site's
+    robots.txt (being fetched, or unavailable for now), else its host's politeness."""
+    entry = facts.entry
+    if entry.turn == 0 and entry.attempt > 0:
+        return "retry", f"attempt {entry.attempt + 1}, " + (facts.retry_reason or "a retry")
+    if facts.robots_fetching:
+        return "robots", "its site's robots.txt is being fetched by another job"
+    robots = facts.robots
+    if (
+        robots
+        and robots.get("kind") == "unavailable"
+        and robots.get("retry_at", 0) >= facts.later_at - 1
+    ):
+        return (
+            "robots",
+            f"its site's robots.txt is unavailable ({robots.get('error')}), tried again then",
+        )
+    host = host_of(sitemaps.target(url))
+    delay, source = delay_in_force(state.cfg, robots)
+    return (
+        "politeness",
+        f"politeness of {host} (delay {delay:g} s from {source}, one request at a time)",
+    )
+
+
+def _not_in_flight(state: CrawlState, url: str, facts) -> dict:
+    """An ended URL (its record), or one this shard does not hold."""
+    found = state.ended_record(url, RECORDS_SEARCHED)
+    if found is not None:
+        detail = ", ".join(
+            f"{k} {found[k]}" for k in ("status", "reason", "error") if found.get(k) is not None
+        )
+        attempts = found.get("attempts") or 0
+        return {
+            "where": "ended",
+            "outcome": found.get("outcome"),
+            "attempts": attempts,
+            "record": found,
+            "why": f"ended: {found.get('outcome')} after {attempts} attempt(s)"
+            + (f" ({detail})" if detail else ""),
+        }
+    if facts.seen:
+        return {
+            "where": "seen",
+            "why": "not in the crawl's state nor in its newest "
+            f"{RECORDS_SEARCHED:,} records, but the Bloom filter has seen it (admitted "
+            "long ago, or a false positive of the filter)",
+        }
+    return {
+        "where": "unknown",
+        "why": "unknown to this crawl: the Bloom filter has not seen it (not linked from a "
+        "crawled page, refused by scope or rules before admission, or spelled otherwise)",
+    }
+
+
+def _job(redis: Redis, job_id: str) -> dict | None:
+    """An RQ job's status, worker and start time, if it still exists."""
+    try:
+        job = Job.fetch(job_id, connection=redis)
+    except NoSuchJobError:
+        return None
+    return {
+        "status": str(job.get_status(refresh=False) or ""),
+        "worker_name": job.worker_name,
+        "started_at": job.started_at,
+    }
+
+
+def _clock(epoch: float) -> str:
+    return time.strftime("%H:%M:%S UTC", time.gmtime(epoch))
+
+
+def render_url(s: dict) -> str:
+    """`rqcrawl inspect`: the URL's place and why, then its task row with revisits."""
+    lines = [
+        f"{s['url']} (crawl {s['crawl']}, host {s['host']}, shard {s['shard']})",
+        f"  {s['why']}",
+    ]
+    task = s.get("task")
+    if task:
+        nxt = task["next_visit"]
+        lines.append(
+            f"  task row: {task['state']}, {task['visits']} visit(s), next visit "
+            + (f"at {_clock(nxt)} (in {duration(max(0.0, nxt - time.time()))})" if nxt else "none")
+            + f", interval {duration(task['interval_s'])}, {task['failures']} failure(s) in a row"
+        )
+    elif "task" in s:
+        lines.append("  task row: none yet (written when its first visit ends)")
+    return "\n".join(lines)
+
+
+# -- rqcrawl hosts ------------------------------------------------------------------------
+
+HOSTS_LIMIT = 20  # hosts `rqcrawl hosts` lists by default
+
+
+def hosts_report(redis: Redis, crawl: str, limit: int = HOSTS_LIMIT) -> dict:
+    """Per host of the crawl (every shard's: URLFrontier's ListQueues), the `limit` with the
+    most time left first: URLs waiting (held, queued or deferred), in flight, deferred,
+    running, fetched, failed, the delay in force and its source, its pace, the next slot,
+    and the state of its robots.txt."""
+    cfg = config.load(redis, crawl, fresh=True)
+    if cfg is None:
+        raise LookupError(f"no crawl named {crawl!r} in this Redis")
+    states = [CrawlState(conn, crawl, cfg) for conn in all_shards(redis, crawl)]
+    snap = combined([s.snapshot() for s in states])
+    now = time.time()
+    delays, pace = host_delays(states, cfg, snap), observed_pace(states, now)
+    until = {h: t for s in states for h, t in s.host_facts([]).deferred_until.items()}
+    rows = host_rows(
+        states, cfg, snap, now, delays, shown=limit, observed=pace, deferred_until=until
+    )
+    shown = rows[:limit]
+    facts = [s.host_facts([r["host"] for r in shown]) for s in states]
+    for r in shown:
+        deferred = sum(f.deferred.get(r["host"], 0) for f in facts)
+        r["deferred"] = deferred
+        r["queued"] = max(0, r["in_flight"] - deferred - r["running"])
+        r["waiting"] = max(0, r["remaining"] - r["running"])
+        r["next_slot_at"] = now + r["next_in_s"]
+        r["robots"] = robots_state(cfg, r["host"], facts, now)
+    return {"crawl": crawl, "host_count": len(rows), "hosts": shown}
+
+
+def robots_state(cfg: config.CrawlConfig, host: str, facts: list, now: float) -> str:
+    """The host's robots.txt in words: off, being fetched, not fetched yet, rules, allow
+    (no usable file), unavailable until a retry, or failed."""
+    if not cfg.obey_robots:
+        return "off"
+    sites = [f"{scheme}://{host}" for scheme in ("http", "https")]
+    if any(site in f.robots_fetching for f in facts for site in sites):
+        return "being fetched"
+    verdict = next((f.robots[site] for f in facts for site in sites if site in f.robots), None)
+    if verdict is None:
+        return "not fetched yet"
+    kind = verdict["kind"]
+    if kind == "unavailable":
+        return f"unavailable, retry in {max(0.0, verdict['retry_at'] - now):.0f} s"
+    if kind == "failed":
+        return f"failed after {verdict['attempts']} attempts"
+    return "rules" if kind == "rules" else "allow (no usable file)"
+
+
+def render_hosts(report: dict) -> str:
+    """`rqcrawl hosts`: one aligned row per host, the ones with the most time left first."""
+    if not report["hosts"]:
+        return f"crawl {report['crawl']}: no hosts yet"
+    header = ("HOST", "WAITING", "IN FLIGHT", "DEFERRED", "RUNNING", "FETCHED", "FAILED",
+              "DELAY", "PER URL", "NEXT IN", "ETA", "ROBOTS.TXT")  # fmt: skip
+    rows = [header] + [
+        (
+            h["host"], str(h["waiting"]), str(h["in_flight"]), str(h["deferred"]),
+            str(h["running"]), str(h["fetched"]), str(h["failed"]),
+            f"{h['delay_s']:g}s ({h['delay_source']})", f"{h['url_s']:.2f}s",
+            f"{h['next_in_s']:.1f}s", duration(h["eta_s"]), h["robots"],
+        )
+        for h in report["hosts"]
+    ]  # fmt: skip
+    more = report["host_count"] - len(report["hosts"])
+    tail = [f"({more} more hosts: --limit N shows more)"] if more > 0 else []
+    return "\n".join(aligned(rows) + tail)
