@@ -208,8 +208,10 @@ def test_a_slow_but_alive_job_keeps_its_url(redis_url, conn, tmp_path, worker):
     it, a stock worker's work-horse too), so nothing is fetched twice."""
     slow = leases.LEASE + state.REAP_EVERY + 4
     site = Site(pages=4, slow={1: slow})
+    patient = tmp_path / "patient.toml"  # the slow page must not time out (read_timeout 15 s)
+    patient.write_text(f"read_timeout = {4 * slow}\ndownload_timeout = {5 * slow}\n")
     with HTTPSite(site.handle, max_requests=100, max_seconds=120) as http:
-        seed_local(redis_url, http.base + "/p0.html", "s", 2)
+        seed_local(redis_url, http.base + "/p0.html", "s", 2, "--config", str(patient))
         with LocalWorkers(redis_url, 2, log_dir=tmp_path, worker_class=worker):
             s = finished_untouched(conn, "s", timeout=90)
     assert s["recovered"] == 0 and s["fetched"] == len(expected_paths(site, 2)) - 1, s

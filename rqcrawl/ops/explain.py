@@ -4,8 +4,6 @@ could be crawled, instead of finishing quietly with "0 fetched")."""
 
 from __future__ import annotations
 
-from rqcrawl.ops.stats import failure_reason
-
 _REFUSED_HINT = (
     "rqcrawl refuses private, loopback and link-local addresses unless the crawl allows "
     "them: add --allow-private for a site on your own machine or network"
@@ -34,14 +32,12 @@ def seed_problem(rec: dict) -> str:
     if outcome == "refused_address":
         hint = _REFUSED_HINT
     else:
-        kind = failure_reason("connection", error, rec.get("status"))
-        if kind == "dns" or "nameresolution" in error.lower():  # urllib3's, in a cut message
+        reason = rec.get("reason") or ""  # the failure's kind, by its exception's type
+        if reason == "dns" or "nameresolution" in error.lower():  # (robots.txt's: its text)
             hint = _DNS_HINT
-        elif rec.get("reason") == "robots" and kind in _HINTS:
-            hint = f"robots.txt could not be fetched: {_HINTS[kind]}"
-        elif rec.get("reason") == "robots":
+        elif reason == "robots":
             hint = "its robots.txt could not be fetched; --no-robots skips robots.txt"
         else:
-            hint = _HINTS.get(outcome) or _HINTS.get(kind) or ""
+            hint = _HINTS.get(outcome) or _HINTS.get(reason) or ""
     what = f"{outcome}: {error}" if error else outcome
     return f"{rec['url']}: {what}" + (f"\n  -> {hint}" if hint else "")

@@ -81,11 +81,14 @@ class PageBrowser:
         self._browser: Browser | None = None
         self.pages = 0  # pages rendered by the current browser
         self.launches = 0
+        self._driver: list[psutil.Process] = []  # Playwright's driver: Chromium runs under it
 
     def _ensure(self) -> Browser:
         if self._browser is None or not self._browser.is_connected():
             self.close()
+            before = {p.pid for p in psutil.Process().children()}
             self._playwright = sync_playwright().start()
+            self._driver = [p for p in psutil.Process().children() if p.pid not in before]
             self._browser = self._playwright.chromium.launch(
                 executable_path=self.executable, args=CHROMIUM_ARGS, headless=True
             )
@@ -103,15 +106,22 @@ class PageBrowser:
             except Exception as exc:  # noqa: BLE001 - a crashed browser closes with an error
                 log.debug("closing the browser: %s", exc)
         self._browser = self._playwright = None
+        self._driver = []
 
     def memory_mb(self) -> float:
-        """RSS of the browser's processes (the driver and Chromium's), in MB."""
+        """RSS of the browser's processes (the driver and Chromium's, under it), in MB: not
+        the worker's other children (a forked RQ scheduler, say)."""
         total = 0
-        for child in psutil.Process().children(recursive=True):
+        for driver in self._driver:
             try:
-                total += child.memory_info().rss
-            except psutil.Error:
+                family = [driver, *driver.children(recursive=True)]
+            except psutil.Error:  # the driver is gone
                 continue
+            for process in family:
+                try:
+                    total += process.memory_info().rss
+                except psutil.Error:
+                    continue
         return total / 1e6
 
     def render(
