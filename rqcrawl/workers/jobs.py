@@ -33,7 +33,7 @@ from rqcrawl.parse.urls import host_of
 from rqcrawl.workers import gate, settle
 from rqcrawl.workers.crawls import Crawl, claim, crawl_of
 from rqcrawl.workers.settle import Parked, Passed
-from rqcrawl.workers.visit import Renderer, Visit, failed_visit, of_job
+from rqcrawl.workers.visit import Renderer, Visit, failed_visit, fetch_and_parse
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +45,6 @@ TimedOut = Callable[[Crawl, str, int, InFlight, FetchError], str | dict]
 
 def crawl_url(crawl: str, url: str, depth: int) -> str:
     """Visit `url` of `crawl` at `depth` (the RQ job function of a page)."""
-    if sitemaps.document(url):  # a sitemap entry queued before entries had their own job
-        return crawl_sitemap(crawl, url, depth)
     return run_job(crawl, url, depth)
 
 
@@ -74,7 +72,7 @@ def _page(
         return go
     result = None
     try:
-        result = of_job(job, c, url, depth, entry, go.robots, render)
+        result = fetch_and_parse(job, c, url, depth, entry, go.robots, render)
     finally:
         go.release(result)
     if result.render:

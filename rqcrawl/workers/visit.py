@@ -59,7 +59,7 @@ class Visit:
 Renderer = Callable[..., Rendered]
 
 
-def of_job(
+def fetch_and_parse(
     job: Job,
     c: Crawl,
     url: str,
