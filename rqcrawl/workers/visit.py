@@ -130,6 +130,22 @@ def visit(
         failed.fetch_s = time.monotonic() - started
         return failed
     fetch_s = time.monotonic() - started
+    return _parsed(url, depth, cfg, resp, fetch_s, known, prior, via, render)
+
+
+def _parsed(
+    url: str,
+    depth: int,
+    cfg: CrawlConfig,
+    resp: Response,
+    fetch_s: float,
+    known: Container[str],
+    prior: Prior | None,
+    via: Sequence[str],
+    render: Renderer | None,
+) -> Visit:
+    """The visit that the response `resp` of `url` makes (visit's parse step): a 304, a
+    redirect, a type we do not parse, or the page's record, fields and links."""
     page_record = record(
         url,
         None,
