@@ -25,8 +25,8 @@ from rqcrawl.parse.directives import (
 )
 from rqcrawl.parse.extract import parse
 from rqcrawl.parse.urls import param_filter
-from rqcrawl.workers.jobs import visit
 from rqcrawl.workers.runner import LocalWorkers
+from rqcrawl.workers.visit import visit
 
 NOINDEX, NOFOLLOW, BOTH = (
     Directives(noindex=True),

@@ -15,7 +15,7 @@ from urllib3.exceptions import MaxRetryError, NameResolutionError
 
 from rqcrawl.config import CrawlConfig
 from rqcrawl.fetch.http import failure_kind
-from rqcrawl.workers.jobs import visit
+from rqcrawl.workers.visit import visit
 
 CFG = CrawlConfig.from_dict({"allow_private": True})
 

@@ -10,8 +10,8 @@ from servers import HTTPSite, reply
 
 from rqcrawl.config import CrawlConfig
 from rqcrawl.ops.sinks import iter_records
-from rqcrawl.workers.jobs import visit
 from rqcrawl.workers.runner import LocalWorkers
+from rqcrawl.workers.visit import visit
 
 HOSTILE_PAGE = (
     '<html><head><base href="http://[bad/"><title>hostile</title></head><body>'

@@ -19,8 +19,8 @@ from servers import HTTPSite, reply
 from rqcrawl import api
 from rqcrawl.config import CrawlConfig
 from rqcrawl.parse.extract import decode, parse
-from rqcrawl.workers.jobs import visit
 from rqcrawl.workers.runner import LocalWorkers
+from rqcrawl.workers.visit import visit
 
 BASE = "http://site.example/docs/"
 XML_DECL = '<?xml version="1.0" encoding="UTF-8"?>\n'

@@ -12,9 +12,11 @@ from urllib.parse import urlsplit
 
 import pytest
 from helpers import read_jsonl, rqcrawl, seed_local, status, wait_finished, wait_until
+from rq import Queue
 from servers import HTTPSite, reply
 
 from rqcrawl.config import CrawlConfig
+from rqcrawl.frontier.dispatch import JOB_FUNC, SITEMAP_FUNC
 from rqcrawl.parse import sitemaps
 from rqcrawl.workers.runner import LocalWorkers
 
@@ -353,3 +355,14 @@ def test_every_member_of_a_gzip_sitemap_is_read_within_the_byte_cap(redis_url, t
     maps = status(redis_url, "appended")["sitemaps"]
     assert (maps["read"], maps["urls"], maps["problems"]) == (1, 2, {"too_large": 1})
     assert "/big.html" not in http.hits  # listed in the first member of a document too large
+
+
+def test_a_sitemap_entry_has_its_own_job_function(redis_url, conn):
+    """A sitemap document is read by crawl_sitemap, not by the page job: the dashboard and
+    the worker tell the two apart by their RQ function."""
+    seed_local(redis_url, "http://127.0.0.2:9/", "own", 1, "--sitemaps")
+    jobs = {job.args[1]: job.func_name for job in Queue("crawl", connection=conn).get_jobs()}
+    assert jobs == {
+        "http://127.0.0.2:9/": JOB_FUNC,
+        sitemaps.entry(sitemaps.root("http://127.0.0.2:9")): SITEMAP_FUNC,
+    }

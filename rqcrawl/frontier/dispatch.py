@@ -66,12 +66,18 @@ PUMP_BATCH = 500  # due URLs taken from the task table per transaction
 DRAIN_BATCH = 500  # links moved from a shard's outbox to their shards per round
 JOB_FUNC = "rqcrawl.workers.jobs.crawl_url"
 RENDER_FUNC = "rqcrawl.render.render_url"  # a page the browser renders (queue crawl-render)
+SITEMAP_FUNC = "rqcrawl.workers.jobs.crawl_sitemap"  # a sitemap entry (parse.sitemaps)
 log = logging.getLogger(__name__)
 WAKER_FUNC = "rqcrawl.workers.jobs.await_deferred"
 # Seconds a waker job (stock workers) goes on releasing deferred URLs as they come due, while
 # no other job waits for a worker: each waker is a fork and the crawler's imports in a stock
 # worker, so one runs for a while rather than one per deferral.
 WAKER_SPAN = 5.0
+
+
+def _crawl_func(url: str) -> str:
+    """The job function of `url` on the crawl queue: a sitemap entry's reads its document."""
+    return SITEMAP_FUNC if sitemaps.document(url) else JOB_FUNC
 
 
 class CompactJob(Job):
@@ -310,7 +316,7 @@ class Frontier:
         kwargs = self._job_kwargs(url, nxt)
         at = datetime.fromtimestamp(nxt.released_at, UTC).strftime("%H:%M:%S")
         kwargs["description"] += f" ({why}: waits until {at} UTC)"
-        job = self.queue.create_job(JOB_FUNC, status=JobStatus.DEFERRED, **kwargs)
+        job = self.queue.create_job(_crawl_func(url), status=JobStatus.DEFERRED, **kwargs)
         life = max(0, int(nxt.released_at - time.time())) + LOST_AFTER
         with self.redis.pipeline(transaction=False) as pipe:
             job.save(pipeline=pipe)
@@ -426,7 +432,9 @@ class Frontier:
         parked = []
         for u, e in entries:
             rendered = e.rendered or (self.cfg.render and self._rendered(u))
-            queue, func = (self.render_queue, RENDER_FUNC) if rendered else (self.queue, JOB_FUNC)
+            queue, func = (
+                (self.render_queue, RENDER_FUNC) if rendered else (self.queue, _crawl_func(u))
+            )
             data = Queue.prepare_data(func, at_front=at_front, **self._job_kwargs(u, e))
             by_queue.setdefault(queue, []).append(data)
             if e.attempt or e.turn:

@@ -44,9 +44,10 @@ from rq.worker import SimpleWorker, WorkerStatus
 from rqcrawl import config
 from rqcrawl.config import ConfigError
 from rqcrawl.frontier import state
-from rqcrawl.frontier.dispatch import JOB_FUNC, PUMP_EVERY
+from rqcrawl.frontier.dispatch import JOB_FUNC, PUMP_EVERY, SITEMAP_FUNC
 from rqcrawl.ops.metrics import serve_from_env as serve_metrics
-from rqcrawl.workers.jobs import abandon, check_identity, crawl_of
+from rqcrawl.workers.crawls import check_identity, crawl_of
+from rqcrawl.workers.jobs import abandon
 
 MAX_SLEEP = 0.1  # seconds between two looks at the running crawls when nothing is due sooner
 # Seconds between two reads of the set of crawls (and tries at a recovery pass, which the
@@ -197,11 +198,11 @@ class CrawlJob(Job):
         pipeline: Pipeline | None = None,
         remove_from_queue: bool = True,
     ) -> None:
-        if ttl is not None and ttl >= 0 and self.func_name == JOB_FUNC:
+        if ttl is not None and ttl >= 0 and self.func_name in (JOB_FUNC, SITEMAP_FUNC):
             conn = pipeline if pipeline is not None else self.connection
             if ttl:
                 conn.expire(self.key, ttl)
-            else:  # a job that passed its URL on (jobs.Passed): it had no result saved
+            else:  # a job that passed its URL on (settle.Passed): it had no result saved
                 conn.delete(self.key)
             return
         super().cleanup(ttl, pipeline, remove_from_queue)

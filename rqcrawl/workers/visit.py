@@ -1,0 +1,281 @@
+"""A page's visit: fetch (archiving the responses) and parse one URL into a Visit, the
+record and the links that settling writes. Nothing here touches the crawl's state in Redis:
+a visit is a pure step between the gate and settling (rqcrawl.workers.jobs), which is what
+lets tests visit a page without a crawl.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections import Counter
+from collections.abc import Callable, Container, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+
+from rq.job import Job
+
+from rqcrawl.config import CrawlConfig
+from rqcrawl.fetch import hops, warc
+from rqcrawl.fetch.cookies import Cookies
+from rqcrawl.fetch.http import NOT_MODIFIED, Archive, FetchError, Response, fetch, no_archive
+from rqcrawl.fetch.robots import Robots
+from rqcrawl.frontier import keys
+from rqcrawl.frontier.state import InFlight
+from rqcrawl.ops import stats
+from rqcrawl.ops.sinks import record
+from rqcrawl.parse import directives, hooks
+from rqcrawl.parse.changes import Content, Prior, simhash, visible_text
+from rqcrawl.parse.extract import decode, extract_fields, parse
+from rqcrawl.parse.rules import link_verdict
+from rqcrawl.parse.urls import param_filter
+from rqcrawl.render import choice
+from rqcrawl.render.choice import Rendered
+from rqcrawl.workers.crawls import Crawl
+
+# Permanent fetch outcomes that mean "not for us" rather than "broken": counted as skips.
+SKIP_REASONS = {"out_of_scope", "refused_address", "too_large", "not_html"}
+
+
+@dataclass
+class Visit:
+    """The result of visiting one URL, before it is written to Redis."""
+
+    record: dict
+    counts: dict[str, int]
+    children: list[tuple[str | None, str]] = field(default_factory=list)
+    error: FetchError | None = None  # set when the failure is transient
+    fetch_s: float | None = None  # how long the fetch took (parsing and the hook left out)
+    content: Content | None = None  # what a fetched visit saw (change detection of revisits)
+    # A redirect or meta refresh (rqcrawl.fetch.hops): `children` is its target, admitted at the
+    # same depth, led to by this chain of redirects (the URL's own `via` and the URL).
+    via: list[str] | None = None
+    retry_after: float | None = None  # the server's Retry-After, if it sent one
+    render: str | None = None  # why the page needs the browser (render = "auto"): handed off
+
+
+# The browser's step of a visit (rqcrawl.render.browser): the rendered page of a response fetched
+# with HTTP, with the crawl, the worker and the robots.txt verdict of the page's site bound.
+Renderer = Callable[..., Rendered]
+
+
+def fetch_and_parse(
+    job: Job,
+    c: Crawl,
+    url: str,
+    depth: int,
+    entry: InFlight,
+    robots: Robots | None,
+    render: Renderer | None = None,
+) -> Visit:
+    """The visit of `url`, claimed by `job` as `entry`, once the gate let it through: with
+    the crawl's archive, cookies and admitted links, the prior visit's validators (revisits),
+    and the browser step bound to this crawl, worker and robots.txt verdict."""
+    prior = c.frontier.prior(url)
+    archive = warc.archive(c.frontier.crawl, c.cfg, job.worker_name, prior)
+    if render is not None:
+        allows = partial(_robots_allow, robots, c.cfg.user_agent)
+        render = partial(render, crawl=c.frontier.crawl, worker=job.worker_name, allows=allows)
+    return visit(
+        url, depth, c.cfg, archive, c.frontier.state.known, c.cookies, prior, entry.via, render
+    )
+
+
+def _robots_allow(robots: Robots | None, ua: str, url: str) -> bool:
+    """Whether robots.txt of the page's site lets the browser request `url` of that site."""
+    return robots is None or robots.allows(url, ua)
+
+
+def failed_visit(url: str, depth: int, exc: FetchError) -> Visit:
+    """The visit of a URL whose fetch failed with `exc` (retried later when transient)."""
+    outcome = exc.reason if exc.reason in SKIP_REASONS else "failed"
+    failed = record(url, outcome, depth, status=exc.status, error=str(exc))
+    if outcome == "failed":
+        failed["reason"] = stats.failure_reason(exc.reason, exc.status)
+    counter = keys.skipped(exc.reason) if outcome != "failed" else keys.FAILED
+    error = exc if exc.transient else None
+    return Visit(failed, {counter: 1}, error=error, retry_after=exc.retry_after)
+
+
+def visit(
+    url: str,
+    depth: int,
+    cfg: CrawlConfig,
+    archive: Archive = no_archive,
+    known: Container[str] = frozenset(),
+    cookies: Cookies | None = None,
+    prior: Prior | None = None,
+    via: Sequence[str] = (),
+    render: Renderer | None = None,
+) -> Visit:
+    """Fetch (archiving the responses) and parse `url`, extract its fields, run the hook;
+    never raises for anything a web server can do. Links in `known` were already admitted
+    or refused by this process: they are not judged again (the frontier drops them).
+    Cookies are sent and kept in `cookies`, if given. With the `prior` visit's validators
+    the GET is conditional, and a 304 is a visit of the page as it was. A redirect or a
+    meta refresh ends the visit, its target a URL of its own (rqcrawl.fetch.hops); `via`: the
+    redirects that led to `url`. With `render`, the page is what the browser made of the
+    response; without, a crawl with render = "auto" hands a page that needs the browser off
+    (Visit.render)."""
+
+    started = time.monotonic()
+    try:
+        conditional = prior.conditional_headers() if prior else None
+        resp = fetch(  # a redirect ends the fetch: its target passes admission (hops)
+            url, cfg, lambda hop: None, archive=archive, cookies=cookies,
+            conditional=conditional, follow=False,
+        )  # fmt: skip
+    except FetchError as exc:
+        failed = failed_visit(url, depth, exc)
+        failed.fetch_s = time.monotonic() - started
+        return failed
+    fetch_s = time.monotonic() - started
+    return _parsed(url, depth, cfg, resp, fetch_s, known, prior, via, render)
+
+
+def _parsed(
+    url: str,
+    depth: int,
+    cfg: CrawlConfig,
+    resp: Response,
+    fetch_s: float,
+    known: Container[str],
+    prior: Prior | None,
+    via: Sequence[str],
+    render: Renderer | None,
+) -> Visit:
+    """The visit that the response `resp` of `url` makes (visit's parse step): a 304, a
+    redirect, a type we do not parse, or the page's record, fields and links."""
+    page_record = record(
+        url,
+        None,
+        depth,
+        final_url=resp.final_url,
+        status=resp.status,
+        content_type=resp.content_type,
+    )
+    obey, token = cfg.obey_page_directives, directives.product_token(cfg.user_agent)
+    said = directives.from_headers(resp.headers, token) if obey else directives.Directives()
+    page_record["noindex"] = said.noindex or None  # a header speaks for any type of body
+    if resp.status == NOT_MODIFIED and prior:
+        return _not_modified(page_record, resp, prior, fetch_s)
+    if resp.redirect_to is not None:
+        return _redirected(page_record, resp.redirect_to, via, cfg, fetch_s)
+    if resp.body is None:
+        page_record["outcome"] = "not_html"
+        return Visit(page_record, {keys.skipped("not_html"): 1}, fetch_s=fetch_s)
+    digest = hashlib.sha1(resp.body).hexdigest()
+    text = decode(resp.body, resp.content_type)
+    refresh = hops.meta_refresh(text, resp.final_url, cfg)
+    if refresh is not None:
+        page_record["bytes"] = len(resp.body)
+        return _redirected(page_record, refresh, via, cfg, fetch_s)
+    if render is not None:
+        try:
+            rendered = render(resp, text, cfg)
+        except FetchError as exc:
+            return failed_visit(url, depth, exc)
+        text = rendered.html
+        page_record.update(rendered=True, render_ms=rendered.ms)
+        if rendered.timed_out:  # the DOM as it stood after render_timeout
+            page_record["render_timed_out"] = True
+    strip = param_filter(cfg.strip_params)
+    page = parse(text, resp.final_url, strip, skip_nofollow=obey)
+    if obey:
+        said |= directives.from_meta(page.selector, token)
+        page_record["noindex"] = said.noindex or None
+    if render is None and choice.auto(cfg):
+        why = choice.needs_rendering(page.selector, len(page.links))
+        if why:
+            return Visit(page_record, {}, fetch_s=fetch_s, render=why)
+    page_record.update(outcome="fetched", title=page.title, bytes=len(resp.body))
+    page_record["fields"] = extract_fields(page.selector, cfg.fields)
+    counts = Counter({keys.FETCHED: 1, keys.links_dropped("bad"): page.bad_links})
+    links = page.links
+    if cfg.hook:
+        hooked = hooks.run(
+            cfg.hook,
+            hooks.HookPage(
+                url, resp.final_url, resp.status, resp.headers, text, page.selector, depth
+            ),
+        )
+        page_record["fields"].update(hooked.fields)
+        page_record["hook_error"] = hooked.error
+        counts[keys.HOOK_ERRORS] += hooked.error is not None
+        counts[keys.links_dropped("bad")] += hooked.bad_links
+        links = list(dict.fromkeys(links + [strip(link) for link in hooked.links]))
+    page_record["outlinks"] = len(links)
+    links = _capped(links, cfg.max_links_per_page, page_record, counts)
+    counts[keys.links_dropped("rel_nofollow")] += page.nofollow_links
+    canonical = directives.canonical_from_headers(resp.headers, resp.final_url, strip)
+    page_record["canonical"] = canonical = canonical or page.canonical
+    if canonical not in (None, url, resp.final_url, *links):
+        links = [*links, canonical]  # a link like the others: scope, rules, Bloom filter
+    if said.nofollow:
+        page_record["nofollow"] = True
+        counts[keys.links_dropped("nofollow")] += len(links)
+        links = []
+    children = []
+    if depth < cfg.max_depth:
+        for link in links:
+            if link in known:
+                continue
+            verdict = link_verdict(link, cfg)
+            if verdict is not None and verdict.startswith("drop:"):
+                counts[keys.links_dropped(verdict.removeprefix("drop:"))] += 1
+            else:
+                children.append((verdict, link))
+    content = None
+    if cfg.revisit:  # the simhash costs a few ms a page: only crawls that compare visits
+        content = Content(
+            digest, simhash(visible_text(page.selector)), resp.headers.get("etag"),
+            resp.headers.get("last-modified"),
+        )  # fmt: skip
+    return Visit(page_record, counts, children, fetch_s=fetch_s, content=content)
+
+
+def _redirected(
+    page_record: dict, target: str, via: Sequence[str], cfg: CrawlConfig, fetch_s: float
+) -> Visit:
+    """A redirect (or meta refresh) of the page of `page_record` to `target`: recorded
+    `redirected`, its target admitted as a URL of its own at the same depth (rqcrawl.fetch.hops).
+    A target the scope or the link rules refuse makes that the page's outcome; a loop or
+    a chain over `max_redirects` fails it."""
+    url, status = page_record["url"], page_record["status"]
+    page_record["redirect_to"] = target
+    problem = hops.chain_problem(url, target, via, cfg)
+    if problem:
+        error = FetchError(problem, f"{problem.replace('_', ' ')} at {target}", status=status)
+        failed = failed_visit(url, page_record["depth"], error)
+        failed.record["redirect_to"], failed.fetch_s = target, fetch_s
+        return failed
+    verdict = link_verdict(target, cfg)
+    if verdict is not None and verdict.startswith("drop:"):
+        rule = verdict.removeprefix("drop:")
+        page_record.update(outcome=rule, error=f"redirect to {target}: {rule}")
+        return Visit(page_record, {keys.skipped(rule): 1}, fetch_s=fetch_s)
+    page_record["outcome"] = "redirected"
+    counts = {keys.skipped("redirected"): 1}
+    return Visit(page_record, counts, [(verdict, target)], fetch_s=fetch_s, via=[*via, url])
+
+
+def _not_modified(page_record: dict, resp: Response, prior: Prior, fetch_s: float) -> Visit:
+    """A 304: the page as the last visit saw it (its digest; its links were admitted then,
+    none is admitted again), the validators the server sent anew or the old ones."""
+    page_record.update(outcome="fetched", not_modified=True)
+    content = Content(
+        prior.digest, None, resp.headers.get("etag") or prior.etag,
+        resp.headers.get("last-modified") or prior.last_modified, not_modified=True,
+    )  # fmt: skip
+    return Visit(page_record, {keys.FETCHED: 1}, fetch_s=fetch_s, content=content)
+
+
+def _capped(links: list[str], cap: int, record: dict, counts: Counter) -> list[str]:
+    """The first `cap` links (0: all): a page of 100,000 links (a generated index, a trap)
+    would cost its crawl that many URLs. The cut is recorded and counted, never silent."""
+    if not cap or len(links) <= cap:
+        return links
+    cut = len(links) - cap
+    record["links_cut"] = cut
+    counts[keys.links_dropped("max_links_per_page")] += cut
+    return links[:cap]
