@@ -149,6 +149,14 @@ def test_a_row_left_queued_past_the_lease_is_due_again(db_url):
     assert table.take_due("c", 10) == []
 
 
+def test_the_pump_takes_what_is_due_by_the_clock_it_is_given(db_url):
+    """The bench makes rows due by its clock, not by rewriting them (rqcrawl.bench)."""
+    table = TaskTable(db_url)
+    visit(table, "http://a/")
+    assert table.take_due("c", 10) == []
+    assert table.take_due("c", 10, now=time.time() + 30 * 86400) == [("http://a/", 1, 0)]
+
+
 def test_concurrent_pumps_never_take_the_same_row(db_url):
     table = TaskTable(db_url)
     with tasks.engine(db_url).begin() as conn:

@@ -374,14 +374,17 @@ class TaskTable:
         return dict(found._mapping) if found else None
 
     @crawling
-    def take_due(self, crawl: str, limit: int) -> list[tuple[str, int, int]]:
+    def take_due(
+        self, crawl: str, limit: int, now: float | None = None
+    ) -> list[tuple[str, int, int]]:
         """Mark up to `limit` due URLs `queued` and return them with their depths and
         priorities, the highest priority first, then the earliest; exactly once among
         concurrent callers (see the module docstring). O(limit), not O(table): for each
         priority from the highest (found by index probes), its rows left queued past their
         lease, then its due rows, read in due order from the index (crawl, state, priority,
-        next_visit). A queued row's next_visit is the end of its lease."""
-        now = time.time()
+        next_visit). A queued row's next_visit is the end of its lease. `now` (default: the
+        present) lets the bench make rows due by its clock rather than by rewriting them."""
+        now = time.time() if now is None else now
         rows: list = []
         with self.engine.begin() as conn:
             priority = None
