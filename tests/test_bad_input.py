@@ -286,7 +286,8 @@ def test_local_workers_get_the_redis_url_from_the_environment(redis_server, conn
             )
             _, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err
-        assert len(cmdlines) == 2 and all(b"rqcrawl.workers.CrawlWorker" in c for c in cmdlines.values())
+        assert len(cmdlines) == 2
+        assert all(b"rqcrawl.workers.CrawlWorker" in c for c in cmdlines.values())
         assert not [c for c in cmdlines.values() if b"s3cr3t" in c], cmdlines
         assert out.read_text().count("\n") == len(site.expected(2))  # they did connect
     finally:
