@@ -224,6 +224,7 @@ def discard_all(conns: Sequence[Redis], crawl: str) -> Purged:
 def discard(redis: Redis, crawl: str) -> Purged:
     """Delete every key of the crawl and its RQ jobs, whatever its state."""
     jobs = _delete_jobs(redis, _crawl_jobs(redis, crawl))
+    _delete_first_seen(redis, crawl)
     rows = _delete_tasks(redis, crawl)
     return Purged(_state(redis, crawl).delete(), jobs, rows)
 
@@ -259,6 +260,17 @@ def _crawl_jobs(redis: Redis, crawl: str) -> list[str]:
         for name in redis.scan_iter(match=glob_escape(f"{prefix}rqcrawl-{crawl}-") + "*")
     )
     return [i for i in ids if job_crawl(i) == crawl]
+
+
+def _delete_first_seen(redis: Redis, crawl: str) -> None:
+    """RQ's marks of the crawl's jobs that its maintenance found in a queue's intermediate
+    list (`rq:queue:Q:intermediate:first_seen:ID`, a day's TTL): they outlive their jobs."""
+    marks = redis.scan_iter(
+        match=f"rq:queue:*:intermediate:first_seen:{glob_escape(f'rqcrawl-{crawl}-')}*"
+    )
+    mine = [k for k in marks if job_crawl(k.decode(errors="replace").rpartition(":")[2]) == crawl]
+    if mine:
+        redis.delete(*mine)
 
 
 def _delete_jobs(redis: Redis, job_ids: list[str]) -> int:

@@ -27,7 +27,7 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from datetime import datetime
 
 from redis import Redis, RedisError
@@ -45,6 +45,7 @@ from rqcrawl import config
 from rqcrawl.config import ConfigError
 from rqcrawl.frontier import state
 from rqcrawl.frontier.dispatch import JOB_FUNC, PUMP_EVERY, SITEMAP_FUNC
+from rqcrawl.frontier.redisurl import server_key
 from rqcrawl.ops.metrics import serve_from_env as serve_metrics
 from rqcrawl.workers.crawls import check_identity, crawl_of
 from rqcrawl.workers.jobs import abandon
@@ -216,9 +217,11 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
     # up to a minute after Redis did. Retry every second instead.
     max_connection_wait_time = 1.0
 
-    # One tender per process, however many workers run in its threads
-    # (rqcrawl.workers.threadworkers).
-    _tending = threading.Lock()
+    # One tender per process and Redis, however many workers run in its threads
+    # (rqcrawl.workers.threadworkers serves several shards: each needs its deferred URLs
+    # released), by the server's key (redisurl.server_key).
+    _tending: dict[Hashable, threading.Lock] = {}
+    _tending_guard = threading.Lock()
     _full_beat_at: float | None = None  # when the last heartbeat with the worker's full TTL went
     _suspension_checked_at = 0.0
 
@@ -409,12 +412,14 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
         super().run_maintenance_tasks()
 
     def work(self, *args, **kwargs) -> bool:
-        if not self._tending.acquire(blocking=False):
+        with self._tending_guard:
+            tending = self._tending.setdefault(server_key(self.connection), threading.Lock())
+        if not tending.acquire(blocking=False):
             return super().work(*args, **kwargs)
         try:
             return self._work_tended(*args, **kwargs)
         finally:
-            self._tending.release()
+            tending.release()
 
     def _work_tended(self, *args, **kwargs) -> bool:
         serve_metrics(Redis(connection_pool=self.connection.connection_pool))
