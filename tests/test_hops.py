@@ -118,3 +118,31 @@ def test_chain_bounds_and_meta_refresh_delays():
     assert meta_refresh('<meta http-equiv="refresh" content="0">', "http://a/", cfg) is None
     assert meta_refresh("<noscript>" + page.format(0) + "</noscript>", "http://a/", cfg) is None
     assert meta_refresh(page.format(0), "http://a/", CrawlConfig(follow_meta_refresh=False)) is None
+
+
+def test_a_redirect_target_loses_its_tracking_parameters_like_a_link(redis_url, tmp_path):
+    """`/go` redirects to `/page?utm_source=x&jsessionid=1` while `/` also links `/page`: the
+    target is stripped of strip_params as a link is, so the page is fetched once."""
+
+    def handle(req: BaseHTTPRequestHandler) -> None:
+        if req.path == "/":
+            reply(req, 200, b'<a href="/go">go</a><a href="/page">page</a>')
+        elif req.path == "/go":
+            req.send_response(302)
+            req.send_header("Location", "/page?utm_source=x&jsessionid=1")
+            req.send_header("Content-Length", "0")
+            req.end_headers()
+        elif req.path == "/robots.txt":
+            reply(req, 404, b"")
+        else:
+            reply(req, 200, b"<title>page</title>")
+
+    with HTTPSite(handle, max_requests=30, max_seconds=60) as http:
+        seed_local(redis_url, http.base + "/", "strip", 1)
+        with LocalWorkers(redis_url, 1):
+            wait_finished(redis_url, "strip")
+    pages = {path: n for path, n in http.hits.items() if path.startswith("/page")}
+    assert pages == {"/page": 1}, http.hits
+    assert records(redis_url, "strip", tmp_path)[http.base + "/go"]["redirect_to"] == (
+        http.base + "/page"
+    )

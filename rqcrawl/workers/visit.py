@@ -28,7 +28,7 @@ from rqcrawl.parse import directives, hooks
 from rqcrawl.parse.changes import Content, Prior, simhash, visible_text
 from rqcrawl.parse.extract import decode, extract_fields, parse
 from rqcrawl.parse.rules import link_verdict
-from rqcrawl.parse.urls import param_filter
+from rqcrawl.parse.urls import canonicalize, param_filter
 from rqcrawl.render import choice
 from rqcrawl.render.choice import Rendered
 from rqcrawl.workers.crawls import Crawl
@@ -240,8 +240,10 @@ def _redirected(
     """A redirect (or meta refresh) of the page of `page_record` to `target`: recorded
     `redirected`, its target admitted as a URL of its own at the same depth (rqcrawl.fetch.hops).
     A target the scope or the link rules refuse makes that the page's outcome; a loop or
-    a chain over `max_redirects` fails it."""
+    a chain over `max_redirects` fails it. The target loses strip_params as a link does, or
+    a tracking parameter in a Location would fetch a page twice."""
     url, status = page_record["url"], page_record["status"]
+    target = canonicalize(target, strip=param_filter(cfg.strip_params))
     page_record["redirect_to"] = target
     problem = hops.chain_problem(url, target, via, cfg)
     if problem:
