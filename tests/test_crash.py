@@ -22,6 +22,7 @@ from helpers import (
     worker_names,
 )
 from rq import Worker
+from rq.exceptions import NoSuchJobError
 from rq.job import Job
 from servers import HTTPSite, RedisServer
 from testsite import Site
@@ -75,13 +76,16 @@ def kill_when_busy(
         every=0.01,
     )
     victim = workers.procs[0]
-    job_id = Worker.find_by_key(Worker.redis_worker_namespace_prefix + name, connection=conn)
-    job_id = job_id.get_current_job_id() if job_id else None
+    worker = Worker.find_by_key(Worker.redis_worker_namespace_prefix + name, connection=conn)
+    job_id = worker.get_current_job_id() if worker else None
+    try:  # read before the kill: a job that ends meanwhile is deleted (result_ttl 0)
+        job = Job.fetch(job_id, connection=conn) if job_id else None
+    except NoSuchJobError:
+        job = None
     orphans.callback(stop_pids, child_pids(victim.pid))
     victim.send_signal(signal.SIGKILL)
     killed_at = time.time()
     victim.wait()
-    job = Job.fetch(job_id, connection=conn) if job_id else None
     return killed_at, path_of(job.args[1]) if job and job.func_name == JOB_FUNC else ""
 
 
