@@ -143,16 +143,20 @@ def test_cancel_drops_a_parked_retry(redis_url, conn, tmp_path):
     def down(req: BaseHTTPRequestHandler) -> None:
         reply(req, 503, b"down")
 
+    conf = tmp_path / "retry.toml"  # a backoff longer than `rqcrawl cancel` on a loaded machine
+    conf.write_text("[crawl]\nretry_base = 8.0\n")
     with HTTPSite(down, max_requests=20, max_seconds=60) as http:
-        seed_local(redis_url, http.base + "/", "rt", 1, "--no-robots")
+        seed_local(redis_url, http.base + "/", "rt", 1, "--no-robots", "--config", str(conf))
         with LocalWorkers(redis_url, 1, worker_class=None, log_dir=tmp_path):
             later = keys.CrawlKeys("rt").later  # a retry waits there for its time, as no job
             wait_until(lambda: conn.zcard(later), 30, "a parked retry")
+            due = conn.zrange(later, 0, 0, withscores=True)[0][1]
             said = rqcrawl(redis_url, "cancel", "rt").stdout
             # the parked URL's next job already exists (listed as deferred): cancel deletes it
             assert "1 URL(s) dropped (0 held, 1 in flight; 1 queued RQ job(s) removed)" in said
             assert conn.zcard(later) == 0
-            time.sleep(3)  # the behaviour under test: past the 2 s backoff, nothing comes back
+            # the behaviour under test: past the backoff, nothing comes back
+            time.sleep(max(0.0, due + 2 - time.time()))
     assert http.hits == {"/": 1}
     assert status(redis_url, "rt")["dropped"] == 1
 

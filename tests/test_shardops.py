@@ -240,7 +240,8 @@ def test_pause_resume_and_cancel_from_either_shard_with_workers_on_both(
 ):
     urls = [redis_url, second_redis_url]
     conns = [redis.Redis.from_url(url) for url in urls]
-    web = Web(slow={(h, i): 0.1 for h in range(HOSTS) for i in range(PAGES)})
+    # 0.4 s a page: the crawl outlasts a `pause` command's start-up on a loaded machine
+    web = Web(slow={(h, i): 0.4 for h in range(HOSTS) for i in range(PAGES)})
     with ExitStack() as stack:
         sites = start_sites(stack, web, max_seconds=240)
         hits = lambda: sum(sum(s.hits.values()) for s in sites)  # noqa: E731
