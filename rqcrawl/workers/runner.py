@@ -172,15 +172,18 @@ class Changes:
     sleeps its whole timeout."""
 
     def __init__(self, redis: Redis, prefixes: list[str]):
-        pool = redis.connection_pool  # RESP2: the messages come to a subscribed connection
-        self.conn: AbstractConnection | None = pool.connection_class(
-            **{**pool.connection_kwargs, "protocol": 2}
-        )
+        self.conn: AbstractConnection | None = None
+        pool = redis.connection_pool
+        # RESP2: the messages come to a subscribed connection (redis-py's maintenance
+        # notifications, on for TCP by default, need RESP3: off on this one)
+        kwargs = {**pool.connection_kwargs, "protocol": 2, "maint_notifications_config": None}
+        kwargs.pop("maint_notifications_pool_handler", None)
         try:
+            self.conn = pool.connection_class(**kwargs)
             self._call("CLIENT", "TRACKING", "ON", "REDIRECT", self._call("CLIENT", "ID"),
                        "BCAST", *(word for p in prefixes for word in ("PREFIX", p)))  # fmt: skip
             self._call("SUBSCRIBE", INVALIDATE)
-        except (RedisError, OSError):
+        except (RedisError, OSError, TypeError):  # TypeError: a pool class of other options
             self.close()
 
     def _call(self, *args: object) -> object:
