@@ -110,24 +110,20 @@ def one_run(site: OnePageSite, extra: list[str]) -> Run:
 
 
 def rows(runs: list[Run], delay: float) -> list[tuple[str, float]]:
-    """(phase, median seconds since the command started), in the order of the first run, the
-    requests among them; then the requests' count, the pace's share, the fixed cost, CPU."""
-    first = runs[0]
-    phases = {**first.phases}
-    for i, (path, at) in enumerate(first.requests):
-        phases[f"request {i + 1}: {path}"] = at
-    out = []
-    for what in sorted(phases, key=phases.get):
-        if what.startswith("request "):
-            i = int(what.split()[1].rstrip(":")) - 1
-            values = [r.requests[i][1] for r in runs if len(r.requests) > i]
-        else:
-            values = [r.phases[what] for r in runs if what in r.phases]
-        out.append((what, statistics.median(values)))
-    wall = statistics.median(r.phases["exit"] for r in runs)
-    count = len(first.requests)
+    """(phase, median seconds since the command started) in time order, a request named by
+    its path (its first arrival); then the requests' count, the pace's share, the fixed cost
+    and the CPU."""
+    for run in runs:
+        for path, at in reversed(run.requests):
+            run.phases[f"request {path}"] = at
+    medians = {
+        what: statistics.median(r.phases[what] for r in runs if what in r.phases)
+        for what in runs[0].phases
+    }
+    wall = medians["exit"]
+    count = len(runs[0].requests)
     pace = max(0, count - 1) * delay
-    return out + [
+    return sorted(medians.items(), key=lambda item: item[1]) + [
         ("requests to the host", float(count)),
         (f"pace waits: ({count} - 1) x delay", pace),
         ("fixed cost: wall - pace waits", wall - pace),
