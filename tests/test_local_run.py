@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import threading
 from pathlib import Path
 
 from helpers import BIN, child_pids, running, stop_pids, wait_until
 from servers import HTTPSite
 from testsite import Site
+
+from rqcrawl.frontier.keys import CrawlKeys
+from rqcrawl.workers.runner import Changes
 
 
 def descendants(pid: int) -> set[int]:
@@ -109,3 +113,20 @@ def test_timings_list_each_phase_once_in_the_order_they_happened(tmp_path):
     order = [phases.index(p) for p in ("crawl seeded", f"robots.txt of {http.base} answered",
              "the crawl's last URL ended", "crawl over seen")]  # fmt: skip
     assert order == sorted(order), err
+
+
+def test_the_watch_wakes_on_a_change_of_the_crawls_keys_only(conn):
+    """runner.Changes (the end of a crawl seen at once): a write to the crawl's counters
+    wakes it, a write to another crawl's keys does not."""
+    mine, other = CrawlKeys("mine"), CrawlKeys("other")
+    changes = Changes(conn, [mine.counters, mine.inflight])
+    try:
+        assert changes.conn is not None  # the session's Redis has CLIENT TRACKING
+        conn.hset(other.counters, "fetched", 1)
+        assert not changes.wait(0.3)
+        later = threading.Timer(0.2, conn.hset, (mine.counters, "fetched", 1))
+        later.start()
+        assert changes.wait(30)
+        later.join()
+    finally:
+        changes.close()
