@@ -110,12 +110,13 @@ def one_run(site: OnePageSite, extra: list[str]) -> Run:
 
 
 def rows(runs: list[Run], delay: float) -> list[tuple[str, float]]:
-    """(phase, median seconds since the command started) in time order, a request named by
-    its path (its first arrival); then the requests' count, the pace's share, the fixed cost
-    and the CPU."""
+    """(phase, median seconds since the command started) in time order, the requests by
+    their rank (robots.txt comes first; the page and the sitemap probe in either order, so
+    that a path's median would mix ranks); then the requests' count, the pace's share, the
+    fixed cost and the CPU."""
     for run in runs:
-        for path, at in reversed(run.requests):
-            run.phases[f"request {path}"] = at
+        for i, (_, at) in enumerate(run.requests):
+            run.phases[f"request {i + 1} to the host"] = at
     medians = {
         what: statistics.median(r.phases[what] for r in runs if what in r.phases)
         for what in runs[0].phases
