@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 
@@ -21,6 +23,7 @@ from rqcrawl.frontier import keys
 from rqcrawl.frontier.redisurl import client, masked
 from rqcrawl.lazygroup import LazyGroup
 from rqcrawl.ops import explain, inspection, monitor, stats
+from rqcrawl.ops.timings import Timings, crawl_moments
 from rqcrawl.parse.urls import InvalidURL, canonicalize
 from rqcrawl.workers.embedded import EmbeddedRedis
 from rqcrawl.workers.runner import RENDER_WORKER_CLASS, LocalWorkers, watch
@@ -482,14 +485,24 @@ def write_export(
     show_default=True,
     help="Where the embedded Redis keeps its data and local workers their logs.",
 )
+@click.option(
+    "--timings",
+    "show_timings",
+    is_flag=True,
+    help="At the end, print to stderr when each phase happened: imports, Redis, workers, "
+    "robots.txt, the last URL, the end seen, export and shutdown.",
+)
 @redis_option
 def crawl(
-    urls, output, fmt, workers, threads, render_workers, name, config_file, data_dir, url, **flags
-) -> None:
+    urls, output, fmt, workers, threads, render_workers, name, config_file, data_dir,
+    show_timings, url, **flags,
+) -> None:  # fmt: skip
     """Crawl on this machine until done and write OUTPUT: seed, run local workers, show
     progress. Uses an embedded Redis unless a Redis URL is configured; with --shards, those
     servers, with --workers processes for each. Running the same command again after an
     interruption resumes the crawl."""
+    clock = Timings()
+    clock.mark("imports done")
     planned = api.plan(
         urls, name, config_file=config_file, stable_name=True, task_dir=data_dir, **flags
     )
@@ -499,6 +512,7 @@ def crawl(
             config.check_writable_dir(planned.cfg.warc_dir)
         except ConfigError as exc:
             raise click.ClickException(str(exc)) from None
+    clock.mark("settings checked")
     # SIGTERM (kill, a service manager) stops the crawl as Ctrl-C does: workers and the
     # embedded Redis are in sessions of their own and would otherwise outlive us.
     interruptible(signal.SIGINT, signal.SIGTERM)
@@ -506,26 +520,33 @@ def crawl(
     target = shards[0] if shards else configured_redis_url(url)
     server = None if target else EmbeddedRedis(Path(data_dir))
     try:
-        if server:
+        if server:  # launched, not waited for: the workers start meanwhile
             target = embedded(server)
-        conn = connect(target)
-        started_crawl(conn, planned)
-        log_dir = Path(data_dir) / "workers"
-        continuous = bool(planned.cfg.revisit)
-        targets = shards or [target]
-        if render_workers is None:
-            render_workers = 1 if planned.cfg.render else 0
-        final = run_local(
-            conn, targets, planned.name, workers, threads, log_dir, continuous, render_workers
-        )
+        with local_fleet(
+            shards or [target], workers, threads, Path(data_dir) / "workers",
+            (1 if planned.cfg.render else 0) if render_workers is None else render_workers,
+        ) as fleet:  # fmt: skip
+            clock.mark(f"{len(fleet[0].procs)} worker process(es) started")
+            if server:
+                embedded(server, ready=True)
+                clock.mark("embedded Redis ready")
+            conn = connect(target)
+            started_crawl(conn, planned)
+            clock.mark("crawl seeded")
+            continuous = bool(planned.cfg.revisit)
+            final = run_local(conn, planned, fleet, continuous, clock)
         write_export(conn, planned.name, output, fmt)
+        clock.mark("export written")
         if not continuous and final["fetched"] == 0:
             explain_seeds(conn, planned.name, planned.seeds)
-        if final.get("thin_crawl"):  # the last line: a one-page crawl is not a finished site
+        if final.get("thin_crawl"):  # a one-page crawl is not a finished site
             click.echo(f"warning: {final['thin_crawl']}", err=True)
     finally:
         if server:
             server.stop()
+            clock.mark("embedded Redis stopped")
+        if show_timings:
+            click.echo(clock.show(), err=True)
 
 
 @main.command()
@@ -553,10 +574,10 @@ def demo(ctx: click.Context, output: str, max_depth: int) -> None:
         site.stop()
 
 
-def embedded(server: EmbeddedRedis) -> str:
-    """Start the embedded Redis; its URL."""
+def embedded(server: EmbeddedRedis, ready: bool = False) -> str:
+    """Launch the embedded Redis, or with `ready` wait until it answers; its URL."""
     try:
-        return server.start().url
+        return (server.ready() if ready else server.launch()).url
     except RuntimeError as exc:
         raise click.ClickException(str(exc)) from None
     except OSError as exc:
@@ -577,20 +598,16 @@ def writable_output(output: str) -> None:
         raise click.ClickException(f"cannot write {output}: permission denied")
 
 
-def run_local(
-    conn: redis.Redis,
+@contextlib.contextmanager
+def local_fleet(
     targets: list[str],
-    name: str,
     workers: int,
     threads: int,
     log_dir: Path,
-    continuous: bool,
-    render_workers: int = 0,
-) -> dict:
-    """Run the crawl with local workers (`workers` per Redis of `targets`, its shards, and
-    `render_workers` browser workers of the render queue) until it is over, and return its
-    final status; a `continuous` one (revisits) never is: Ctrl-C or SIGTERM ends it, and its
-    export is written all the same."""
+    render_workers: int,
+) -> Iterator[tuple[LocalWorkers, LocalWorkers]]:
+    """`workers` processes per Redis of `targets` (the crawl's shards) and `render_workers`
+    browser workers of the render queue, stopped on exit."""
     pool = LocalWorkers(targets, workers, threads, log_dir)
     renderers = LocalWorkers(
         targets, render_workers, 1, log_dir / "render", RENDER_WORKER_CLASS,
@@ -599,8 +616,29 @@ def run_local(
     per = f" per shard ({len(targets)})" if len(targets) > 1 else ""
     also = f" and {render_workers} render worker(s)" if render_workers else ""
     click.echo(f"{workers} local worker(s){also}{per}, logs in {log_dir}", err=True)
+    with pool, renderers:
+        yield pool, renderers
+
+
+def run_local(
+    conn: redis.Redis,
+    planned: api.Plan,
+    fleet: tuple[LocalWorkers, LocalWorkers],
+    continuous: bool,
+    clock: Timings,
+) -> dict:
+    """Run the planned crawl with the local `fleet` until it is over, and return its final
+    status; a `continuous` one (revisits) never is: Ctrl-C or SIGTERM ends it, and its
+    export is written all the same."""
+    name = planned.name
+    pool, renderers = fleet
     try:
         final = watch(conn, name, pool)
+        clock.mark("crawl over seen")
+        for at in pool.registered(conn):  # read before the workers stop
+            clock.mark("a worker ready (registered with RQ)", at)
+        for what, at in crawl_moments(conn, name, planned.seeds):
+            clock.mark(what, at)
     except KeyboardInterrupt:
         click.echo("\ninterrupted: letting the workers finish their current page...", err=True)
         pool.stop()
@@ -614,6 +652,7 @@ def run_local(
     finally:
         pool.stop()
         renderers.stop()
+        clock.mark("workers stopped")
     click.echo(
         f"crawl {name} {final['state']}: {final['fetched']} fetched, {final['failed']} failed, "
         f"{final['skipped_total']} skipped in {final['elapsed_s']:.1f} s",

@@ -12,7 +12,6 @@ import json
 import math
 import os
 import re
-import tomllib
 from collections.abc import Callable, Hashable
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
@@ -202,6 +201,8 @@ class CrawlConfig:
 
     @classmethod
     def from_toml(cls, path: str | Path, base: CrawlConfig | None = None) -> CrawlConfig:
+        import tomllib  # only files need it: a worker reads settings from Redis (JSON)
+
         try:
             with open(path, "rb") as fh:
                 data = tomllib.load(fh)

@@ -1,7 +1,7 @@
 """`rqcrawl bench --stock`: the stock forking `rq worker crawl` (with and without the preload)
 measured beside the recommended worker in one run; `rqcrawl bench --revisit-memory`: what a
 crawl with revisits keeps per known URL; `rqcrawl bench --skewed`: both depth modes on a skewed
-two-host site."""
+two-host site; `rqcrawl bench --one-page`: the phases of a one-page crawl."""
 
 from __future__ import annotations
 
@@ -143,3 +143,31 @@ def test_bench_refuses_workers_that_do_not_split_evenly_over_shards():
     )  # fmt: skip
     assert proc.returncode == 2 and "--shards 3 needs --workers a multiple of 3" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_bench_times_the_phases_of_a_one_page_crawl_at_defaults_and_without_delay():
+    """The literal command's phases and the site's three requests (robots.txt, the page, the
+    sitemap probe): at defaults the pace's share is 2 x the 1 s delay, without delay none,
+    and the fixed cost is the rest of the wall time."""
+    proc = subprocess.run(
+        [str(BIN / "rqcrawl"), "bench", "--one-page", "--repeat", "1"],
+        capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    rows = {}
+    for line in proc.stdout.splitlines():
+        if m := re.fullmatch(r"(\S.*?)\s+([\d.]+)\s+([\d.]+)", line):
+            rows[m[1]] = (float(m[2]), float(m[3]))
+    for phase in ("imports done", "crawl seeded", "crawl over seen", "workers stopped", "exit"):
+        assert phase in rows, proc.stdout
+    ranks = [f"request {i} to the host" for i in (1, 2, 3)]
+    assert [p for p in rows if p.startswith("request ")] == ranks, proc.stdout
+    assert rows["requests to the host"] == (3, 3)
+    assert rows["pace waits: (3 - 1) x delay"] == (2.0, 0.0)
+    defaults, no_delay = rows["fixed cost: wall - pace waits"]
+    assert defaults == pytest.approx(rows["exit"][0] - 2.0, abs=0.002)
+    assert no_delay == pytest.approx(rows["exit"][1], abs=0.002)
+    # the pace holds at defaults: each request starts at least one delay after the one before
+    first, second, third = (rows[rank][0] for rank in ranks)
+    assert second - first >= 0.95 and third - second >= 0.95, proc.stdout
+    assert "reproduce: rqcrawl bench --one-page --repeat 1" in proc.stdout

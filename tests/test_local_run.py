@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import threading
 from pathlib import Path
 
 from helpers import BIN, child_pids, running, stop_pids, wait_until
 from servers import HTTPSite
 from testsite import Site
+
+from rqcrawl.frontier.keys import CrawlKeys
+from rqcrawl.workers.runner import Changes
 
 
 def descendants(pid: int) -> set[int]:
@@ -54,8 +58,8 @@ def test_sigterm_stops_the_embedded_redis_and_the_workers(tmp_path):
             wait_until(
                 gather,
                 60,
-                "Redis, two workers and the scheduler one forks, and 5 pages requested",
-                accept=lambda seen: seen[0] >= 4 and seen[1] >= 5,
+                "Redis, two workers and 5 pages requested",
+                accept=lambda seen: seen[0] >= 3 and seen[1] >= 5,
             )
             proc.send_signal(signal.SIGTERM)
             _, err = proc.communicate(timeout=30)
@@ -83,3 +87,46 @@ def test_local_workers_log_to_the_data_directory(tmp_path):
     logs = sorted((tmp_path / "data" / "workers").glob("*.log"))
     assert [p.name for p in logs] == ["1.log", "2.log"], err
     assert str(tmp_path / "data" / "workers") in err  # said at start
+
+
+def test_timings_list_each_phase_once_in_the_order_they_happened(tmp_path):
+    """`--timings`: the command's own phases and the moments Redis kept (the workers'
+    registration, robots.txt's answer, the last URL's end), on one clock, in order."""
+    site = Site(pages=3)
+    with HTTPSite(site.handle, max_requests=50, max_seconds=120) as http:
+        out = tmp_path / "out.jsonl"
+        proc = start_crawl(http.base + "/p0.html", tmp_path / "data", out, "--timings")
+        _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    shown = err[err.index("timings (") :].splitlines()[1:]
+    phases = [line.split(maxsplit=3)[3] for line in shown]
+    since_start = [float(line.split()[0]) for line in shown]
+    assert since_start == sorted(since_start) and since_start[0] > 0, err
+    # one at least (the crawl needs it); the other may come up only after a short crawl
+    assert 1 <= phases.count("a worker ready (registered with RQ)") <= 2, err
+    own = [
+        "imports done", "settings checked", "2 worker process(es) started",
+        "embedded Redis ready", "crawl seeded", "crawl over seen", "workers stopped",
+        "export written", "embedded Redis stopped",
+    ]  # fmt: skip
+    assert [p for p in phases if p in own] == own, err
+    order = [phases.index(p) for p in ("crawl seeded", f"robots.txt of {http.base} answered",
+             "the crawl's last URL ended", "crawl over seen")]  # fmt: skip
+    assert order == sorted(order), err
+
+
+def test_the_watch_wakes_on_a_change_of_the_crawls_keys_only(conn):
+    """runner.Changes (the end of a crawl seen at once): a write to the crawl's counters
+    wakes it, a write to another crawl's keys does not."""
+    mine, other = CrawlKeys("mine"), CrawlKeys("other")
+    changes = Changes(conn, [mine.counters, mine.inflight])
+    try:
+        assert changes.conn is not None  # the session's Redis has CLIENT TRACKING
+        conn.hset(other.counters, "fetched", 1)
+        assert not changes.wait(0.3)
+        later = threading.Timer(0.2, conn.hset, (mine.counters, "fetched", 1))
+        later.start()
+        assert changes.wait(30)
+        later.join()
+    finally:
+        changes.close()

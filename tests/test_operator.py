@@ -139,7 +139,7 @@ def test_status_shows_hosts_recent_rate_and_eta(redis_url, conn):
 
 def test_seed_prints_the_worker_command_to_run(redis_url):
     out = seed_local(redis_url, "http://127.0.0.1:9/", "hint", 0).stdout
-    assert "RQ_WORKER_CLASS=rqcrawl.workers.CrawlWorker rq worker crawl --with-scheduler" in out
+    assert "RQ_WORKER_CLASS=rqcrawl.workers.CrawlWorker rq worker crawl\n" in out
     assert out.splitlines()[-1] == "hint"  # the name stays the last line, for scripts
 
 

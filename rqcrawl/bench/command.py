@@ -90,12 +90,21 @@ def parse_list(kind):
 )
 @click.option("--render-workers", type=click.IntRange(min=1), default=1, show_default=True,
               help="With --render: render worker processes (one browser each).")  # fmt: skip
+@click.option("--one-page", is_flag=True,
+              help="Instead: the fixed costs of `rqcrawl crawl` of a one-page site, at "
+                   "default settings and with --delay 0: each phase's time (--timings) and "
+                   "the site's requests, medians of --repeat runs.")  # fmt: skip
 def bench(
     pages, workers, threads, latency, with_scrapy, concurrency, stock, repeat, site_procs,
     revisit_memory, db_url, task_table, skewed, fan_pages, crawl_delay, chain_pages,
-    shard_counts, hosts, bloom_module, render, render_workers,
+    shard_counts, hosts, bloom_module, render, render_workers, one_page,
 ) -> None:  # fmt: skip
     """Benchmark rqcrawl against Scrapy on a generated local site and print one table."""
+    if one_page:
+        from .onepage import report as one_page_report  # each mode loads only when asked
+
+        one_page_report(repeat)
+        return
     if task_table:
         from .tasktable import report as table_report  # SQLAlchemy only for this one
 

@@ -38,16 +38,19 @@ import time
 from collections.abc import Callable
 from importlib.metadata import version
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import requests
-from warcio.statusandheaders import StatusAndHeaders
-from warcio.warcwriter import WARCWriter
 
 from rqcrawl.config import CrawlConfig
 from rqcrawl.fetch.http import Archive, no_archive
 from rqcrawl.parse.changes import Prior
 from rqcrawl.workers.lru import LRU
+
+if TYPE_CHECKING:  # warcio only for crawls that archive (a tenth of a stock job's imports)
+    from warcio.statusandheaders import StatusAndHeaders
+    from warcio.warcwriter import WARCWriter
 
 # Headers that describe bytes on the wire which the archived body no longer has.
 _WIRE_HEADERS = {"content-encoding", "transfer-encoding", "content-length"}
@@ -108,6 +111,8 @@ class WarcFiles:
     def _open(self) -> WARCWriter:
         path, fresh = self._current_path()
         self._file = open(path, "ab")
+        from warcio.warcwriter import WARCWriter
+
         self._writer = WARCWriter(self._file, gzip=True)
         if fresh:
             info = {
@@ -180,6 +185,8 @@ def _http_headers(resp: requests.Response, length: list[tuple[str, str]]) -> Sta
     the module docstring), with `length` as its Content-Length, if any."""
     headers = [(k, v) for k, v in resp.raw.headers.items() if k.lower() not in _WIRE_HEADERS]
     http_version = resp.raw.version or 11
+    from warcio.statusandheaders import StatusAndHeaders
+
     return StatusAndHeaders(
         f"{resp.status_code} {resp.reason or ''}".strip(),
         headers + length,
@@ -190,6 +197,8 @@ def _http_headers(resp: requests.Response, length: list[tuple[str, str]]) -> Sta
 def _request_record(writer: WARCWriter, resp: requests.Response):
     req = resp.request
     headers = [("Host", urlsplit(req.url).netloc), *req.headers.items()]
+    from warcio.statusandheaders import StatusAndHeaders
+
     status = StatusAndHeaders(
         f"{req.method} {req.path_url} HTTP/1.1", headers, is_http_request=True
     )

@@ -19,11 +19,16 @@ from collections.abc import Hashable
 from urllib.parse import unquote, urlsplit
 
 from redis import Redis
+from redis import exceptions as redis_errors
 from redis.connection import parse_url
 from redis.sentinel import Sentinel, SentinelConnectionPool
 
 SENTINEL_SCHEME = "redis+sentinel"
 CLIENT = "rqcrawl.frontier.redisurl.Client"  # for `rq worker --connection-class`
+
+# The errors of a Redis that is gone (crashed, restarting, failing over), which workers and
+# `rqcrawl crawl` wait out rather than end on.
+REDIS_DOWN = (redis_errors.ConnectionError, redis_errors.TimeoutError)
 
 _QUERY_PASSWORD = re.compile(r"([?&]password=)[^&\s'\"]*")
 

@@ -30,7 +30,6 @@ from rqcrawl.frontier.dispatch import Frontier
 from rqcrawl.frontier.outage import TableUnavailable
 from rqcrawl.frontier.shards import shard_map
 from rqcrawl.frontier.state import CrawlState, glob_escape
-from rqcrawl.frontier.tasks import TaskTable
 from rqcrawl.ops import stats
 from rqcrawl.parse.urls import host_of
 
@@ -238,6 +237,8 @@ def _delete_tasks(redis: Redis, crawl: str) -> int:
         return 0
     if not (cfg and cfg.db):
         return 0
+    from rqcrawl.frontier.tasks import TaskTable  # SQLAlchemy only for crawls with a table
+
     try:
         return TaskTable(cfg.db).delete(crawl)
     except TableUnavailable as exc:  # the crawl goes from Redis all the same

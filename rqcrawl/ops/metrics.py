@@ -3,7 +3,9 @@
 The collector keeps no state of its own: each scrape reads every crawl's status (the same
 counters as `rqcrawl status`), so any number of exporters can run, restart or move, and a
 counter never resets while the crawl's keys live. Served by `rqcrawl metrics --port N`, and by
-the recommended worker when RQCRAWL_METRICS_PORT is set (see worker.py).
+the recommended worker when RQCRAWL_METRICS_PORT is set (see worker.py). prometheus_client
+is imported by the functions that build or serve metrics: every recommended worker imports
+this module, and most never serve metrics.
 """
 
 from __future__ import annotations
@@ -12,20 +14,18 @@ import logging
 import os
 import threading
 from collections.abc import Iterator
-from wsgiref.simple_server import WSGIServer
+from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, start_http_server
-from prometheus_client.core import (
-    CounterMetricFamily,
-    GaugeMetricFamily,
-    HistogramMetricFamily,
-    Metric,
-)
-from prometheus_client.registry import Collector
 from redis import Redis
 
 from rqcrawl.frontier import state
 from rqcrawl.ops import stats
+
+if TYPE_CHECKING:
+    from wsgiref.simple_server import WSGIServer
+
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.core import GaugeMetricFamily, Metric
 
 PORT_ENV = "RQCRAWL_METRICS_PORT"  # the recommended worker serves /metrics on this port
 ADDR_ENV = "RQCRAWL_METRICS_ADDR"  # ... on this address (default 127.0.0.1)
@@ -34,8 +34,9 @@ STATES = ("running", "idle", "paused", "finished", "cancelled")
 log = logging.getLogger(__name__)
 
 
-class CrawlCollector(Collector):
-    """Every crawl's counters, gauges and fetch-latency histogram, labelled by crawl."""
+class CrawlCollector:
+    """Every crawl's counters, gauges and fetch-latency histogram, labelled by crawl (a
+    prometheus_client collector: an object with `collect`)."""
 
     def __init__(self, redis: Redis):
         self.redis = redis
@@ -57,6 +58,8 @@ class CrawlCollector(Collector):
 
 def errors(broken: list[str]) -> GaugeMetricFamily:
     """1 for each crawl whose status could not be read (skipped by this scrape)."""
+    from prometheus_client.core import GaugeMetricFamily
+
     gauge = GaugeMetricFamily(
         "rqcrawl_status_error", "1 for a crawl whose status could not be read", labels=["crawl"]
     )
@@ -67,6 +70,11 @@ def errors(broken: list[str]) -> GaugeMetricFamily:
 
 def families(crawls: list[dict]) -> list[Metric]:
     """The metric families of these crawls' statuses (see stats.status)."""
+    from prometheus_client.core import (
+        CounterMetricFamily,
+        GaugeMetricFamily,
+        HistogramMetricFamily,
+    )
 
     def counter(name: str, doc: str, labels: tuple[str, ...] = ()) -> CounterMetricFamily:
         return CounterMetricFamily(f"rqcrawl_{name}", doc, labels=["crawl", *labels])
@@ -135,6 +143,8 @@ def cumulative(histogram: dict) -> list[tuple[str, float]]:
 
 
 def registry(redis: Redis) -> CollectorRegistry:
+    from prometheus_client import CollectorRegistry
+
     reg = CollectorRegistry(auto_describe=False)
     reg.register(CrawlCollector(redis))
     return reg
@@ -142,6 +152,8 @@ def registry(redis: Redis) -> CollectorRegistry:
 
 def serve(redis: Redis, port: int, addr: str) -> WSGIServer:
     """Serve /metrics in a background thread (prometheus_client's server); returns it."""
+    from prometheus_client import start_http_server
+
     server, _ = start_http_server(port, addr, registry(redis))
     return server
 

@@ -8,8 +8,6 @@ import time
 from typing import TextIO
 
 from redis import Redis
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from rqcrawl.config import CrawlConfig
 from rqcrawl.frontier.dispatch import Frontier
@@ -53,6 +51,16 @@ class ProgressBar:
     average and recent pages/s, failures, skips and the ETA."""
 
     def __init__(self, out: TextIO):
+        # rich only on a terminal: a crawl's output to a file or pipe does not import it
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
         self.progress = Progress(
             TextColumn("{task.description}"),
             BarColumn(),

@@ -10,8 +10,6 @@ from collections import Counter
 
 from redis import Redis
 from rq import Queue, Worker
-from rq.registry import ScheduledJobRegistry
-from rq.scheduler import RQScheduler
 
 from rqcrawl import config
 from rqcrawl.fetch.politeness import pace_of
@@ -30,16 +28,14 @@ from rqcrawl.frontier.state import (
 from rqcrawl.parse import sitemaps
 from rqcrawl.parse.urls import host_of
 
-OVERDUE = 10  # seconds a scheduled job may be late before `status` warns
 IDLE_WARN = 60  # seconds URLs may wait in RQ with no job of the crawl started before a warning
 HOSTS_SHOWN = 10  # hosts in `status`, those with the most time left first
 RECENT_ENDS = 2000  # newest records per shard read for the hosts' observed pace
 GAP_CAP = 3  # most a gap between two ends of a host counts, in its modelled time per URL
+OVERDUE = 10  # seconds a deferred URL may be late before `status` calls it a stall
 DELAYS_READ = 200  # hosts without URLs in flight whose Crawl-delay `status` reads
 # The recommended worker (runner.WORKER_CLASS; the runner imports this module).
-WORKER_HINT = (
-    f"RQ_WORKER_CLASS=rqcrawl.workers.CrawlWorker rq worker {keys.QUEUE_NAME} --with-scheduler"
-)
+WORKER_HINT = f"RQ_WORKER_CLASS=rqcrawl.workers.CrawlWorker rq worker {keys.QUEUE_NAME}"
 
 
 def failure_reason(reason: str, status: int | None) -> str:
@@ -501,8 +497,7 @@ def forked_warnings() -> list[str]:
     return [
         "jobs of this crawl ran on forking RQ workers in the last minute (a stock `rq worker`):"
         " each job then pays a fork, the crawler's imports and new connections, 3-35x "
-        "slower in our runs; run `RQ_WORKER_CLASS=rqcrawl.workers.CrawlWorker rq worker crawl "
-        "--with-scheduler` instead"
+        f"slower in our runs; run `{WORKER_HINT}` instead"
     ]
 
 
@@ -523,13 +518,6 @@ def state(counters: dict, done: bool, revisits: bool = False) -> str:
 def warnings(redis: Redis) -> list[str]:
     """Conditions under which the crawl cannot progress by itself."""
     found = []
-    registry = ScheduledJobRegistry(queue=Queue(keys.QUEUE_NAME, connection=redis))
-    late = redis.zcount(registry.key, 0, time.time() - OVERDUE)
-    if late and not redis.exists(RQScheduler.get_locking_key(keys.QUEUE_NAME)):
-        found.append(
-            f"{late} scheduled job(s) (retries, wake-ups) are overdue and no RQ scheduler "
-            "is running: start a worker with --with-scheduler"
-        )
     memory = redis.info("memory")
     policy = memory.get("maxmemory_policy", "noeviction")
     if policy != "noeviction" and memory.get("maxmemory", 0):

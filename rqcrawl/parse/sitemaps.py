@@ -39,9 +39,6 @@ from datetime import UTC, datetime
 from typing import NamedTuple
 from xml.etree.ElementTree import Element, ParseError
 
-import defusedxml.ElementTree as SafeET
-from defusedxml import DefusedXmlException
-
 from rqcrawl.config import CrawlConfig
 from rqcrawl.fetch.http import FetchError, fetch
 from rqcrawl.frontier import keys
@@ -127,6 +124,8 @@ def read(doc: str, cfg: CrawlConfig, named: list[str], quiet_404: bool) -> Found
         failed.counts.update(found.counts)
         return failed
     found.digest = hashlib.sha1(body).hexdigest()
+    from defusedxml import DefusedXmlException  # only sitemap documents are XML
+
     try:
         _parse(body, doc, cfg, found)
     except DefusedXmlException:
@@ -185,6 +184,8 @@ def _parse(body: bytes, doc: str, cfg: CrawlConfig, found: Found) -> None:
             if line.strip():
                 _add_page(found, line.strip(), None, doc, cfg)
         return
+    import defusedxml.ElementTree as SafeET  # noqa: N813 (defusedxml's documented name)
+
     tree = SafeET.fromstring(body, forbid_dtd=True)
     kind = _local(tree)
     if kind == "urlset":

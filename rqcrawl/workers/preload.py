@@ -1,6 +1,6 @@
 """An RQ settings module that imports the crawler into a forking worker's parent:
 
-    RQ_CONFIG=rqcrawl.workers.preload rq worker crawl --with-scheduler
+    RQ_CONFIG=rqcrawl.workers.preload rq worker crawl
 
 RQ imports the module named by `-c`/`RQ_CONFIG` before it starts working, and every forked
 work-horse inherits the parent's modules, so a job no longer pays for importing requests,

@@ -10,22 +10,28 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
+from datetime import UTC
 from pathlib import Path
 from typing import BinaryIO, TextIO
 
-from redis import Redis
+from redis import Redis, RedisError
+from redis.connection import AbstractConnection
+from rq import Worker
 
 from rqcrawl import config
 from rqcrawl.frontier import keys
 from rqcrawl.frontier.dispatch import Frontier
-from rqcrawl.frontier.redisurl import CLIENT, is_sentinel
-from rqcrawl.frontier.state import all_shards
+from rqcrawl.frontier.keys import CrawlKeys
+from rqcrawl.frontier.redisurl import CLIENT, REDIS_DOWN, is_sentinel
+from rqcrawl.frontier.state import CrawlState, all_shards
 from rqcrawl.ops import stats
 from rqcrawl.ops.monitor import ProgressBar
-from rqcrawl.workers.worker import REDIS_DOWN
 
 WORKER_CLASS = "rqcrawl.workers.CrawlWorker"  # see worker.py
 RENDER_WORKER_CLASS = "rqcrawl.render.RenderWorker"  # the render queue's (see render.py)
+REFRESH = 0.5  # seconds between two full status reads of `watch` (progress, recovery, pumps)
+CHECK_GAP = 0.05  # seconds at least between two looks of `watch` at whether the crawl is over
+INVALIDATE = "__redis__:invalidate"  # the channel of CLIENT TRACKING's messages
 
 
 def worker_command(threads: int) -> list[str]:
@@ -48,7 +54,11 @@ class LocalWorkers:
     A sharded crawl has several `redis_url`s: one `rq worker` serves one Redis, so N
     processes run per shard; with threads, each of the N processes runs `threads` workers
     per shard (rqcrawl.workers.threadworkers): every shard gets N x threads workers either way.
-    `queue`: the RQ queue they serve (keys.RENDER_QUEUE for render workers)."""
+    `queue`: the RQ queue they serve (keys.RENDER_QUEUE for render workers).
+
+    No RQ scheduler runs (no `--with-scheduler`): nothing of a crawl is scheduled in RQ
+    (deferred URLs and retries come back through the release thread or the waker job, see
+    rqcrawl.frontier.dispatch), and a scheduler is one more process to fork and stop."""
 
     def __init__(
         self,
@@ -78,7 +88,6 @@ class LocalWorkers:
                     *worker_command(threads),
                     queue,
                     *(["--worker-class", worker_class] if worker_class else []),
-                    "--with-scheduler",
                     "--maintenance-interval",
                     "30",
                     "--quiet",
@@ -115,6 +124,13 @@ class LocalWorkers:
     def alive(self) -> int:
         return sum(p.poll() is None for p in self.procs)
 
+    def registered(self, redis: Redis) -> list[float]:
+        """When each of our workers of `redis` registered with RQ (its birth), in epoch
+        seconds: the moment it was ready for jobs (`rqcrawl crawl --timings`)."""
+        pids = {p.pid for p in self.procs}
+        births = [w.birth_date for w in Worker.all(connection=redis) if w.pid in pids]
+        return sorted(b.replace(tzinfo=b.tzinfo or UTC).timestamp() for b in births if b)
+
     def unserved(self) -> list[int]:
         """The shards (indexes of the URLs) whose every worker process exited."""
         served = {s for p, shards in zip(self.procs, self.serves, strict=True)
@@ -122,6 +138,9 @@ class LocalWorkers:
         return [shard for shard in range(self.shard_count) if shard not in served]
 
     def stop(self, grace: float = 30) -> None:
+        """A warm stop: SIGTERM, each worker ends its current job (an idle one its blocking
+        dequeue, worker.STOP_CHECK_S), then is killed (with its process group: a
+        work-horse) if still there after `grace` seconds."""
         for p in self.procs:
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
@@ -129,8 +148,8 @@ class LocalWorkers:
         for p in self.procs:
             try:
                 p.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:  # its whole group: a forked RQ scheduler
-                os.killpg(p.pid, signal.SIGKILL)  # would outlive the worker, holding the lock
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
 
 
@@ -145,6 +164,53 @@ def progress_line(s: dict, width: int = 30) -> str:
     )
 
 
+class Changes:
+    """Wakes `watch` as soon as the crawl's state changes, rather than on a poll interval:
+    Redis's client-side caching messages (CLIENT TRACKING in broadcast mode, Redis 6 and
+    later, no server setting needed) for the keys whose change can end a crawl, on a
+    connection of its own. Without them (an older Redis, an ACL refusing CLIENT) `wait`
+    sleeps its whole timeout."""
+
+    def __init__(self, redis: Redis, prefixes: list[str]):
+        self.conn: AbstractConnection | None = None
+        pool = redis.connection_pool
+        # RESP2: the messages come to a subscribed connection (redis-py's maintenance
+        # notifications, on for TCP by default, need RESP3: off on this one)
+        kwargs = {**pool.connection_kwargs, "protocol": 2, "maint_notifications_config": None}
+        kwargs.pop("maint_notifications_pool_handler", None)
+        try:
+            self.conn = pool.connection_class(**kwargs)
+            self._call("CLIENT", "TRACKING", "ON", "REDIRECT", self._call("CLIENT", "ID"),
+                       "BCAST", *(word for p in prefixes for word in ("PREFIX", p)))  # fmt: skip
+            self._call("SUBSCRIBE", INVALIDATE)
+        except (RedisError, OSError, TypeError):  # TypeError: a pool class of other options
+            self.close()
+
+    def _call(self, *args: object) -> object:
+        self.conn.send_command(*args)
+        return self.conn.read_response()
+
+    def wait(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for a change; whether one came (messages that came
+        meanwhile are taken too)."""
+        if self.conn is None:
+            time.sleep(timeout)
+            return False
+        try:
+            if not self.conn.can_read(timeout):
+                return False
+            while self.conn.can_read(0):
+                self.conn.read_response()
+        except (RedisError, OSError):  # a lost connection: plain sleeps from now on
+            self.close()
+        return True
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.disconnect()
+            self.conn = None
+
+
 def watch(conn: Redis, crawl: str, workers: LocalWorkers, out: TextIO = sys.stderr) -> dict:
     """Show progress until the crawl is finished (or cancelled), pumping its due revisits
     (a crawl with revisits never finishes: it runs until interrupted); returns the final
@@ -154,29 +220,50 @@ def watch(conn: Redis, crawl: str, workers: LocalWorkers, out: TextIO = sys.stde
     """
     cfg = config.load(conn, crawl)
     frontiers = [Frontier(shard, crawl, cfg) for shard in all_shards(conn, crawl)]
-    last_line = 0.0
-    with ProgressBar(out) if out.isatty() else nullcontext() as bar:
-        while True:
-            try:
-                for frontier in frontiers:
-                    frontier.maybe_reap()
-                    frontier.maybe_pump()
-                s = stats.status(conn, crawl)
-            except REDIS_DOWN as exc:  # Redis restarting: the workers wait for it too
-                out.write(f"\nRedis unreachable ({exc}), waiting for it\n")
-                time.sleep(1)
-                continue
-            now = time.monotonic()
-            if bar is not None:
-                bar.show(s)
-            elif now - last_line >= 5 or s["state"] in stats.OVER:
-                out.write(progress_line(s) + "\n")
-                last_line = now
-            if s["state"] in stats.OVER:
-                return s
-            unserved = workers.unserved()
-            if unserved:
-                where = workers.log_dir or "`rq worker` output"
-                of = f" of shard {unserved[0]}" if workers.shard_count > 1 else ""
-                raise RuntimeError(f"every worker process{of} exited; see {where}")
-            time.sleep(0.5)
+    crawl_keys = CrawlKeys(crawl)
+    changes = Changes(conn, [crawl_keys.counters, crawl_keys.inflight])
+    try:
+        last_line = 0.0
+        with ProgressBar(out) if out.isatty() else nullcontext() as bar:
+            while True:
+                try:
+                    for frontier in frontiers:
+                        frontier.maybe_reap()
+                        frontier.maybe_pump()
+                    s = stats.status(conn, crawl)
+                except REDIS_DOWN as exc:  # Redis restarting: the workers wait for it too
+                    out.write(f"\nRedis unreachable ({exc}), waiting for it\n")
+                    time.sleep(1)
+                    continue
+                now = time.monotonic()
+                if bar is not None:
+                    bar.show(s)
+                elif now - last_line >= 5 or s["state"] in stats.OVER:
+                    out.write(progress_line(s) + "\n")
+                    last_line = now
+                if s["state"] in stats.OVER:
+                    return s
+                unserved = workers.unserved()
+                if unserved:
+                    where = workers.log_dir or "`rq worker` output"
+                    of = f" of shard {unserved[0]}" if workers.shard_count > 1 else ""
+                    raise RuntimeError(f"every worker process{of} exited; see {where}")
+                until_refresh_or_end(changes, [f.state for f in frontiers])
+    finally:
+        changes.close()
+
+
+def until_refresh_or_end(changes: Changes, states: list[CrawlState]) -> None:
+    """Wait REFRESH seconds, or less when the crawl may be over: on every change of its
+    state, at most one look every CHECK_GAP (a busy crawl changes it all the time) at
+    whether anything is left (CrawlState.unfinished, cheaper than a status)."""
+    end = time.monotonic() + REFRESH
+    while (left := end - time.monotonic()) > 0:
+        if not changes.wait(left):
+            return
+        try:
+            if all(state.unfinished() == 0 for state in states):
+                return
+        except REDIS_DOWN:
+            return  # the status read says so, and waits
+        time.sleep(max(0.0, min(CHECK_GAP, end - time.monotonic())))

@@ -9,14 +9,15 @@ the main thread: SIGALRM job timeouts become RQ's TimerDeathPenalty, and SIGINT/
 every thread to stop after its current job (at once when Redis is gone: see
 leave_without_redis).
 
-    python -m rqcrawl.workers.threadworkers crawl --url redis://... --threads 8 --with-scheduler
+    python -m rqcrawl.workers.threadworkers crawl --url redis://... --threads 8
 
 Like `rq worker`, it reads the URL from $RQ_REDIS_URL when --url is not given. A process can
 serve every shard of a sharded crawl: --url repeated (or the URLs in $RQ_REDIS_URL separated
-by spaces) runs `--threads` workers for each, every one with its own connection and, with
---with-scheduler, a scheduler per shard. One set of threads per shard rather than threads
-that go from shard to shard: each stays a stock RQ worker of one Redis (registries,
-heartbeats, dead-worker recovery), and no shard's queue waits behind another's.
+by spaces) runs `--threads` workers for each, every one with its own connection (and, with
+--with-scheduler, which no crawl needs, RQ's scheduler per shard). One set of threads per
+shard rather than threads that go from shard to shard: each stays a stock RQ worker of one
+Redis (registries, heartbeats, dead-worker recovery), and no shard's queue waits behind
+another's.
 """
 
 from __future__ import annotations

@@ -31,7 +31,6 @@ from collections.abc import Callable, Hashable
 from datetime import datetime
 
 from redis import Redis, RedisError
-from redis import exceptions as redis_errors
 from redis.backoff import ExponentialBackoff
 from redis.client import Pipeline
 from redis.retry import Retry
@@ -45,7 +44,7 @@ from rqcrawl import config
 from rqcrawl.config import ConfigError
 from rqcrawl.frontier import state
 from rqcrawl.frontier.dispatch import JOB_FUNC, PUMP_EVERY, SITEMAP_FUNC
-from rqcrawl.frontier.redisurl import server_key
+from rqcrawl.frontier.redisurl import REDIS_DOWN, server_key
 from rqcrawl.ops.metrics import serve_from_env as serve_metrics
 from rqcrawl.workers.crawls import check_identity, crawl_of
 from rqcrawl.workers.jobs import abandon
@@ -61,7 +60,6 @@ SUSPENSION_EVERY = 1.0  # seconds between two reads of RQ's suspend flag
 STOP_CHECK_S = 1  # seconds an idle worker blocks on the queue before it looks for a stop
 REDIS_POLL = 0.5  # seconds between two tries to reach a Redis that went away (at most)
 REDIS_RETRY_FOR = 30.0  # seconds a command retries before the worker steps back and waits
-REDIS_DOWN = (redis_errors.ConnectionError, redis_errors.TimeoutError)  # see riding_out_redis
 PING_TIMEOUT = 2.0  # seconds a stop request of a busy worker waits to learn whether Redis is there
 SCHEDULER_STOP_S = 2.0  # seconds a stopping worker waits for its RQ scheduler before killing it
 
