@@ -474,13 +474,17 @@ def _claim(conn, crawl: str, state: str, priority: int, now: float, limit: int) 
     database has UPDATE ... RETURNING (the rows it reads through the pump's index are the
     rows it writes, nothing read twice), a locking read then an UPDATE by key on MySQL.
     Rows locked by another pump are skipped (SQLite has one writer at a time)."""
-    due = select(TASKS.c.key).where(
-        TASKS.c.crawl == crawl,
-        TASKS.c.state == state,
-        TASKS.c.priority == priority,
-        TASKS.c.next_visit <= now,
-    )  # fmt: skip
-    due = due.order_by(TASKS.c.next_visit).limit(limit)
+    due = (
+        select(TASKS.c.key)
+        .where(
+            TASKS.c.crawl == crawl,
+            TASKS.c.state == state,
+            TASKS.c.priority == priority,
+            TASKS.c.next_visit <= now,
+        )
+        .order_by(TASKS.c.next_visit)
+        .limit(limit)
+    )
     taken = update(TASKS).values(state=QUEUED, queued_at=now, next_visit=now + QUEUED_LEASE)
     backend = conn.dialect.name
     if backend == "sqlite":  # the rowids found in the index: no primary-key lookups
@@ -492,8 +496,8 @@ def _claim(conn, crawl: str, state: str, priority: int, now: float, limit: int) 
         claim = taken.where(TASKS.c.crawl == crawl, TASKS.c.key == keys.c.key)
     else:  # MySQL and MariaDB: no UPDATE ... RETURNING
         columns = (TASKS.c.key, TASKS.c.url, TASKS.c.depth, TASKS.c.priority)
-        rows = conn.execute(due.with_only_columns(*columns).with_for_update(skip_locked=True))
-        rows = rows.all()
+        locked = due.with_only_columns(*columns).with_for_update(skip_locked=True)
+        rows = conn.execute(locked).all()
         if rows:
             keys = [r.key for r in rows]
             conn.execute(taken.where(TASKS.c.crawl == crawl, TASKS.c.key.in_(keys)))
