@@ -235,9 +235,10 @@ def test_a_table_of_an_earlier_version_gets_the_columns_added_since(db_url):
 
 
 def test_the_pump_reads_only_its_index_on_sqlite(tmp_path):
-    """EXPLAIN QUERY PLAN of every statement of a pump batch: each SELECT searches the index
-    (crawl, state, priority, next_visit), none scans the table or sorts (a table analysed
-    while every row was scheduled made the queued-row lookup of an earlier version a scan)."""
+    """EXPLAIN QUERY PLAN of every statement of a pump batch: each probe and each claim
+    (an UPDATE ... RETURNING) searches the index (crawl, state, priority, next_visit), none
+    scans the table or sorts (a table analysed while every row was scheduled made the
+    queued-row lookup of an earlier version a scan)."""
     url = f"sqlite:///{tmp_path / 'tasks.db'}"
     table = TaskTable(url)
     with tasks.engine(url).begin() as conn:
@@ -254,7 +255,7 @@ def test_the_pump_reads_only_its_index_on_sqlite(tmp_path):
     statements: list[tuple[str, tuple]] = []
 
     def seen(conn, cursor, statement, parameters, context, executemany) -> None:
-        if statement.lstrip().startswith("SELECT"):
+        if statement.lstrip().startswith(("SELECT", "UPDATE")):
             statements.append((statement, parameters))
 
     event.listen(table.engine, "before_cursor_execute", seen)
@@ -263,6 +264,7 @@ def test_the_pump_reads_only_its_index_on_sqlite(tmp_path):
     finally:
         event.remove(table.engine, "before_cursor_execute", seen)
     assert len(statements) >= 3  # priorities, and each priority's queued and due rows
+    assert sum(s.lstrip().startswith("UPDATE") for s, _ in statements) >= 2
     with table.engine.connect() as conn:
         for statement, parameters in statements:
             plan = " | ".join(

@@ -64,6 +64,7 @@ from sqlalchemy import (
     func,
     insert,
     inspect,
+    literal_column,
     select,
     update,
 )
@@ -378,12 +379,13 @@ class TaskTable:
         self, crawl: str, limit: int, now: float | None = None
     ) -> list[tuple[str, int, int]]:
         """Mark up to `limit` due URLs `queued` and return them with their depths and
-        priorities, the highest priority first, then the earliest; exactly once among
-        concurrent callers (see the module docstring). O(limit), not O(table): for each
-        priority from the highest (found by index probes), its rows left queued past their
-        lease, then its due rows, read in due order from the index (crawl, state, priority,
-        next_visit). A queued row's next_visit is the end of its lease. `now` (default: the
-        present) lets the bench make rows due by its clock rather than by rewriting them."""
+        priorities, the highest priority first (within a priority, the earliest are taken);
+        exactly once among concurrent callers (see the module docstring). O(limit), not
+        O(table): for each priority from the highest (found by index probes), its rows left
+        queued past their lease, then its due rows, read in due order from the index (crawl,
+        state, priority, next_visit). A queued row's next_visit is the end of its lease.
+        `now` (default: the present) lets the bench make rows due by its clock rather than
+        by rewriting them."""
         now = time.time() if now is None else now
         rows: list = []
         with self.engine.begin() as conn:
@@ -393,34 +395,9 @@ class TaskTable:
                 if priority is None:
                     break
                 for state in (QUEUED, SCHEDULED):
-                    rows += conn.execute(
-                        self._due(crawl, state, priority, now, limit - len(rows))
-                    ).all()  # fmt: skip
-            if rows:
-                taken = and_(TASKS.c.crawl == crawl, TASKS.c.key.in_([r.key for r in rows]))
-                conn.execute(
-                    update(TASKS)
-                    .where(taken)
-                    .values(state=QUEUED, queued_at=now, next_visit=now + QUEUED_LEASE)
-                )
+                    if len(rows) < limit:
+                        rows += _claim(conn, crawl, state, priority, now, limit - len(rows))
         return [(r.url, r.depth, r.priority) for r in rows]
-
-    @staticmethod
-    def _due(crawl: str, state: str, priority: int, now: float, limit: int):
-        """Up to `limit` rows of the crawl in `state` and of `priority` that are due, in due
-        order, locked for this pump."""
-        return (
-            select(TASKS.c.key, TASKS.c.url, TASKS.c.depth, TASKS.c.priority)
-            .where(
-                TASKS.c.crawl == crawl,
-                TASKS.c.state == state,
-                TASKS.c.priority == priority,
-                TASKS.c.next_visit <= now,
-            )  # fmt: skip
-            .order_by(TASKS.c.next_visit)
-            .limit(limit)
-            .with_for_update(skip_locked=True)
-        )
 
     @staticmethod
     def _next_priority(conn, crawl: str, below: int | None) -> int | None:
@@ -489,6 +466,43 @@ class TaskTable:
         with self.engine.begin() as conn:
             conn.execute(delete(DIGESTS).where(DIGESTS.c.crawl == crawl))
             return conn.execute(delete(TASKS).where(TASKS.c.crawl == crawl)).rowcount
+
+
+def _claim(conn, crawl: str, state: str, priority: int, now: float, limit: int) -> list:
+    """Mark `queued` up to `limit` due rows of the crawl in `state` and of `priority`, the
+    earliest first, and return their url, depth and priority: one statement where the
+    database has UPDATE ... RETURNING (the rows it reads through the pump's index are the
+    rows it writes, nothing read twice), a locking read then an UPDATE by key on MySQL.
+    Rows locked by another pump are skipped (SQLite has one writer at a time)."""
+    due = (
+        select(TASKS.c.key)
+        .where(
+            TASKS.c.crawl == crawl,
+            TASKS.c.state == state,
+            TASKS.c.priority == priority,
+            TASKS.c.next_visit <= now,
+        )
+        .order_by(TASKS.c.next_visit)
+        .limit(limit)
+    )
+    taken = update(TASKS).values(state=QUEUED, queued_at=now, next_visit=now + QUEUED_LEASE)
+    backend = conn.dialect.name
+    if backend == "sqlite":  # the rowids found in the index: no primary-key lookups
+        rowid = literal_column("rowid")
+        rowids = due.with_only_columns(rowid)
+        claim = taken.where(rowid.in_(rowids))
+    elif backend == "postgresql":  # materialized: `key IN (...)` may run the lock again
+        keys = due.with_for_update(skip_locked=True).cte("due").prefix_with("MATERIALIZED")
+        claim = taken.where(TASKS.c.crawl == crawl, TASKS.c.key == keys.c.key)
+    else:  # MySQL and MariaDB: no UPDATE ... RETURNING
+        columns = (TASKS.c.key, TASKS.c.url, TASKS.c.depth, TASKS.c.priority)
+        locked = due.with_only_columns(*columns).with_for_update(skip_locked=True)
+        rows = conn.execute(locked).all()
+        if rows:
+            keys = [r.key for r in rows]
+            conn.execute(taken.where(TASKS.c.crawl == crawl, TASKS.c.key.in_(keys)))
+        return rows
+    return conn.execute(claim.returning(TASKS.c.url, TASKS.c.depth, TASKS.c.priority)).all()
 
 
 _engines: dict[str, Engine] = {}
