@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -487,14 +488,15 @@ def _claim(conn, crawl: str, state: str, priority: int, now: float, limit: int) 
     )
     taken = update(TASKS).values(state=QUEUED, queued_at=now, next_visit=now + QUEUED_LEASE)
     backend = conn.dialect.name
-    if backend == "sqlite":  # the rowids found in the index: no primary-key lookups
+    if backend == "sqlite" and sqlite3.sqlite_version_info >= (3, 35):  # RETURNING's first
+        # the rowids found in the index: no primary-key lookups
         rowid = literal_column("rowid")
         rowids = due.with_only_columns(rowid)
         claim = taken.where(rowid.in_(rowids))
     elif backend == "postgresql":  # materialized: `key IN (...)` may run the lock again
         keys = due.with_for_update(skip_locked=True).cte("due").prefix_with("MATERIALIZED")
         claim = taken.where(TASKS.c.crawl == crawl, TASKS.c.key == keys.c.key)
-    else:  # MySQL and MariaDB: no UPDATE ... RETURNING
+    else:  # MySQL, MariaDB and SQLite before 3.35: no UPDATE ... RETURNING
         columns = (TASKS.c.key, TASKS.c.url, TASKS.c.depth, TASKS.c.priority)
         locked = due.with_only_columns(*columns).with_for_update(skip_locked=True)
         rows = conn.execute(locked).all()
