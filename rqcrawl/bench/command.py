@@ -152,22 +152,25 @@ def bench(
         runs += [(k, n, 1, lat) for k in (STOCK, PRELOADED) for lat in latency for n in workers]
     if with_scrapy:
         runs += [("scrapy", c, 1, lat) for lat in latency for c in concurrency]
-    results, load_before = [], load_average()
-    for crawler, procs, per_proc, lat in runs:
-        reps = []
-        for i in range(repeat):
+    # rounds of every configuration in turn, not every repeat of one then the next: the load
+    # of a shared machine changes over minutes, and each configuration should meet all of it
+    reps: dict[tuple, list] = {run: [] for run in runs}
+    load_before = load_average()
+    for i in range(repeat):
+        for crawler, procs, per_proc, lat in runs:
             click.echo(
                 f"{crawler} {procs}x{per_proc} @ {lat * 1000:.0f} ms, run {i + 1}/{repeat}...",
                 err=True,
             )
             if crawler == "scrapy":
-                reps.append(run_scrapy(spec, lat, procs, per_proc, site_procs))
+                result = run_scrapy(spec, lat, procs, per_proc, site_procs)
             else:
                 cap = max(concurrency)  # Scrapy's per-domain cap
-                reps.append(
-                    run_rqcrawl(spec, lat, procs, per_proc, site_procs, crawler, bloom_module, cap)
+                result = run_rqcrawl(
+                    spec, lat, procs, per_proc, site_procs, crawler, bloom_module, cap
                 )
-        results.append(median_result(reps))
+            reps[crawler, procs, per_proc, lat].append(result)
+    results = [median_result(r) for r in reps.values()]
     command = (
         f"rqcrawl bench {f'--tree {tree}' if tree else f'--pages {pages}'} "
         f"--workers {','.join(map(str, workers))} "
