@@ -17,8 +17,9 @@ import click
 from rqcrawl.frontier.dispatch import PUMP_BATCH
 
 from .report import NATIVE, PRELOADED, STOCK, median_result, notes, table
-from .runs import run_rqcrawl, run_scrapy, scrapy_available
+from .runs import SCRAPY_CONCURRENCY, run_rqcrawl, run_scrapy, scrapy_available
 from .site import ChainSpec, FanSpec, SiteSpec
+from .tree import TreeSpec
 
 
 def parse_list(kind):
@@ -35,6 +36,11 @@ def parse_list(kind):
     return parse
 
 
+def load_average() -> str:
+    """The 1, 5 and 15 min load averages: the machine may be shared, and rates show it."""
+    return "/".join(f"{x:.1f}" for x in os.getloadavg())
+
+
 @click.command()
 @click.option("--pages", type=click.IntRange(min=10), default=20_000, show_default=True)
 @click.option("--workers", default="1,2", show_default=True, callback=parse_list(int),
@@ -45,8 +51,13 @@ def parse_list(kind):
               help="rqcrawl workers per process (threads), comma-separated.")  # fmt: skip
 @click.option("--scrapy/--no-scrapy", "with_scrapy", default=True,
               help="Also crawl with Scrapy, when installed (rqcrawl[bench]).")  # fmt: skip
-@click.option("--concurrency", default="16", show_default=True, callback=parse_list(int),
-              help="Scrapy CONCURRENT_REQUESTS values, comma-separated.")  # fmt: skip
+@click.option("--concurrency", default=str(SCRAPY_CONCURRENCY), show_default=True,
+              callback=parse_list(int),
+              help="Scrapy CONCURRENT_REQUESTS values, comma-separated; the largest is "
+                   "rqcrawl's host_concurrency.")  # fmt: skip
+@click.option("--tree", type=click.Path(exists=True, file_okay=False), metavar="DIR",
+              help="Crawl this static HTML tree (e.g. a documentation tree), served on "
+                   "127.0.0.1, instead of the generated site (--pages).")  # fmt: skip
 @click.option("--stock/--no-stock", default=False,
               help="Also crawl with stock forking `rq worker crawl` workers (same counts), "
                    "without and with RQ_CONFIG=rqcrawl.workers.preload.")  # fmt: skip
@@ -95,11 +106,12 @@ def parse_list(kind):
                    "default settings and with --delay 0: each phase's time (--timings) and "
                    "the site's requests, medians of --repeat runs.")  # fmt: skip
 def bench(
-    pages, workers, threads, latency, with_scrapy, concurrency, stock, repeat, site_procs,
+    pages, workers, threads, latency, with_scrapy, concurrency, tree, stock, repeat, site_procs,
     revisit_memory, db_url, task_table, skewed, fan_pages, crawl_delay, chain_pages,
     shard_counts, hosts, bloom_module, render, render_workers, one_page,
 ) -> None:  # fmt: skip
-    """Benchmark rqcrawl against Scrapy on a generated local site and print one table."""
+    """Benchmark rqcrawl against Scrapy on a generated local site (or a static tree) and print
+    one table."""
     if one_page:
         from .onepage import report as one_page_report  # each mode loads only when asked
 
@@ -138,7 +150,10 @@ def bench(
     if with_scrapy and not scrapy_available():
         click.echo("Scrapy is not installed: rqcrawl only (pip install 'rqcrawl[bench]')", err=True)
         with_scrapy = False
-    spec = SiteSpec(pages=pages)
+    try:
+        spec = TreeSpec.load(tree) if tree else SiteSpec(pages=pages)
+    except ValueError as exc:  # a tree without HTML
+        raise click.BadParameter(str(exc), param_hint="--tree") from None
     runs = [("rqcrawl", n, t, lat) for lat in latency for t in threads for n in workers]
     if bloom_module:
         runs += [(NATIVE, n, t, lat) for lat in latency for t in threads for n in workers]
@@ -146,32 +161,41 @@ def bench(
         runs += [(k, n, 1, lat) for k in (STOCK, PRELOADED) for lat in latency for n in workers]
     if with_scrapy:
         runs += [("scrapy", c, 1, lat) for lat in latency for c in concurrency]
-    results = []
-    for crawler, procs, per_proc, lat in runs:
-        reps = []
-        for i in range(repeat):
+    # rounds of every configuration in turn, not every repeat of one then the next: the load
+    # of a shared machine changes over minutes, and each configuration should meet all of it
+    reps: dict[tuple, list] = {run: [] for run in runs}
+    load_before = load_average()
+    for i in range(repeat):
+        for crawler, procs, per_proc, lat in runs:
             click.echo(
                 f"{crawler} {procs}x{per_proc} @ {lat * 1000:.0f} ms, run {i + 1}/{repeat}...",
                 err=True,
             )
             if crawler == "scrapy":
-                reps.append(run_scrapy(spec, lat, procs, per_proc, site_procs))
+                result = run_scrapy(spec, lat, procs, per_proc, site_procs)
             else:
-                reps.append(
-                    run_rqcrawl(spec, lat, procs, per_proc, site_procs, crawler, bloom_module)
+                cap = max(concurrency)  # Scrapy's per-domain cap
+                result = run_rqcrawl(
+                    spec, lat, procs, per_proc, site_procs, crawler, bloom_module, cap
                 )
-        results.append(median_result(reps))
+            reps[crawler, procs, per_proc, lat].append(result)
+    results = [median_result(r) for r in reps.values()]
     command = (
-        f"rqcrawl bench --pages {pages} --workers {','.join(map(str, workers))} "
+        f"rqcrawl bench {f'--tree {tree}' if tree else f'--pages {pages}'} "
+        f"--workers {','.join(map(str, workers))} "
         f"--threads {','.join(map(str, threads))} "
         f"--latency {','.join(map(str, latency))} --{'' if with_scrapy else 'no-'}scrapy "
         f"--concurrency {','.join(map(str, concurrency))} --{'' if stock else 'no-'}stock "
         f"--repeat {repeat} "
         f"--site-procs {site_procs}" + (f" --bloom-module {bloom_module}" if bloom_module else "")
     )
-    click.echo(
+    site = spec.describe() if tree else (
         f"site: {pages} pages of {spec.min_bytes // 1000}-{spec.max_bytes // 1000} KB, "
-        f"{spec.links} links each; {os.cpu_count()} CPUs; medians of {repeat} run(s)"
+        f"{spec.links} links each"
+    )  # fmt: skip
+    click.echo(
+        f"{site}; {os.cpu_count()} CPUs, load average {load_before} before, "
+        f"{load_average()} after; medians of {repeat} run(s)"
     )
     click.echo(table(results))
     for line in notes(results):

@@ -32,6 +32,7 @@ class Result:
     peak_rss_kb: int
     site_cpu_s: float
     redis: dict = field(default_factory=dict)  # rqcrawl only
+    page_set: frozenset[str] = frozenset()  # paths answered (`pages` of them), no redirects
 
 
 def median_result(results: list[Result]) -> Result:
@@ -62,6 +63,7 @@ def median_result(results: list[Result]) -> Result:
         int(med(lambda r: r.peak_rss_kb)),
         med(lambda r: r.site_cpu_s),
         redis,
+        first.page_set,
     )
 
 
@@ -127,9 +129,9 @@ def table(results: list[Result]) -> str:
 
 
 def notes(results: list[Result]) -> list[str]:
-    """What the table cannot show in a cell: ratios asked for by the targets, Bloom sizing,
-    the commands a job costs."""
-    out = []
+    """What the table cannot show in a cell: whether every crawl fetched the same pages,
+    ratios asked for by the targets, Bloom sizing, the commands a job costs."""
+    out = page_set_notes(results)
     by = {(r.crawler, r.procs, r.threads, r.latency): r for r in results}
 
     def rate(r: Result) -> float:
@@ -179,6 +181,28 @@ def notes(results: list[Result]) -> list[str]:
             f" URLs of the site with the default window "
             f"({min(CrawlConfig.window, mem['frontier_urls']):,} of them RQ jobs, the rest held)"
         )
+    return out
+
+
+def page_set_notes(results: list[Result], shown: int = 10) -> list[str]:
+    """Whether every crawl answered the same URLs (paths: each had its own server) as the
+    first, else what each lacks and has more (the first `shown` of each): a rate is only
+    comparable on the same pages."""
+    first = results[0] if results else None
+    if first is None or not first.page_set:
+        return []
+    out = []
+    for r in results[1:]:
+        missing, extra = sorted(first.page_set - r.page_set), sorted(r.page_set - first.page_set)
+        for what, urls in (("lacks", missing), ("has more", extra)):
+            if urls:
+                more = f" (and {len(urls) - shown} more)" if len(urls) > shown else ""
+                out.append(
+                    f"page set: {r.crawler} {r.procs} {what} {len(urls)} path(s) against "
+                    f"{first.crawler} {first.procs}: {', '.join(urls[:shown])}{more}"
+                )
+    if not out:
+        out.append(f"page set: every crawl answered the same {len(first.page_set)} paths")
     return out
 
 

@@ -18,7 +18,7 @@ import click
 from redis import Redis
 from rq import Worker
 
-from rqcrawl import config
+from rqcrawl import api, config
 from rqcrawl.config import CrawlConfig
 from rqcrawl.frontier.dispatch import Frontier
 from rqcrawl.frontier.keys import CrawlKeys
@@ -29,17 +29,20 @@ from rqcrawl.workers.embedded import EmbeddedRedis
 from rqcrawl.workers.runner import WORKER_CLASS, LocalWorkers
 
 from .report import NATIVE, PRELOADED, STOCK, Result
-from .site import SiteServer, SiteSpec, page_path
+from .site import SiteServer, SiteSpec
+from .tree import TreeSpec
 
 CRAWL = "bench"
+SCRAPY_CONCURRENCY = 16  # the spider's CONCURRENT_REQUESTS (and per domain) unless told
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 # The crawl settings of every rqcrawl run. Politeness is off, as in the Scrapy spider: no delay
-# between requests (Scrapy's DOWNLOAD_DELAY is 0 by default), no per-host concurrency cap
-# beyond the workers' number (Scrapy's CONCURRENT_REQUESTS_PER_DOMAIN is set to
-# CONCURRENT_REQUESTS), robots.txt not fetched (ROBOTSTXT_OBEY is False).
+# between requests (Scrapy's DOWNLOAD_DELAY 0), robots.txt not fetched (ROBOTSTXT_OBEY
+# False), and no per-host concurrency cap beyond the workers' number, except in the runs
+# compared with Scrapy, which get Scrapy's per-domain cap (CONCURRENT_REQUESTS_PER_DOMAIN,
+# set to CONCURRENT_REQUESTS). The depth limit and the user agent are the spider's too.
 BENCH_SETTINGS: dict = {
-    "max_depth": 1000,  # the whole site, like Scrapy's DEPTH_LIMIT 0
+    "max_depth": 1000,  # the whole site: the spider's DEPTH_LIMIT
     "allow_private": True,  # the site is on 127.0.0.1
     "delay": 0.0,
     "host_concurrency": 10_000,
@@ -77,26 +80,24 @@ def key_bytes(conn: Redis, names: list[str]) -> int:
     return sum(conn.memory_usage(n, samples=0) or 0 for n in names)
 
 
-def site_urls(server: SiteServer, count: int) -> list[str]:
-    return [canonicalize(server.origin + page_path(i)) for i in range(count)]
-
-
 # The worker of the stock rows: RQ's default, forking one job at a time.
 STOCK_WORKER_CLASS = "rq.worker.Worker"
 
 
 def run_rqcrawl(
-    spec: SiteSpec,
+    spec: SiteSpec | TreeSpec,
     latency: float,
     workers: int,
     threads: int,
     site_procs: int,
     crawler: str = "rqcrawl",
     bloom_module: str | None = None,
+    host_concurrency: int = SCRAPY_CONCURRENCY,
 ) -> Result:
-    """Crawl the site with `workers` local worker processes (of `threads` workers each)
-    of the `crawler`'s kind (the recommended worker, or stock ones; NATIVE: the recommended
-    worker on the native Bloom filter of `bloom_module`) against a private Redis."""
+    """Crawl the site (or tree) with `workers` local worker processes (of `threads` workers
+    each) of the `crawler`'s kind (the recommended worker, or stock ones; NATIVE: the
+    recommended worker on the native Bloom filter of `bloom_module`) against a private Redis,
+    at most `host_concurrency` requests at a time (Scrapy's per-domain cap)."""
     server = SiteServer(spec, latency, site_procs).start()
     native = crawler == NATIVE
     with tempfile.TemporaryDirectory(prefix="rqcrawl-bench-") as tmp:
@@ -116,9 +117,12 @@ def run_rqcrawl(
             cpu0 = sum(proc_cpu_s(p.pid) for p in pool.procs)
             site0 = sum(proc_cpu_s(pid) for pid in server.pids)
             before = redis_numbers(conn)
-            cfg = replace(crawl_config(server), bloom_filter="native" if native else "lua")
+            cfg = replace(
+                crawl_config(server, host_concurrency=host_concurrency),
+                bloom_filter="native" if native else "lua",
+            )
             config.save(conn, CRAWL, cfg)
-            Frontier(conn, CRAWL, cfg).seed([canonicalize(server.origin + "/p0.html")])
+            Frontier(conn, CRAWL, cfg).seed([canonicalize(server.origin + spec.start)])
             wait_finished(conn, pool)
             cpu = sum(proc_cpu_s(p.pid) for p in pool.procs) - cpu0
             rss = sum(proc_peak_rss_kb(p.pid) for p in pool.procs)
@@ -126,8 +130,9 @@ def run_rqcrawl(
             after = redis_numbers(conn)
             final = stats.status(conn, CRAWL)
             pool.stop()
+            answered = page_set(conn, server.origin)
             drop_finished_jobs(conn)
-            memory = redis_memory(conn, cfg, final, site_urls(server, spec.pages))
+            memory = redis_memory(conn, cfg, final, spec.urls_at(server.origin))
         finally:
             pool.stop()
             redis_server.stop()
@@ -137,17 +142,31 @@ def run_rqcrawl(
         workers,
         threads,
         latency,
-        final["fetched"],
+        len(answered),
         final["elapsed_s"],
         cpu,
         rss,
         site_cpu,
         redis_deltas(before, after) | memory,
+        answered,
     )
 
 
-def crawl_config(server: SiteServer) -> CrawlConfig:
-    return CrawlConfig.from_dict(BENCH_SETTINGS | {"scope_hosts": [f"127.0.0.1:{server.port}"]})
+def crawl_config(server: SiteServer, **settings) -> CrawlConfig:
+    """BENCH_SETTINGS on `server`'s host, with `settings` over them."""
+    scope = {"scope_hosts": [f"127.0.0.1:{server.port}"]}
+    return CrawlConfig.from_dict(BENCH_SETTINGS | scope | settings)
+
+
+def page_set(conn: Redis, origin: str) -> frozenset[str]:
+    """The URLs the crawl had an answer for (a page, another type, an error status), without
+    the redirects (which Scrapy follows inside its downloader, out of its spider's sight),
+    without their origin (each crawl has a server, and a port, of its own)."""
+    return frozenset(
+        r["url"].removeprefix(origin)
+        for r in api.records(conn, CRAWL)
+        if r.get("status") is not None and r.get("outcome") != "redirected"
+    )
 
 
 def wait_for_workers(conn: Redis, pool: LocalWorkers, count: int, timeout: float = 60) -> None:
@@ -240,18 +259,21 @@ def pending_config(urls: int, window: int) -> CrawlConfig:
 
 
 def run_scrapy(
-    spec: SiteSpec, latency: float, concurrency: int, threads: int, site_procs: int
+    spec: SiteSpec | TreeSpec, latency: float, concurrency: int, threads: int, site_procs: int
 ) -> Result:
-    """Crawl the site with the equivalent Scrapy spider, in its own process (one thread)."""
+    """Crawl the site (or tree) with the equivalent Scrapy spider, in its own process (one
+    thread), with rqcrawl's depth limit and user agent."""
     server = SiteServer(spec, latency, site_procs).start()
     with tempfile.TemporaryDirectory(prefix="rqcrawl-bench-") as tmp:
-        result_path = Path(tmp) / "scrapy.json"
+        result_path, items_path = Path(tmp) / "scrapy.json", Path(tmp) / "items.jsonl"
         try:
             site0 = sum(proc_cpu_s(pid) for pid in server.pids)
             proc = subprocess.run(
                 [
-                    sys.executable, "-m", "rqcrawl.bench.spider", server.origin + "/p0.html",
+                    sys.executable, "-m", "rqcrawl.bench.spider", server.origin + spec.start,
                     str(result_path), "--concurrency", str(concurrency),
+                    "--depth-limit", str(BENCH_SETTINGS["max_depth"]),
+                    "--user-agent", CrawlConfig.user_agent, "--items", str(items_path),
                 ],
                 capture_output=True,
                 text=True,
@@ -262,6 +284,10 @@ def run_scrapy(
         if proc.returncode != 0 or not result_path.exists():
             raise click.ClickException(f"the Scrapy crawl failed:\n{proc.stderr[-2000:]}")
         r = json.loads(result_path.read_text())
+        with items_path.open() as fh:
+            answered = frozenset(
+                canonicalize(json.loads(line)["url"]).removeprefix(server.origin) for line in fh
+            )
     return Result(
         "scrapy",
         concurrency,
@@ -272,6 +298,7 @@ def run_scrapy(
         r["cpu_s"],
         r["peak_rss_kb"],
         site_cpu,
+        page_set=answered,
     )
 
 

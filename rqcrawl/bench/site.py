@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import mimetypes
 import os
 import posixpath
 import random
@@ -27,6 +28,8 @@ import signal
 import socket
 from dataclasses import dataclass
 from urllib.parse import parse_qs, urlsplit
+
+from rqcrawl.parse.urls import canonicalize
 
 FANOUT = 8
 UNCRAWLABLE = (
@@ -53,9 +56,14 @@ class SiteSpec:
     min_bytes: int = 15_000
     max_bytes: int = 25_000
     seed: int = 1
+    start: str = "/p0.html"  # the seed's path
 
     def pages_at(self, origin: str) -> dict[str, bytes]:
         return render(self, origin)
+
+    def urls_at(self, origin: str) -> list[str]:
+        """Every page's URL, as the memory measures seed them."""
+        return [canonicalize(origin + page_path(i)) for i in range(self.pages)]
 
 
 @dataclass(frozen=True)
@@ -179,14 +187,26 @@ def _text(seed: int, size: int = 60_000) -> str:
 
 
 def lookup(pages: dict[str, bytes], raw_path: str) -> bytes | None:
-    """The page a request path names: `/item` accepts its parameters in any order."""
+    """The page a request path names: `/item` accepts its parameters in any order, and any
+    other path with a query is the file without it, as a static file server serves it."""
     body = pages.get(raw_path)
     if body is None and raw_path.startswith("/item?"):
         q = parse_qs(urlsplit(raw_path).query)
         if q.get("v") == ["1"] and q.get("id", [""])[0].isdigit():
             path = page_path(int(q["id"][0]))
             body = pages.get(path) if path.startswith("/item?") else None
+    elif body is None and "?" in raw_path:
+        body = pages.get(raw_path.split("?", 1)[0])
     return body
+
+
+@functools.cache
+def content_type(raw_path: str) -> bytes:
+    """The Content-Type of a path, from its extension as a static file server guesses it;
+    HTML where it has none (`/`, `/item?id=2&v=1`)."""
+    kind, _ = mimetypes.guess_type(raw_path.split("?", 1)[0])
+    kind = kind or "text/html"
+    return (kind + "; charset=utf-8" if kind.startswith("text/") else kind).encode()
 
 
 async def _serve_conn(
@@ -198,12 +218,14 @@ async def _serve_conn(
             head = await reader.readuntil(b"\r\n\r\n")
             path = head.split(b" ", 2)[1].decode("latin-1")
             body = lookup(pages, path)
-            status = b"200 OK" if body is not None else b"404 Not Found"
-            body = body if body is not None else b"<html><title>Not found</title></html>"
+            status, kind = b"200 OK", content_type(path)
+            if body is None:
+                status, kind = b"404 Not Found", content_type("/")
+                body = b"<html><title>Not found</title></html>"
             if latency:
                 await asyncio.sleep(latency)
             writer.write(
-                b"HTTP/1.1 " + status + b"\r\nContent-Type: text/html; charset=utf-8\r\n"
+                b"HTTP/1.1 " + status + b"\r\nContent-Type: " + kind + b"\r\n"
                 b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
             )
             await writer.drain()
