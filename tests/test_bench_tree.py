@@ -66,9 +66,7 @@ def test_rqcrawl_answers_every_page_of_the_tree_and_the_table_shows_it(tree):
 
 
 def test_the_bench_compares_both_crawlers_on_the_same_pages_of_the_tree(tree):
-    pytest.importorskip(
-        "scrapy", reason="Scrapy is in the bench extra (rqcrawl[bench]), not the test extra"
-    )
+    pytest.importorskip("scrapy", reason="Scrapy (rqcrawl[bench] or [test]) is not installed")
     proc = subprocess.run(
         [str(BIN / "rqcrawl"), "bench", "--tree", str(tree), "--workers", "1",
          "--site-procs", "1"],
