@@ -88,14 +88,22 @@ def parse_list(kind):
     help="Instead: rendering in a browser on a script-built site beside plain "
     "fetching of its server-side twin (--pages, --workers, --render-workers).",
 )
+@click.option("--profile", is_flag=True,
+              help="Instead: where a page's CPU goes, per stage, in the recommended worker "
+                   "and in Redis, for each --workers count (rqcrawl.bench.ledger).")  # fmt: skip
 @click.option("--render-workers", type=click.IntRange(min=1), default=1, show_default=True,
               help="With --render: render worker processes (one browser each).")  # fmt: skip
 def bench(
     pages, workers, threads, latency, with_scrapy, concurrency, stock, repeat, site_procs,
     revisit_memory, db_url, task_table, skewed, fan_pages, crawl_delay, chain_pages,
-    shard_counts, hosts, bloom_module, render, render_workers,
+    shard_counts, hosts, bloom_module, render, render_workers, profile,
 ) -> None:  # fmt: skip
     """Benchmark rqcrawl against Scrapy on a generated local site and print one table."""
+    if profile:
+        from .ledger import report as ledger_report  # each mode loads only when asked
+
+        ledger_report(SiteSpec(pages=pages), workers, site_procs)
+        return
     if task_table:
         from .tasktable import report as table_report  # SQLAlchemy only for this one
 

@@ -83,6 +83,7 @@ def site_urls(server: SiteServer, count: int) -> list[str]:
 
 # The worker of the stock rows: RQ's default, forking one job at a time.
 STOCK_WORKER_CLASS = "rq.worker.Worker"
+LEDGER_WORKER_CLASS = "rqcrawl.bench.ledger.LedgerWorker"  # the recommended one, probed
 
 
 def run_rqcrawl(
@@ -93,10 +94,12 @@ def run_rqcrawl(
     site_procs: int,
     crawler: str = "rqcrawl",
     bloom_module: str | None = None,
+    ledger_dir: Path | None = None,
 ) -> Result:
     """Crawl the site with `workers` local worker processes (of `threads` workers each)
     of the `crawler`'s kind (the recommended worker, or stock ones; NATIVE: the recommended
-    worker on the native Bloom filter of `bloom_module`) against a private Redis."""
+    worker on the native Bloom filter of `bloom_module`) against a private Redis. With
+    `ledger_dir`, the recommended worker runs with the probes of `--profile` (ledger.py)."""
     server = SiteServer(spec, latency, site_procs).start()
     native = crawler == NATIVE
     with tempfile.TemporaryDirectory(prefix="rqcrawl-bench-") as tmp:
@@ -104,12 +107,14 @@ def run_rqcrawl(
         redis_server = EmbeddedRedis(Path(tmp), extra=module).start()
         conn = Redis.from_url(redis_server.url)
         stock = crawler in (STOCK, PRELOADED)
+        recommended = LEDGER_WORKER_CLASS if ledger_dir else WORKER_CLASS
         pool = LocalWorkers(
             redis_server.url,
             workers,
             threads,
-            worker_class=STOCK_WORKER_CLASS if stock else WORKER_CLASS,
+            worker_class=STOCK_WORKER_CLASS if stock else recommended,
             rq_config="rqcrawl.workers.preload" if crawler == PRELOADED else None,
+            env={"RQCRAWL_LEDGER": str(ledger_dir)} if ledger_dir else None,
         )
         try:
             wait_for_workers(conn, pool, workers * threads)
