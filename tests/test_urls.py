@@ -345,12 +345,39 @@ def test_fuzzed_links_either_canonicalize_or_are_invalid():
 
 # --- the fast path agrees with the general one -----------------------------------------------
 
-_HOSTS = ["example.com", "a-b.c0", "-a.com", "a-.com", "xn--bcher-kva.de", "EX.com", "127.0.0.1",
-          "a_b.com", "a" * 63 + ".com", "a" * 64 + ".com", "a..b", "dot.", "[::1]", "é.fr"]  # fmt: skip
+_HOSTS = [
+    "example.com",
+    "a-b.c0",
+    "-a.com",
+    "a-.com",
+    "xn--bcher-kva.de",
+    "EX.com",
+    "127.0.0.1",
+    "a_b.com",
+    "a" * 63 + ".com",
+    "a" * 64 + ".com",
+    "a..b",
+    "dot.",
+    "[::1]",
+    "é.fr",
+]
 _PORTS = ["", ":80", ":0080", ":443", ":8080", ":65535", ":65536", ":99999", ":", ":8a"]
 _SEGMENTS = [".", "..", "a", "A~b.html", "%41", "a b", "", "é", ";x", "p-1_2", ".x", "x."]
-_QUERIES = ["", "?", "?a=1", "?b=2&a=1", "?a", "?a=1&", "?a=1&&b=2", "?a=%41", "?a=b=c", "?=1",
-            "?b=&a=2&a=1", "?A=1&a=0", "?a+b=1"]  # fmt: skip
+_QUERIES = [
+    "",
+    "?",
+    "?a=1",
+    "?b=2&a=1",
+    "?a",
+    "?a=1&",
+    "?a=1&&b=2",
+    "?a=%41",
+    "?a=b=c",
+    "?=1",
+    "?b=&a=2&a=1",
+    "?A=1&a=0",
+    "?a+b=1",
+]
 _FRAGMENTS = ["", "#x", "#", "#a/../b?c"]
 
 
@@ -384,7 +411,8 @@ def test_fast_path_agrees_with_w3lib_on_urls_of_every_nearby_shape():
     rnd = random.Random(7)
     taken = 0
     for _ in range(20_000):
-        url, base = _random_href(rnd), rnd.choice([None, _random_url(rnd), BASE])
+        bases = [None, _random_url(rnd), BASE, "http:", "HTTPS:", "ftp:"]  # (extract's contexts)
+        url, base = _random_href(rnd), rnd.choice(bases)
         if base is None and not url.startswith(("http", "HTTP", "ftp")):
             continue
         fast = urls._simple(url, base)
@@ -394,3 +422,4 @@ def test_fast_path_agrees_with_w3lib_on_urls_of_every_nearby_shape():
     assert taken > 300
     for href in ("p2.html", "/d/p3.html", "//example.com/x", "item?id=3&v=1#top"):
         assert urls._simple(href, BASE) is not None
+    assert urls._simple("//example.com/x", "http:") == "http://example.com/x"

@@ -89,11 +89,12 @@ def _simple(url: str, base: str | None) -> str | None:
 def _joined(url: str, base: str) -> str | None:
     """`url` resolved against a simple `base` when that is plain concatenation: a
     network-path (`//host/...`), an absolute path or a simple relative path; else None."""
+    if url.startswith("//"):  # only the base's scheme counts (extract's cache passes "http:")
+        scheme = base[: base.find(":")]
+        return f"{scheme}:{url}" if scheme in _SCHEMES else None
     m = _SIMPLE.fullmatch(base)
     if m is None:
         return None
-    if url.startswith("//"):
-        return f"{m[1]}:{url}"
     origin = base[: m.end(3) if m[3] is not None else m.end(2)]
     if "//" in url or "/./" in url or "/../" in url:  # urljoin's business: it drops these
         return None
