@@ -390,8 +390,8 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
         self, job: Job, queue: Queue, started_job_registry: object, execution: Execution
     ) -> None:
         """RQ's, but for a crawl job, which has no dependents and no repeats, in one round
-        trip instead of three (RQ watches the job's dependents and reads them first), which
-        also writes the worker's `idle` state (execute_job would send it next)."""
+        trip instead of three (RQ watches the job's dependents and reads them first), with
+        the worker's `idle` state, which execute_job would send in a fourth."""
         if job.func_name not in (JOB_FUNC, SITEMAP_FUNC) or job.repeats_left or job.has_rate_limit:
             return super().handle_job_success(job, queue, started_job_registry, execution)
         with self.connection.pipeline() as pipe:
