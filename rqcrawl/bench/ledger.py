@@ -12,10 +12,11 @@ and a sampling profiler needs a binary or a signal timer whose handler only runs
 bytecodes of the main thread, which misattributes the tender's and the lease renewer's CPU.
 
 What no probe covers (RQ's work loop between its steps, the interpreter's garbage
-collection, threads of RQ and redis-py) is the worker CPU the bench measured from /proc
-minus the probes' sum, shown as `unattributed`. Redis's side is INFO deltas of the same run:
-its CPU and commandstats; per stage, the commands each stage sent (a script counts as one,
-the commands it runs inside are only in the server's totals).
+collection, threads of RQ and redis-py) is the process's CPU clock from its first job's start
+to its last job's end minus the probes' sum over that span, shown as `unattributed`.
+Redis's side is INFO deltas of the same run: its CPU and commandstats; per stage, the
+commands each stage sent (a script counts as one, the commands it runs inside are only in
+the server's totals).
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from .site import SiteSpec
 
 LEDGER_ENV = "RQCRAWL_LEDGER"  # the directory where each worker process writes its ledger
 REDIS_IO = "Redis client (round trips)"
-TOTAL = "worker CPU (from /proc)"
+TOTAL = "worker CPU (process clock, first job to last)"
 OUTSIDE = "(outside any stage)"
 UNATTRIBUTED = "unattributed (RQ's loop, GC, other threads)"
 
@@ -168,19 +169,44 @@ def totals() -> dict[str, dict[str, int]]:
 
 
 class LedgerWorker(CrawlWorker):
-    """The recommended worker with the probes installed; its account goes to
-    $RQCRAWL_LEDGER/<pid>.json when it stops (warm stop: the bench's end)."""
+    """The recommended worker with the probes installed. Its account covers its first job's
+    start to its last job's end (not its start-up, whose maintenance pass alone can cost
+    more than a small crawl's pages), with the process's CPU clock over the same span, and
+    goes to $RQCRAWL_LEDGER/<pid>.json when it stops (warm stop: the bench's end)."""
+
+    _opened: tuple[dict, int] | None = None  # (the account, the process clock) at the start
+    _last_end = 0  # the process clock when the last job ended
 
     def __init__(self, *args, **kwargs) -> None:
         install()
         super().__init__(*args, **kwargs)
+
+    def execute_job(self, job, queue) -> None:  # type: ignore[no-untyped-def]
+        if self._opened is None:
+            self._opened = (totals(), time.process_time_ns())
+        try:
+            super().execute_job(job, queue)
+        finally:
+            self._last_end = time.process_time_ns()
 
     def work(self, *args, **kwargs) -> bool:
         try:
             return super().work(*args, **kwargs)
         finally:
             path = Path(os.environ[LEDGER_ENV]) / f"{os.getpid()}.json"
-            path.write_text(json.dumps(totals()))
+            path.write_text(json.dumps(self.account()))
+
+    def account(self) -> dict:
+        """What the jobs' span cost, stage by stage (see totals), and its CPU (`cpu` ns)."""
+        if self._opened is None:
+            return {"cpu": {"ns": 0}}
+        before, started = self._opened
+        now = totals()
+        out = {
+            part: {key: n - before[part].get(key, 0) for key, n in values.items()}
+            for part, values in now.items()
+        }
+        return out | {"cpu": {"ns": self._last_end - started}}
 
 
 def read_ledgers(directory: Path) -> dict[str, dict[str, int]]:
@@ -193,13 +219,14 @@ def read_ledgers(directory: Path) -> dict[str, dict[str, int]]:
     return out
 
 
-def stage_table(account: dict, worker_cpu_s: float, pages: int) -> list[str]:
+def stage_table(account: dict, pages: int) -> list[str]:
     """The ledger's lines: per stage, its own CPU in us per page and its share of the
     worker's CPU, its calls per page, and the Redis client CPU, round trips and commands
     it spent per page (that client CPU is the Redis client row's, split by stage)."""
-    per_page = {part: {k: n / pages for k, n in values.items()} for part, values in account.items()}
+    parts = ("ns", "io", "calls", "trips", "commands")
+    per_page = {part: {k: n / pages for k, n in account[part].items()} for part in parts}
     ns, io = per_page["ns"], per_page["io"]
-    total_us = worker_cpu_s * 1e6 / pages
+    total_us = account["cpu"]["ns"] / 1000 / pages
     stages = list(dict.fromkeys(stage for _, _, stage in PROBES)) + [OUTSIDE]
     unattributed = total_us - sum(ns.values()) / 1000
     columns = ("us/page", "share", "calls/pg", "Redis us", "trips/pg", "cmds/pg")
@@ -236,7 +263,7 @@ def report(spec: SiteSpec, workers: list[int], site_procs: int) -> None:
             f"{plain.cpu_s * 1000 / max(plain.pages, 1):.2f} ms/page without probes, "
             f"{profiled.cpu_s * 1000 / pages:.2f} ms/page with them"
         )
-        click.echo("\n".join(stage_table(account, profiled.cpu_s, pages)))
+        click.echo("\n".join(stage_table(account, pages)))
         click.echo(
             f"Redis: {rd['cpu_s'] * 1000 / pages:.2f} ms CPU/page, "
             f"{rd['commands'] / pages:.1f} commands/page (INFO deltas of the probed run; "
