@@ -171,3 +171,57 @@ def test_bench_times_the_phases_of_a_one_page_crawl_at_defaults_and_without_dela
     first, second, third = (rows[rank][0] for rank in ranks)
     assert second - first >= 0.95 and third - second >= 0.95, proc.stdout
     assert "reproduce: rqcrawl bench --one-page --repeat 1" in proc.stdout
+
+
+def test_a_probe_charges_a_stage_with_its_own_cpu_not_its_nested_stages():
+    """Exclusive time: the outer stage, which only calls the inner one, is charged almost
+    nothing of the inner one's CPU; calls and Redis round trips are counted per stage."""
+    import time
+
+    from rqcrawl.bench import ledger
+
+    def spin(seconds: float) -> None:
+        end = time.thread_time() + seconds
+        while time.thread_time() < end:
+            pass
+
+    inner = ledger.probe("inner", lambda: spin(0.05))
+    outer = ledger.probe("outer", lambda: inner() or inner())
+    before = ledger.totals()
+    outer()
+    after = ledger.totals()
+    ns = {s: after["ns"].get(s, 0) - before["ns"].get(s, 0) for s in ("inner", "outer")}
+    assert ns["inner"] >= 0.1e9 and ns["outer"] < ns["inner"] / 10, ns
+    calls = {s: after["calls"][s] - before["calls"].get(s, 0) for s in ("inner", "outer")}
+    assert calls == {"inner": 2, "outer": 1}
+
+
+def test_bench_profile_prints_where_a_pages_cpu_goes_stage_by_stage():
+    """Every page passes each stage once; the probes' sum stays within the worker CPU that
+    /proc measured (a stage counted twice would exceed it); Redis's side and the command."""
+    from rqcrawl.bench.ledger import PROBES, TOTAL, UNATTRIBUTED
+
+    proc = subprocess.run(
+        [str(BIN / "rqcrawl"), "bench", "--profile", "--pages", "30", "--workers", "1"],
+        capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    rows = {}
+    for line in proc.stdout.splitlines():
+        m = re.match(
+            r"(.+?)\s+(-?\d+)\s+(-?\d+)(?:\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+))?$", line
+        )
+        if m:
+            rows[m[1]] = m.groups()[1:]
+    assert {stage for _, _, stage in PROBES} <= set(rows), proc.stdout
+    for stage in ("fetch (HTTP client)", "parse (lxml)", "link extraction"):
+        assert rows[stage][2] == "1.00", (stage, rows[stage])  # calls per page
+    # once per job (a page's, and the odd job that ends a URL without a fetch); the claim's
+    # round trip, and the first job's reads of the crawl's settings
+    for stage in ("claim (lease, due deferrals)", "politeness gate: acquire", "finish/settle"):
+        assert 1 <= float(rows[stage][2]) <= 1.2, (stage, rows[stage])
+    assert 1 <= float(rows["claim (lease, due deferrals)"][4]) <= 1.3, proc.stdout
+    total = float(rows[TOTAL][0])
+    assert total > 0 and float(rows[UNATTRIBUTED][0]) > -0.05 * total, proc.stdout
+    assert re.search(r"Redis: [\d.]+ ms CPU/page, [\d.]+ commands/page", proc.stdout)
+    assert "reproduce: rqcrawl bench --profile --pages 30 --workers 1" in proc.stdout

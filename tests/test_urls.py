@@ -6,6 +6,7 @@ import random
 
 import pytest
 
+from rqcrawl.parse import urls
 from rqcrawl.parse.urls import InvalidURL, canonicalize, host_of, in_scope
 
 BASE = "http://example.com/a/b/page.html"
@@ -340,3 +341,85 @@ def test_fuzzed_links_either_canonicalize_or_are_invalid():
         assert not any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in url), (href, url)
         assert canonicalize(url) == url, (href, base)
     assert valid > 500  # the generator does reach valid URLs
+
+
+# --- the fast path agrees with the general one -----------------------------------------------
+
+_HOSTS = [
+    "example.com",
+    "a-b.c0",
+    "-a.com",
+    "a-.com",
+    "xn--bcher-kva.de",
+    "EX.com",
+    "127.0.0.1",
+    "a_b.com",
+    "a" * 63 + ".com",
+    "a" * 64 + ".com",
+    "a..b",
+    "dot.",
+    "[::1]",
+    "é.fr",
+]
+_PORTS = ["", ":80", ":0080", ":443", ":8080", ":65535", ":65536", ":99999", ":", ":8a"]
+_SEGMENTS = [".", "..", "a", "A~b.html", "%41", "a b", "", "é", ";x", "p-1_2", ".x", "x."]
+_QUERIES = [
+    "",
+    "?",
+    "?a=1",
+    "?b=2&a=1",
+    "?a",
+    "?a=1&",
+    "?a=1&&b=2",
+    "?a=%41",
+    "?a=b=c",
+    "?=1",
+    "?b=&a=2&a=1",
+    "?A=1&a=0",
+    "?a+b=1",
+]
+_FRAGMENTS = ["", "#x", "#", "#a/../b?c"]
+
+
+def _random_url(rnd: random.Random) -> str:
+    scheme = rnd.choice(["http", "https", "HTTP", "ftp"])
+    path = "".join("/" + rnd.choice(_SEGMENTS) for _ in range(rnd.randint(0, 3)))
+    parts = (rnd.choice(_HOSTS), rnd.choice(_PORTS), path, rnd.choice(_QUERIES))
+    return f"{scheme}://" + "".join(parts) + rnd.choice(_FRAGMENTS)
+
+
+def _random_href(rnd: random.Random) -> str:
+    kind = rnd.randrange(4)
+    if kind == 0:
+        return _random_url(rnd)
+    path = "/".join(rnd.choice(_SEGMENTS) for _ in range(rnd.randint(1, 3)))
+    lead = ["//" + rnd.choice(_HOSTS) + rnd.choice(_PORTS) + "/", "/", ""][kind - 1]
+    return lead + path + rnd.choice(_QUERIES) + rnd.choice(_FRAGMENTS)
+
+
+def _general_or_error(url: str, base: str | None) -> str:
+    try:
+        return urls._general(url, base)
+    except ValueError as exc:
+        return f"error: {type(exc).__name__}"
+
+
+def test_fast_path_agrees_with_w3lib_on_urls_of_every_nearby_shape():
+    """Every URL the fast path canonicalizes (URLs built of the pieces its patterns admit and
+    of those next to them: dot segments, escapes, odd hosts and ports) comes out as w3lib's
+    way makes it, alone and joined to a base; and the fast path takes most plain links."""
+    rnd = random.Random(7)
+    taken = 0
+    for _ in range(20_000):
+        bases = [None, _random_url(rnd), BASE, "http:", "HTTPS:", "ftp:"]  # (extract's contexts)
+        url, base = _random_href(rnd), rnd.choice(bases)
+        if base is None and not url.startswith(("http", "HTTP", "ftp")):
+            continue
+        fast = urls._simple(url, base)
+        if fast is not None:
+            taken += 1
+            assert fast == _general_or_error(url, base), (url, base)
+    assert taken > 300
+    for href in ("p2.html", "/d/p3.html", "//example.com/x", "item?id=3&v=1#top"):
+        assert urls._simple(href, BASE) is not None
+    assert urls._simple("//example.com/x", "http:") == "http://example.com/x"

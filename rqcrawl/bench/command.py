@@ -99,6 +99,9 @@ def load_average() -> str:
     help="Instead: rendering in a browser on a script-built site beside plain "
     "fetching of its server-side twin (--pages, --workers, --render-workers).",
 )
+@click.option("--profile", is_flag=True,
+              help="Instead: where a page's CPU goes, per stage, in the recommended worker "
+                   "and in Redis, for each --workers count (rqcrawl.bench.ledger).")  # fmt: skip
 @click.option("--render-workers", type=click.IntRange(min=1), default=1, show_default=True,
               help="With --render: render worker processes (one browser each).")  # fmt: skip
 @click.option("--one-page", is_flag=True,
@@ -108,7 +111,7 @@ def load_average() -> str:
 def bench(
     pages, workers, threads, latency, with_scrapy, concurrency, tree, stock, repeat, site_procs,
     revisit_memory, db_url, task_table, skewed, fan_pages, crawl_delay, chain_pages,
-    shard_counts, hosts, bloom_module, render, render_workers, one_page,
+    shard_counts, hosts, bloom_module, render, render_workers, one_page, profile,
 ) -> None:  # fmt: skip
     """Benchmark rqcrawl against Scrapy on a generated local site (or a static tree) and print
     one table."""
@@ -116,6 +119,11 @@ def bench(
         from .onepage import report as one_page_report  # each mode loads only when asked
 
         one_page_report(repeat)
+        return
+    if profile:
+        from .ledger import report as ledger_report
+
+        ledger_report(SiteSpec(pages=pages), workers, site_procs)
         return
     if task_table:
         from .tasktable import report as table_report  # SQLAlchemy only for this one

@@ -82,6 +82,7 @@ def key_bytes(conn: Redis, names: list[str]) -> int:
 
 # The worker of the stock rows: RQ's default, forking one job at a time.
 STOCK_WORKER_CLASS = "rq.worker.Worker"
+LEDGER_WORKER_CLASS = "rqcrawl.bench.ledger.LedgerWorker"  # the recommended one, probed
 
 
 def run_rqcrawl(
@@ -93,11 +94,13 @@ def run_rqcrawl(
     crawler: str = "rqcrawl",
     bloom_module: str | None = None,
     host_concurrency: int = SCRAPY_CONCURRENCY,
+    ledger_dir: Path | None = None,
 ) -> Result:
     """Crawl the site (or tree) with `workers` local worker processes (of `threads` workers
     each) of the `crawler`'s kind (the recommended worker, or stock ones; NATIVE: the
     recommended worker on the native Bloom filter of `bloom_module`) against a private Redis,
-    at most `host_concurrency` requests at a time (Scrapy's per-domain cap)."""
+    at most `host_concurrency` requests at a time (Scrapy's per-domain cap). With
+    `ledger_dir`, the recommended worker runs with the probes of `--profile` (ledger.py)."""
     server = SiteServer(spec, latency, site_procs).start()
     native = crawler == NATIVE
     with tempfile.TemporaryDirectory(prefix="rqcrawl-bench-") as tmp:
@@ -105,12 +108,14 @@ def run_rqcrawl(
         redis_server = EmbeddedRedis(Path(tmp), extra=module).start()
         conn = Redis.from_url(redis_server.url)
         stock = crawler in (STOCK, PRELOADED)
+        recommended = LEDGER_WORKER_CLASS if ledger_dir else WORKER_CLASS
         pool = LocalWorkers(
             redis_server.url,
             workers,
             threads,
-            worker_class=STOCK_WORKER_CLASS if stock else WORKER_CLASS,
+            worker_class=STOCK_WORKER_CLASS if stock else recommended,
             rq_config="rqcrawl.workers.preload" if crawler == PRELOADED else None,
+            env={"RQCRAWL_LEDGER": str(ledger_dir)} if ledger_dir else None,
         )
         try:
             wait_for_workers(conn, pool, workers * threads)

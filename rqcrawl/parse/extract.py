@@ -37,9 +37,14 @@ def decode(body: bytes, content_type: str | None) -> str:
 # most of their links (navigation, and in the benchmark site each URL is linked ~36 times),
 # and joining plus w3lib's canonicalization is most of the cost of parsing a page (about
 # 40 us a link); a cache hit costs under 1 us.
+# An href that is no crawlable URL (mailto:, javascript:, a bad port) is cached as None: a
+# site repeats those on every page too, and a refusal costs as much as a canonicalization.
 @lru_cache(maxsize=16384)
-def _canonical(context: str, href: str, strip: ParamFilter | None = None) -> str:
-    return canonicalize(href, context, strip)
+def _canonical(context: str, href: str, strip: ParamFilter | None = None) -> str | None:
+    try:
+        return canonicalize(href, context, strip)
+    except InvalidURL:
+        return None
 
 
 def _contexts(base: str) -> tuple[str, str, str, str]:
@@ -131,10 +136,7 @@ def _link(href: str, contexts: tuple[str, str, str, str], strip: ParamFilter | N
     """The canonical URL of `href` on a page of `contexts` (see _contexts), or None when it
     is not a crawlable URL."""
     href = href.strip()
-    try:
-        return _canonical(_context(href, contexts), href, strip)
-    except InvalidURL:
-        return None
+    return _canonical(_context(href, contexts), href, strip)
 
 
 def extract_fields(sel: Selector, specs: dict[str, dict]) -> dict[str, Any]:

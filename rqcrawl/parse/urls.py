@@ -39,7 +39,79 @@ def canonicalize(url: str, base: str | None = None, strip: ParamFilter | None = 
     return strip(canonical) if strip else canonical
 
 
+# A URL in the form w3lib's canonicalization leaves as it is, but for its fragment, its
+# query's order and an empty path: lower-case http(s), a plain ASCII host name or IPv4
+# address, a port, a path of unreserved characters without dot segments, a query of
+# name=value pairs of unreserved characters. Most links of most sites are; such a URL is
+# canonicalized here in about 3 us instead of w3lib's 40 (tests/test_urls.py checks both
+# agree on generated URLs of every shape this admits and of the shapes next to them).
+_LABEL = r"(?!xn--)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
+_SIMPLE = re.compile(
+    rf"(https?)://((?:{_LABEL}\.)*{_LABEL})(?::([0-9]{{1,5}}))?"
+    r"((?:/(?!\.\.?(?:[/?#]|$))[A-Za-z0-9._~-]*)*)"
+    r"(?:\?((?:[A-Za-z0-9._~-]+=[A-Za-z0-9._~-]*)(?:&[A-Za-z0-9._~-]+=[A-Za-z0-9._~-]*)*)?)?"
+    r"(?:#.*)?",
+    re.DOTALL,
+)
+# A relative reference that joins its base by concatenation: a path of unreserved
+# characters without dot segments (and without a scheme, which needs a colon).
+_SIMPLE_RELATIVE = re.compile(
+    r"(?!\.\.?(?:/|$|[?#]))[A-Za-z0-9._~-][A-Za-z0-9._~/-]*"
+    r"(?:\?[A-Za-z0-9._~=&-]*)?(?:#.*)?",
+    re.DOTALL,
+)
+
+
+def _simple(url: str, base: str | None) -> str | None:
+    """The canonical form of `url` against `base` when both are simple (see _SIMPLE), else
+    None (the general way then decides)."""
+    if base is not None and not url.startswith(("http://", "https://")):
+        joined = _joined(url, base)
+        if joined is None:
+            return None
+        url = joined
+    m = _SIMPLE.fullmatch(url)
+    if m is None:
+        return None
+    scheme, host, port, path, query = m.groups()
+    if port is not None:
+        number = int(port)
+        if number > 65535:
+            return None
+        if number != _DEFAULT_PORTS[scheme]:
+            host = f"{host}:{number}"
+    canonical = f"{scheme}://{host}{path or '/'}"
+    if query:
+        canonical += "?" + "&".join(sorted(query.split("&"), key=lambda p: p.split("=", 1)))
+    return canonical
+
+
+def _joined(url: str, base: str) -> str | None:
+    """`url` resolved against a simple `base` when that is plain concatenation: a
+    network-path (`//host/...`), an absolute path or a simple relative path; else None."""
+    if url.startswith("//"):  # only the base's scheme counts (extract's cache passes "http:")
+        scheme = base[: base.find(":")]
+        return f"{scheme}:{url}" if scheme in _SCHEMES else None
+    m = _SIMPLE.fullmatch(base)
+    if m is None:
+        return None
+    origin = base[: m.end(3) if m[3] is not None else m.end(2)]
+    if "//" in url or "/./" in url or "/../" in url:  # urljoin's business: it drops these
+        return None
+    if url.startswith("/"):
+        return origin + url
+    if _SIMPLE_RELATIVE.fullmatch(url) is None:
+        return None
+    path = m[4] or "/"
+    return origin + path[: path.rfind("/") + 1] + url
+
+
 def _canonical(url: str, base: str | None) -> str:
+    simple = _simple(url, base)
+    return simple if simple is not None else _general(url, base)
+
+
+def _general(url: str, base: str | None) -> str:
     parts = urlsplit(urljoin(base, url) if base else url)
     port = parts.port
     scheme = parts.scheme.lower()
