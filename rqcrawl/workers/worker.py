@@ -1,12 +1,11 @@
-"""The recommended worker: `rq worker crawl -w rqcrawl.workers.CrawlWorker --with-scheduler`.
+"""The recommended worker: `rq worker crawl -w rqcrawl.workers.CrawlWorker`.
 
 It is RQ's SimpleWorker (no fork per job, so the HTTP keep-alive sessions, the crawl configs and
 the robots.txt verdicts stay warm across jobs) plus one background thread that tends every
-crawl of the Redis: it releases deferred URLs the moment they are due (RQ's scheduler only has
-whole seconds) and runs the recovery pass even when no job ends, so URLs of a killed worker
-come back although nobody runs `rqcrawl status`. A stock `rq worker crawl --with-scheduler`
-stays correct without it, only coarser: deferred URLs then wait for a job start or a
-wake-up job, up to a second late.
+crawl of the Redis: it releases deferred URLs the moment they are due and runs the recovery
+pass even when no job ends, so URLs of a killed worker come back although nobody runs
+`rqcrawl status`. A stock `rq worker crawl` stays correct without it, only coarser: deferred
+URLs then wait for a job start or the crawl's wake-up job, up to a second late.
 
 It also trims RQ's per-job bookkeeping, which at crawl speed costs more Redis round trips than
 the crawl itself (27 of 33 per page): a heartbeat within seconds of one that gave the
@@ -61,7 +60,9 @@ MAX_SLEEP = 0.1  # seconds between two looks at the running crawls when nothing 
 REFRESH_CRAWLS = 1.0
 HEARTBEAT_EVERY = 5.0  # seconds a full-TTL heartbeat (minutes of TTL) stands for the next ones
 SUSPENSION_EVERY = 1.0  # seconds between two reads of RQ's suspend flag
-STOP_CHECK_S = 1  # seconds an idle worker blocks on the queue before it looks for a stop
+# Seconds an idle worker blocks on the queue before it looks for a stop (a Redis before 6
+# blocks whole seconds only: 1 there). What an idle worker's stop takes, at most.
+STOP_CHECK_S = 0.25
 REDIS_POLL = 0.5  # seconds between two tries to reach a Redis that went away (at most)
 REDIS_RETRY_FOR = 30.0  # seconds a command retries before the worker steps back and waits
 PING_TIMEOUT = 2.0  # seconds a stop request of a busy worker waits to learn whether Redis is there
@@ -142,7 +143,8 @@ class StopBetweenDequeues:
         if timeout is None:  # burst mode: one non-blocking look
             return super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
         while not self._stop_requested:
-            result = super().dequeue_job_and_maintain_ttl(STOP_CHECK_S, STOP_CHECK_S)
+            block = STOP_CHECK_S if self.get_redis_server_version() >= (6,) else 1
+            result = super().dequeue_job_and_maintain_ttl(block, block)
             if result is not None:
                 return result
         raise StopRequested()
@@ -295,6 +297,14 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
             super().set_shutdown_requested_date()
         except REDIS_DOWN as exc:
             self.log.warning("Worker %s: stopping; Redis unreachable (%s)", self.name, exc)
+
+    def unsubscribe(self) -> None:
+        """RQ's, with its pub/sub thread told to stop before the UNSUBSCRIBE: the reply then
+        wakes the thread, which exits at once, instead of reading again and RQ's join waiting
+        its whole second (a second of every stop, of `rqcrawl crawl`'s end too)."""
+        if self.pubsub_thread:
+            self.pubsub_thread.stop()
+        super().unsubscribe()
 
     def stop_scheduler(self) -> None:
         """RQ's, but a scheduler that does not end within SCHEDULER_STOP_S, or at once when
