@@ -121,7 +121,8 @@ class Commands(LazyGroup):
 LAZY_SUBCOMMANDS = {
     "bench": (
         "rqcrawl.bench.command:bench",
-        "Benchmark rqcrawl against Scrapy on a generated local site and print one table.",
+        "Benchmark rqcrawl against Scrapy on a generated local site (or a static tree) and "
+        "print one table.",
     ),
 }
 

@@ -158,6 +158,7 @@ def test_the_pump_takes_what_is_due_by_the_clock_it_is_given(db_url):
 
 
 def test_concurrent_pumps_never_take_the_same_row(db_url):
+    rows = 2000
     table = TaskTable(db_url)
     with tasks.engine(db_url).begin() as conn:
         conn.execute(
@@ -166,14 +167,16 @@ def test_concurrent_pumps_never_take_the_same_row(db_url):
                 {"crawl": "c", "key": tasks.url_key(f"http://a/{n}"), "url": f"http://a/{n}",
                  "depth": 0, "state": "scheduled", "next_visit": 0.0, "interval_s": 1.0,
                  "visits": 1}
-                for n in range(600)
+                for n in range(rows)
             ],
         )  # fmt: skip
     taken: list[list] = [[] for _ in range(6)]
     errors = []
+    start = threading.Barrier(len(taken))  # all at once: one pump alone could take every row
 
     def pump(mine: list) -> None:
         try:
+            start.wait(30)
             while batch := table.take_due("c", 7):
                 mine.extend(batch)
         except Exception as exc:  # a thread's exception would not fail the test
@@ -186,7 +189,7 @@ def test_concurrent_pumps_never_take_the_same_row(db_url):
         t.join(60)
     assert not errors
     every = [url for mine in taken for url, _, _ in mine]
-    assert len(every) == 600 and len(set(every)) == 600
+    assert len(every) == rows and len(set(every)) == rows
     assert sum(1 for mine in taken if mine) > 1  # they did run side by side
 
 
