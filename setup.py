@@ -18,7 +18,9 @@ setup(
     python_requires=">=3.11",
     packages=find_packages(include=["rqcrawl", "rqcrawl.*"]),
     install_requires=[
-        "rq>=3.0,<4",
+        # The recommended worker overrides RQ 3.0's job preparation and success steps
+        # (rqcrawl.workers.worker, one round trip each): a newer RQ is checked against them.
+        "rq>=3.0,<3.1",
         "redis>=5",
         "requests>=2.31",
         "parsel>=1.9",
