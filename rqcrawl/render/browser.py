@@ -36,7 +36,7 @@ from rqcrawl.config import CrawlConfig
 from rqcrawl.fetch import warc
 from rqcrawl.fetch.deadline import Watch
 from rqcrawl.fetch.guard import find_refusal
-from rqcrawl.fetch.http import FetchError, Response, session
+from rqcrawl.fetch.http import FetchError, Response, send
 from rqcrawl.parse.urls import host_of
 from rqcrawl.render.choice import Rendered
 from rqcrawl.workers import jobs
@@ -247,15 +247,11 @@ def guarded_request(
     """A request of a page, made as a fetch is (rqcrawl.fetch.http: the guarded session, its
     timeouts and deadline, max_body_bytes), redirects followed by hand so that every hop
     connects through the guard. Raises requests' exceptions and FetchError."""
-    s = session(cfg)
     sent = {k: v for k, v in headers.items() if k.lower() not in _NOT_FORWARDED}
     sent["User-Agent"] = cfg.user_agent
     with Watch(cfg.download_timeout) as watch:
         for _ in range(cfg.max_redirects + 1):
-            resp = s.request(
-                method, url, headers=sent, data=data, allow_redirects=False, stream=True,
-                timeout=(cfg.connect_timeout, cfg.read_timeout),
-            )  # fmt: skip
+            resp = send(cfg, method, url, sent, data=data)
             with resp:
                 if not resp.is_redirect:
                     return resp.status_code, _content_headers(resp.headers), _body(resp, cfg)
