@@ -22,6 +22,9 @@ setup(
         # (rqcrawl.workers.worker, one round trip each): a newer RQ is checked against them.
         "rq>=3.0,<3.1",
         "redis>=5",
+        # redis-py parses replies in C with it: a page's Redis round trips cost about a
+        # fifth less client CPU (rqcrawl bench, docs/benchmarks.md)
+        "hiredis>=3",
         "requests>=2.31",
         "parsel>=1.9",
         "w3lib>=2.1",
