@@ -139,8 +139,8 @@ class LocalWorkers:
 
     def stop(self, grace: float = 30) -> None:
         """A warm stop: SIGTERM, each worker ends its current job (an idle one its blocking
-        dequeue, worker.STOP_CHECK_S), then is killed (with its process group: a
-        work-horse) if still there after `grace` seconds."""
+        dequeue, at once: worker.StopBetweenDequeues), then is killed (with its process
+        group: a work-horse) if still there after `grace` seconds."""
         for p in self.procs:
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
