@@ -111,7 +111,7 @@ class LocalWorkers:
             "--quiet",
             *(["--config", rq_config] if rq_config else []),
             *(["--connection-class", CLIENT] if any(map(is_sentinel, urls)) else []),
-        ]  # fmt: skip
+        ]
         if fork:
             preload(threads, worker_class)
             # What we imported becomes the children's too: frozen, their collections leave it
@@ -135,7 +135,7 @@ class LocalWorkers:
                         stderr=subprocess.STDOUT,
                         env=workers_env,
                         start_new_session=True,
-                    )  # fmt: skip
+                    )
                 )
         for out in outs:  # the workers have their own copies
             out.close()
