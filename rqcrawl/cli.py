@@ -25,10 +25,20 @@ from rqcrawl.lazygroup import LazyGroup
 from rqcrawl.ops import explain, inspection, monitor, stats
 from rqcrawl.ops.timings import Timings, crawl_moments
 from rqcrawl.parse.urls import InvalidURL, canonicalize
+from rqcrawl.quickexit import skip_final_collection
 from rqcrawl.workers.embedded import EmbeddedRedis
-from rqcrawl.workers.runner import RENDER_WORKER_CLASS, LocalWorkers, watch
+from rqcrawl.workers.runner import (
+    RENDER_WORKER_CLASS,
+    WORKER_CLASS,
+    LocalWorkers,
+    preload,
+    watch,
+)
 
 DEFAULT_REDIS_URL = "redis://localhost:6379/0"
+# `crawl` forks its workers once it has imported their modules (LocalWorkers, fork): on Linux,
+# where a fork without exec is safe for what a worker loads (on macOS it is not).
+FORK_WORKERS = sys.platform == "linux"
 
 
 def configured_redis_url(option: str | None) -> str | None:
@@ -131,6 +141,7 @@ LAZY_SUBCOMMANDS = {
 @click.version_option(package_name="rqcrawl")
 def main() -> None:
     """rqcrawl: a distributed web crawler in which every URL is an RQ job."""
+    skip_final_collection()  # the command's end is its exit, not 0.1 s later
 
 
 def url_list(ctx: click.Context, param: click.Parameter, value: str | None) -> list | None:
@@ -521,19 +532,25 @@ def crawl(
     target = shards[0] if shards else configured_redis_url(url)
     server = None if target else EmbeddedRedis(Path(data_dir))
     try:
-        if server:  # launched, not waited for: the workers start meanwhile
+        if server:  # launched, and waited for once the workers' modules are imported
             target = embedded(server)
+        if FORK_WORKERS:
+            preload(threads, WORKER_CLASS)
+            clock.mark("workers' modules imported")
+        if server:
+            embedded(server, ready=True)
+            clock.mark("embedded Redis ready")
+        # Seeded before the workers start: their release thread then knows the crawl from
+        # its first look (it reads the running crawls once a second), and releases its
+        # deferred URLs when due, not up to a second later.
+        conn = connect(target)
+        started_crawl(conn, planned)
+        clock.mark("crawl seeded")
         with local_fleet(
             shards or [target], workers, threads, Path(data_dir) / "workers",
             (1 if planned.cfg.render else 0) if render_workers is None else render_workers,
         ) as fleet:  # fmt: skip
             clock.mark(f"{len(fleet[0].procs)} worker process(es) started")
-            if server:
-                embedded(server, ready=True)
-                clock.mark("embedded Redis ready")
-            conn = connect(target)
-            started_crawl(conn, planned)
-            clock.mark("crawl seeded")
             continuous = bool(planned.cfg.revisit)
             final = run_local(conn, planned, fleet, continuous, clock)
         write_export(conn, planned.name, output, fmt)
@@ -609,7 +626,7 @@ def local_fleet(
 ) -> Iterator[tuple[LocalWorkers, LocalWorkers]]:
     """`workers` processes per Redis of `targets` (the crawl's shards) and `render_workers`
     browser workers of the render queue, stopped on exit."""
-    pool = LocalWorkers(targets, workers, threads, log_dir)
+    pool = LocalWorkers(targets, workers, threads, log_dir, fork=FORK_WORKERS)
     renderers = LocalWorkers(
         targets, render_workers, 1, log_dir / "render", RENDER_WORKER_CLASS,
         queue=keys.RENDER_QUEUE,

@@ -8,6 +8,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import threading
 import time
 
 import pytest
@@ -17,6 +18,7 @@ from rq import Worker
 from servers import HTTPSite, RedisServer, drip, reply
 
 from rqcrawl.workers.runner import WORKER_CLASS, LocalWorkers
+from rqcrawl.workers.worker import STOP_CHECK_S, CrawlWorker
 
 STOPPED_WITHIN = 10.0  # seconds from SIGTERM to exit (the issue's bound)
 
@@ -128,3 +130,49 @@ def test_rqcrawl_crawl_whose_redis_is_gone_stops_within_seconds(tmp_path):
     assert took < STOPPED_WITHIN, (took, err)
     assert code == 1 and "Traceback" not in err, err
     assert err.rstrip().splitlines()[-1].startswith("Error: crawl "), err
+
+
+def test_a_stop_ends_only_a_blocked_dequeue_and_moves_no_job(conn):
+    """end_blocked_dequeue finds the worker's connection blocked on the queue by its name and
+    ends its wait without a job; a dequeue that already took a job is left alone."""
+    worker = CrawlWorker(["crawl"], connection=conn, name="stopper")
+    ended = []
+
+    def dequeue() -> None:
+        ended.append(worker.connection.blmove("src", "dst", 20))
+
+    assert not worker.end_blocked_dequeue()  # nothing blocked
+    blocked = threading.Thread(target=dequeue)
+    blocked.start()
+    wait_until(lambda: "b" in client_flags(conn, "stopper"), 10, "the dequeue to block")
+    began = time.monotonic()
+    assert worker.end_blocked_dequeue()
+    blocked.join(20)
+    assert ended == [None] and time.monotonic() - began < 5  # its 20 s not waited
+    conn.rpush("src", "job")
+    assert worker.connection.blmove("src", "dst", 1) == b"job"
+    assert not worker.end_blocked_dequeue() and conn.lrange("dst", 0, -1) == [b"job"]
+
+
+def client_flags(conn: redis.Redis, name: str) -> str:
+    """The flags of the clients named `name` ('b': blocked)."""
+    return "".join(c["flags"] for c in conn.client_list() if c["name"] == name)
+
+
+def test_an_idle_worker_stops_at_once(redis_url, tmp_path):
+    """SIGTERM to exit of an idle worker, blocked on the queue: its dequeue is ended (no wait
+    of up to STOP_CHECK_S) and its interpreter skips its last collections (quickexit)."""
+    conn = redis.Redis.from_url(redis_url)
+    took = []
+    for n in range(3):
+        workers = LocalWorkers(redis_url, 1, log_dir=tmp_path / str(n))
+        try:
+            pid = workers.procs[0].pid
+            wait_until(lambda pid=pid: any(w.pid == pid for w in Worker.all(connection=conn)),
+                       30, "the worker to register")  # fmt: skip
+            time.sleep(0.3)  # blocked on the queue
+            took.append(stop_within(workers.procs[0], STOPPED_WITHIN))
+        finally:
+            workers.stop()
+    assert all(code == 0 for _, code in took), took
+    assert sorted(t for t, _ in took)[1] < STOP_CHECK_S / 2, took

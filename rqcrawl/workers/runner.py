@@ -3,16 +3,20 @@ ends when the crawl is finished."""
 
 from __future__ import annotations
 
+import gc
+import importlib
+import logging
 import os
 import signal
 import subprocess
 import sys
 import time
+import traceback
 from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
 from datetime import UTC
 from pathlib import Path
-from typing import BinaryIO, TextIO
+from typing import BinaryIO, NoReturn, TextIO
 
 from redis import Redis, RedisError
 from redis.connection import AbstractConnection
@@ -42,6 +46,17 @@ def worker_command(threads: int) -> list[str]:
     return ["rq.cli", "worker"]
 
 
+def preload(threads: int, worker_class: str | None) -> None:
+    """Import in this process, for forked workers to inherit (LocalWorkers, `fork`), what a
+    worker of worker_command(threads) and `worker_class` imports before its first job, and
+    the crawler's jobs (rqcrawl.workers.preload)."""
+    importlib.import_module(worker_command(threads)[0])
+    if worker_class:
+        module, _, name = worker_class.rpartition(".")
+        getattr(importlib.import_module(module), name)
+    importlib.import_module("rqcrawl.workers.preload")
+
+
 class LocalWorkers:
     """N `rq worker crawl` processes of this Python, in their own session so that Ctrl-C
     reaches only us and we stop them in order (warm shutdown, then kill). The Redis URL goes
@@ -55,6 +70,12 @@ class LocalWorkers:
     processes run per shard; with threads, each of the N processes runs `threads` workers
     per shard (rqcrawl.workers.threadworkers): every shard gets N x threads workers either way.
     `queue`: the RQ queue they serve (keys.RENDER_QUEUE for render workers).
+
+    `fork`: each process is forked from this one rather than started anew, once this one
+    has imported the worker's modules (`preload`): it is ready within milliseconds instead
+    of after 0.4-0.5 s of imports of its own (`rqcrawl crawl`, which imported most of them
+    anyway). Its Redis should then answer already (a new `rq worker` has the time of its
+    imports to wait for it).
 
     No RQ scheduler runs (no `--with-scheduler`): nothing of a crawl is scheduled in RQ
     (deferred URLs and retries come back through the release thread or the waker job, see
@@ -70,6 +91,7 @@ class LocalWorkers:
         rq_config: str | None = None,
         env: Mapping[str, str] | None = None,
         queue: str = keys.QUEUE_NAME,
+        fork: bool = False,
     ):
         self.log_dir = log_dir
         urls = [redis_url] if isinstance(redis_url, str) else list(redis_url)
@@ -79,32 +101,42 @@ class LocalWorkers:
             self.serves = [list(range(len(urls)))] * count
         else:
             self.serves = [[shard] for shard in range(len(urls)) for _ in range(count)]
-        outs = [self._log(n) for n in range(1, len(self.serves) + 1)]
-        self.procs = [
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    *worker_command(threads),
-                    queue,
-                    *(["--worker-class", worker_class] if worker_class else []),
-                    "--maintenance-interval",
-                    "30",
-                    "--quiet",
-                    *(["--config", rq_config] if rq_config else []),
-                    *(["--connection-class", CLIENT] if any(map(is_sentinel, urls)) else []),
-                ],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env={
-                    **os.environ,
-                    **(env or {}),
-                    "RQ_REDIS_URL": " ".join(urls[shard] for shard in served),
-                },
-                start_new_session=True,
-            )  # fmt: skip
-            for out, served in zip(outs, self.serves, strict=True)
+        argv = [
+            "-m",
+            *worker_command(threads),
+            queue,
+            *(["--worker-class", worker_class] if worker_class else []),
+            "--maintenance-interval",
+            "30",
+            "--quiet",
+            *(["--config", rq_config] if rq_config else []),
+            *(["--connection-class", CLIENT] if any(map(is_sentinel, urls)) else []),
         ]
+        if fork:
+            preload(threads, worker_class)
+            # What we imported becomes the children's too: frozen, their collections leave it
+            # alone instead of going over it all (and copying every page of it) at the first.
+            gc.freeze()
+        outs = [self._log(n) for n in range(1, len(self.serves) + 1)]
+        self.procs: list[subprocess.Popen | ForkedWorker] = []
+        for out, served in zip(outs, self.serves, strict=True):
+            workers_env = {
+                **os.environ,
+                **(env or {}),
+                "RQ_REDIS_URL": " ".join(urls[shard] for shard in served),
+            }
+            if fork:
+                self.procs.append(ForkedWorker(argv, out, workers_env))
+            else:
+                self.procs.append(
+                    subprocess.Popen(
+                        [sys.executable, *argv],
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                        env=workers_env,
+                        start_new_session=True,
+                    )
+                )
         for out in outs:  # the workers have their own copies
             out.close()
 
@@ -139,8 +171,8 @@ class LocalWorkers:
 
     def stop(self, grace: float = 30) -> None:
         """A warm stop: SIGTERM, each worker ends its current job (an idle one its blocking
-        dequeue, worker.STOP_CHECK_S), then is killed (with its process group: a
-        work-horse) if still there after `grace` seconds."""
+        dequeue, at once: worker.StopBetweenDequeues), then is killed (with its process
+        group: a work-horse) if still there after `grace` seconds."""
         for p in self.procs:
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
@@ -151,6 +183,65 @@ class LocalWorkers:
             except subprocess.TimeoutExpired:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
+
+
+class ForkedWorker:
+    """A worker process forked from this one, `python ARGV` (`-m MODULE ARGS`) run in it as
+    the `main()` of MODULE with ARGS, in a session of its own with its output to `out`; as
+    LocalWorkers uses a Popen: pid, poll, wait, send_signal."""
+
+    def __init__(self, argv: list[str], out: BinaryIO, env: Mapping[str, str]):
+        sys.stdout.flush()  # else the child would write our buffered output again
+        sys.stderr.flush()
+        self.args = argv
+        self.returncode: int | None = None
+        self.pid = os.fork()
+        if self.pid == 0:
+            self._run_child(argv, out, env)
+
+    @staticmethod
+    def _run_child(argv: list[str], out: BinaryIO, env: Mapping[str, str]) -> NoReturn:
+        code = 1
+        try:
+            os.setsid()
+            os.dup2(out.fileno(), 1)
+            os.dup2(out.fileno(), 2)
+            os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+            os.environ.clear()
+            os.environ.update(env)
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(sig, signal.SIG_DFL)
+            sys.argv = [argv[1], *argv[2:]]
+            importlib.import_module(argv[1]).main()  # what `python -m` would run
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            logging.shutdown()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(self.args, timeout)
+            time.sleep(0.005)
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, sig)
 
 
 def progress_line(s: dict, width: int = 30) -> str:

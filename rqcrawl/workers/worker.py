@@ -49,6 +49,7 @@ from rqcrawl.frontier import state
 from rqcrawl.frontier.dispatch import JOB_FUNC, PUMP_EVERY, SITEMAP_FUNC
 from rqcrawl.frontier.redisurl import REDIS_DOWN, server_key
 from rqcrawl.ops.metrics import serve_from_env as serve_metrics
+from rqcrawl.quickexit import skip_final_collection
 from rqcrawl.workers.crawls import check_identity, crawl_of
 from rqcrawl.workers.jobs import abandon
 
@@ -61,7 +62,8 @@ REFRESH_CRAWLS = 1.0
 HEARTBEAT_EVERY = 5.0  # seconds a full-TTL heartbeat (minutes of TTL) stands for the next ones
 SUSPENSION_EVERY = 1.0  # seconds between two reads of RQ's suspend flag
 # Seconds an idle worker blocks on the queue before it looks for a stop (a Redis before 6
-# blocks whole seconds only: 1 there). What an idle worker's stop takes, at most.
+# blocks whole seconds only: 1 there). What an idle worker's stop takes, at most, when its
+# blocked dequeue cannot be ended at once (StopBetweenDequeues.end_blocked_dequeue).
 STOP_CHECK_S = 0.25
 REDIS_POLL = 0.5  # seconds between two tries to reach a Redis that went away (at most)
 REDIS_RETRY_FOR = 30.0  # seconds a command retries before the worker steps back and waits
@@ -119,25 +121,49 @@ class StopBetweenDequeues:
 
     _stop_requested: bool
     connection: Redis
+    name: str
 
     def ask_to_stop(self) -> None:
         """A warm stop from outside the worker's thread (rqcrawl.workers.threadworkers)."""
         self._stop_requested = True
 
-    def redis_answers(self) -> bool:
-        """Whether Redis answers a PING within PING_TIMEOUT, on a connection of its own
-        (the pool's may be in use by the interrupted job, or wait minutes on a dequeue)."""
+    def _probe(self, *command: str) -> object:
+        """`command`'s reply on a connection of its own, which waits PING_TIMEOUT at most
+        (the pool's may be in use by the interrupted job, or blocked on a dequeue)."""
         pool = self.connection.connection_pool
         kwargs = {"socket_timeout": PING_TIMEOUT, "socket_connect_timeout": PING_TIMEOUT}
         probe = pool.connection_class(**{**pool.connection_kwargs, **kwargs})
         try:
-            probe.send_command("PING")
-            probe.read_response()
+            probe.send_command(*command)
+            return probe.read_response()
+        finally:
+            probe.disconnect()
+
+    def redis_answers(self) -> bool:
+        """Whether Redis answers a PING within PING_TIMEOUT."""
+        try:
+            self._probe("PING")
             return True
         except (*REDIS_DOWN, OSError):
             return False
-        finally:
-            probe.disconnect()
+
+    def end_blocked_dequeue(self) -> bool:
+        """Whether this worker's blocking dequeue was ended now, by CLIENT UNBLOCK (Redis
+        5 and later): the dequeue then returns as if it timed out, so no job moved, and a
+        stop need not wait for it (up to STOP_CHECK_S). Its connection is the client of
+        the worker's name (CrawlWorker._set_connection names them) that is blocked. False
+        when none is (between two dequeues, or a job just came), or Redis cannot tell."""
+        try:
+            listing = self._probe("CLIENT", "LIST", "TYPE", "normal")
+            if isinstance(listing, bytes):
+                listing = listing.decode()
+            for line in listing.splitlines():
+                client = dict(pair.partition("=")[::2] for pair in line.split(" "))
+                if client.get("name") == self.name and "b" in client.get("flags", ""):
+                    return self._probe("CLIENT", "UNBLOCK", client["id"]) == 1
+        except (RedisError, OSError):  # gone, or a Redis before 5 (no TYPE, no UNBLOCK)
+            pass
+        return False
 
     def dequeue_job_and_maintain_ttl(self, timeout, max_idle_time=None):
         if timeout is None:  # burst mode: one non-blocking look
@@ -231,9 +257,10 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
     _suspension_checked_at = 0.0
 
     def __init__(self, *args, **kwargs) -> None:
-        kwargs["name"] = kwargs.get("name") or worker_name()
+        kwargs["name"] = self._client_name = kwargs.get("name") or worker_name()
         self._stopping = threading.Event()  # set by a stop request: see RetryUntilStopped
         super().__init__(*args, **kwargs)
+        skip_final_collection()  # a stop then ends the process at once
         if self.job_class is Job:  # RQ's default: a custom --job-class is left alone
             self.job_class = CrawlJob
 
@@ -249,9 +276,13 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
         gone (crashed, restarting, failing over) is retried for about REDIS_RETRY_FOR
         seconds: a job then goes on where it was (its steps are atomic and idempotent)
         instead of leaving a lost job and a held politeness lease behind; unless the
-        worker is stopping (RetryUntilStopped)."""
+        worker is stopping (RetryUntilStopped).
+
+        Its connections carry the worker's name (CLIENT SETNAME), by which a stop finds
+        the one blocked on the queue (end_blocked_dequeue)."""
         connection = super()._set_connection(connection)
         pool = connection.connection_pool
+        pool.connection_kwargs["client_name"] = self._client_name
         if pool.connection_kwargs.get("retry") is None:
             retries = int(REDIS_RETRY_FOR / REDIS_POLL)
             policy = RetryUntilStopped(ExponentialBackoff(REDIS_POLL), retries, self._stopping)
@@ -266,11 +297,14 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
         job starts: the job then stays there `queued`, run by nobody, until RQ's maintenance
         fails it a minute or more later (10 minutes for a default `rq worker`), and its
         crawl's level cannot end meanwhile (a resumed crawl stalled). Here a stop request
-        of an idle worker is only noted, and honoured before its next dequeue."""
+        of an idle worker is noted, and honoured before its next dequeue; or at once if
+        its dequeue was blocked and is ended without a job (end_blocked_dequeue)."""
         if self.get_state() == WorkerStatus.BUSY:
             super()._shutdown()
         else:
             self._stop_requested = True
+            if self.end_blocked_dequeue():
+                raise StopRequested()
 
     def request_stop(self, signum, frame) -> None:
         """RQ's warm stop; but from now on a command that finds Redis gone fails at once
