@@ -179,6 +179,10 @@ def test_concurrent_pumps_never_take_the_same_row(db_url):
             start.wait(30)
             while batch := table.take_due("c", 7):
                 mine.extend(batch)
+                # A pump enqueues its batch before it takes the next: without a pause, the
+                # pump holding SQLite's write lock took it again before a waiting one woke
+                # from its busy back-off, and took every row alone on a loaded machine.
+                time.sleep(0.005)
         except Exception as exc:  # a thread's exception would not fail the test
             errors.append(exc)
 
