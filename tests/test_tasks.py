@@ -3,6 +3,7 @@ PostgreSQL (and MySQL when one is given): visits, due URLs taken exactly once, p
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -335,3 +336,29 @@ def test_simultaneous_first_visits_of_one_body_flag_exactly_one_duplicate(db_url
     assert table.delete("c") == 2 * pairs
     fresh = table.visited("c", "http://b/0", 1, "fetched", 200, Content("body0"), CFG)
     assert fresh.duplicate_of is None  # purge forgot the digests too
+
+
+def test_a_forked_child_opens_its_own_connections(db_url):
+    """The parent's pooled connection is not the child's: `rqcrawl crawl` forks its workers
+    after it checked the task table, and a SQLite or PostgreSQL connection used by two
+    processes (or through a descriptor the child closed and reused) breaks them both."""
+    table = TaskTable(db_url)
+    visit(table, "http://a/")
+    assert table.engine.pool.checkedin() == 1  # the parent keeps one for its next query
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report what its pool holds, then whether a query works
+        code = 1
+        try:
+            pooled = table.engine.pool.checkedin()
+            due = table.take_due("c", 10, now=time.time() + 30 * 86400)
+            os.write(write, f"{pooled} {len(due)}".encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    _, status = os.waitpid(pid, 0)
+    reported = os.read(read, 100).decode()
+    os.close(read)
+    assert os.waitstatus_to_exitcode(status) == 0 and reported == "0 1", reported
+    assert table.take_due("c", 10, now=time.time() + 30 * 86400) == []  # the child took it

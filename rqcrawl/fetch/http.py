@@ -77,6 +77,15 @@ class FetchError(Exception):
 _sessions: dict[tuple[bool, tuple[str, ...]], requests.Session] = {}
 
 
+def _forked() -> None:
+    """A forked child forgets the parent's sessions (their keep-alive sockets) now, while
+    their descriptors are the inherited ones (see rqcrawl.frontier.shards)."""
+    _sessions.clear()
+
+
+os.register_at_fork(after_in_child=_forked)
+
+
 def session(cfg: CrawlConfig) -> requests.Session:
     """The process's keep-alive session, one per guard setting (`allow_private`,
     `allow_networks`). Its own cookie jar refuses every cookie: a crawl's cookies are its

@@ -15,6 +15,7 @@ a worker was started with (`localhost` and `127.0.0.1` are the same server).
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
@@ -55,6 +56,16 @@ def shard_map(cfg: CrawlConfig) -> ShardMap | None:
 
 
 _connections: dict[str, Redis] = {}
+
+
+def _forked() -> None:
+    """A forked child forgets the parent's shard connections now, while their descriptors
+    are the inherited ones: dropped later, after the child closed them and reused their
+    numbers, a socket's finalizer would close one of the child's own."""
+    _connections.clear()
+
+
+os.register_at_fork(after_in_child=_forked)
 
 
 def connect(url: str) -> Redis:

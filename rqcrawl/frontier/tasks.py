@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import os
 import sqlite3
 import threading
 import time
@@ -509,6 +510,22 @@ def _claim(conn, crawl: str, state: str, priority: int, now: float, limit: int) 
 
 _engines: dict[str, Engine] = {}
 _engines_lock = threading.Lock()
+
+
+def _forked() -> None:
+    """A forked child (a worker `rqcrawl crawl` forks, RQ's work-horse) must not use the
+    parent's pooled connections: a SQLite or PostgreSQL connection is not to be shared
+    between processes, and the parent's descriptors may be closed and their numbers reused
+    in the child. Their pools are dropped now, while the descriptors are still the inherited
+    ones (closing them affects the child only), as SQLAlchemy advises for os.fork; the
+    engines open new connections on first use."""
+    global _engines_lock
+    _engines_lock = threading.Lock()
+    for found in _engines.values():
+        found.dispose(close=False)
+
+
+os.register_at_fork(after_in_child=_forked)
 
 
 def engine(url: str) -> Engine:
