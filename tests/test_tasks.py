@@ -344,7 +344,7 @@ def test_a_forked_child_opens_its_own_connections(db_url):
     processes (or through a descriptor the child closed and reused) breaks them both."""
     table = TaskTable(db_url)
     visit(table, "http://a/")
-    assert table.engine.pool.checkedin() == 1  # the parent keeps one for its next query
+    assert table.engine.pool.checkedin() >= 1  # the parent keeps its own for its next queries
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: report what its pool holds, then whether a query works
