@@ -161,7 +161,7 @@ class CrawlConfig:
     render_dom_warc: bool = True  # with warc_dir, the rendered DOM as a `conversion` record
     render_screenshot_dir: str = ""  # a PNG per rendered page in this directory of the worker
     render_recycle_pages: int = 200  # a render worker restarts its browser after this many pages
-    render_recycle_mb: int = 1024  # ... or once the browser's processes use more memory (RSS)
+    render_recycle_mb: int = 1024  # ... or once the browser's processes use more memory (PSS)
 
     def for_sitemaps(self) -> CrawlConfig:
         """The schedule of sitemap documents: every `sitemap_revisit` (adapting within

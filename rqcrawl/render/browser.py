@@ -109,8 +109,10 @@ class PageBrowser:
         self._driver = []
 
     def memory_mb(self) -> float:
-        """RSS of the browser's processes (the driver and Chromium's, under it), in MB: not
-        the worker's other children (a forked RQ scheduler, say)."""
+        """Memory of the browser's processes (the driver and Chromium's, under it), in MB:
+        proportional set size, so that pages shared between Chromium's processes count once
+        (summed RSS counts them once per process, about twice the truth, and recycled an
+        idle browser near the default limit); USS where the system has no PSS."""
         total = 0
         for driver in self._driver:
             try:
@@ -119,9 +121,10 @@ class PageBrowser:
                 continue
             for process in family:
                 try:
-                    total += process.memory_info().rss
+                    info = process.memory_full_info()
                 except psutil.Error:
                     continue
+                total += getattr(info, "pss", info.uss)
         return total / 1e6
 
     def render(
