@@ -15,18 +15,47 @@ from rqcrawl.frontier import keys
 from rqcrawl.frontier.dispatch import Frontier
 from rqcrawl.frontier.state import InFlight
 from rqcrawl.ops import control
+from rqcrawl.workers import worker as worker_module
 from rqcrawl.workers.runner import LocalWorkers
 from rqcrawl.workers.worker import CrawlWorker, Tender
 
 
-def deferred_crawl(conn, name: str, url: str) -> Frontier:
-    """A crawl whose only URL waits in `later`, due in 0.2 s."""
+def deferred_crawl(conn, name: str, url: str, defer: bool = True) -> Frontier:
+    """A crawl whose only URL waits in `later`, due in 0.2 s (or, without `defer`, is in
+    flight)."""
     cfg = CrawlConfig(scope_hosts=["example.test"], sitemaps=False)
     control.start(conn, name, cfg, [url])
     frontier = Frontier(conn, name, cfg)
-    entry = InFlight.parse(conn.hget(frontier.state.keys.inflight, url))
-    assert frontier.defer(url, entry, time.time() + 0.2)
+    if defer:
+        park(conn, frontier, url, time.time() + 0.2)
     return frontier
+
+
+def park(conn, frontier: Frontier, url: str, until: float) -> None:
+    entry = InFlight.parse(conn.hget(frontier.state.keys.inflight, url))
+    assert frontier.defer(url, entry, until)
+
+
+def test_a_url_parked_for_sooner_than_the_tenders_next_look_is_released_on_time(conn, monkeypatch):
+    """The tender sleeps up to MAX_SLEEP between two looks; a URL this process parks for
+    sooner wakes it (a job whose host's slot moved by a few ms parks again, and lost up to
+    MAX_SLEEP a time). MAX_SLEEP is made 10 s here: only the wake releases the URL in time."""
+    monkeypatch.setattr(worker_module, "MAX_SLEEP", 10.0)
+    frontier = deferred_crawl(conn, "soon", "http://example.test/", defer=False)
+    tender, stop = Tender(conn), threading.Event()
+    thread = threading.Thread(target=tender.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: tender.crawls == ["soon"], 5, "the tender's first look")
+        time.sleep(0.1)  # the tender asleep, for 10 s
+        due = time.time() + 0.3
+        park(conn, frontier, "http://example.test/", due)
+        wait_until(lambda: conn.zcard(frontier.state.keys.later) == 0, 5, "the release")
+        assert due <= time.time() < due + 2.0
+    finally:
+        stop.set()
+        tender.wake.set()
+        thread.join(5)
 
 
 def test_tender_outlives_a_crawl_it_cannot_read(conn):

@@ -24,6 +24,7 @@ import logging
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
 from functools import cached_property
@@ -69,6 +70,10 @@ RENDER_FUNC = "rqcrawl.render.render_url"  # a page the browser renders (queue c
 SITEMAP_FUNC = "rqcrawl.workers.jobs.crawl_sitemap"  # a sitemap entry (parse.sitemaps)
 log = logging.getLogger(__name__)
 WAKER_FUNC = "rqcrawl.workers.jobs.await_deferred"
+# Told the due time of every URL this process parks: the release thread of
+# rqcrawl.workers.CrawlWorker, which sleeps up to its MAX_SLEEP between two looks at the
+# parked URLs, and would release one parked for sooner than that up to MAX_SLEEP late.
+_park_watchers: list[Callable[[float], None]] = []
 # Seconds a waker job (stock workers) goes on releasing deferred URLs as they come due, while
 # no other job waits for a worker: each waker is a fork and the crawler's imports in a stock
 # worker, so one runs for a while rather than one per deferral.
@@ -105,6 +110,13 @@ class CompactJob(Job):
             self._status = status
             return
         super().set_status(status, pipeline=pipeline)
+
+
+def watch_parks(watcher: Callable[[float], None]) -> Callable[[], None]:
+    """Call `watcher` with the due time of every URL this process parks from now on;
+    returns what stops it."""
+    _park_watchers.append(watcher)
+    return lambda: _park_watchers.remove(watcher)
 
 
 class Frontier:
@@ -306,6 +318,8 @@ class Frontier:
         if not self.state.park(url, entry, nxt, counter):
             return False
         self._show_parked(url, nxt, "retry" if counter else "deferred")
+        for watcher in _park_watchers:
+            watcher(nxt.released_at)
         return True
 
     def _show_parked(self, url: str, nxt: InFlight, why: str) -> None:

@@ -46,7 +46,7 @@ from rq.worker import SimpleWorker, WorkerStatus
 from rqcrawl import config
 from rqcrawl.config import ConfigError
 from rqcrawl.frontier import state
-from rqcrawl.frontier.dispatch import JOB_FUNC, PUMP_EVERY, SITEMAP_FUNC
+from rqcrawl.frontier.dispatch import JOB_FUNC, PUMP_EVERY, SITEMAP_FUNC, watch_parks
 from rqcrawl.frontier.redisurl import REDIS_DOWN, server_key
 from rqcrawl.ops.metrics import serve_from_env as serve_metrics
 from rqcrawl.quickexit import skip_final_collection
@@ -533,6 +533,7 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
             return super().work(*args, **kwargs)
         finally:
             stop.set()
+            tender.wake.set()
             thread.join(5)
 
 
@@ -545,20 +546,35 @@ class Tender:
         self.crawls: list[str] = []
         self.refreshed = 0.0
         self.pumped: dict[str, float] = {}  # crawl -> when this process last tried to pump
+        self.wake = threading.Event()  # set to tick before the planned time
 
     def run(self, stop: threading.Event) -> None:
-        """Tick until `stop`; nothing ends the thread before that, since every crawl of the
-        worker depends on it."""
-        while not stop.is_set():
-            try:
-                wait = self.tick()
-            except RedisError as exc:
-                log.warning("rqcrawl tender: %s", exc)
-                wait = 1.0
-            except Exception:
-                log.exception("rqcrawl tender: unexpected error")
-                wait = 1.0
-            stop.wait(wait)
+        """Tick until `stop` (with `wake` set, so as not to sleep on); nothing ends the
+        thread before that, since every crawl of the worker depends on it. A URL this
+        process parks for sooner than the next planned tick brings the tick forward: a job
+        that finds its host's slot moved by a few milliseconds (the previous request ended
+        later than booked) parks again, and would otherwise wait up to MAX_SLEEP more."""
+        unwatch = watch_parks(self.parked)
+        try:
+            while not stop.is_set():
+                try:
+                    wait = self.tick()
+                except RedisError as exc:
+                    log.warning("rqcrawl tender: %s", exc)
+                    wait = 1.0
+                except Exception:
+                    log.exception("rqcrawl tender: unexpected error")
+                    wait = 1.0
+                self.wake.wait(wait)
+                self.wake.clear()  # (a wake set after the wait ended: the tick comes next)
+        finally:
+            unwatch()
+
+    def parked(self, until: float) -> None:
+        """A URL was parked until `until`: tick now if the next tick may come after it (a
+        tick is at most MAX_SLEEP after the last, and plans for the URLs it saw parked)."""
+        if until < time.time() + MAX_SLEEP:
+            self.wake.set()
 
     def tick(self) -> float:
         """One pass over the crawls; returns how long to sleep before the next one. A crawl
