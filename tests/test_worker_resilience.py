@@ -6,18 +6,22 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
 from helpers import seed_local, status, wait_until
 from rq import Queue, Worker
+from rq.exceptions import DequeueTimeout
+from rq.intermediate_queue import IntermediateQueue
+from rq.utils import get_version
 from servers import HTTPSite, reply
 
 from rqcrawl.config import CrawlConfig
-from rqcrawl.frontier import keys
+from rqcrawl.frontier import keys, scripts
 from rqcrawl.frontier.dispatch import Frontier
 from rqcrawl.frontier.state import InFlight
 from rqcrawl.ops import control
 from rqcrawl.workers import worker as worker_module
 from rqcrawl.workers.runner import LocalWorkers
-from rqcrawl.workers.worker import CrawlWorker, Tender
+from rqcrawl.workers.worker import CrawlJob, CrawlQueue, CrawlWorker, Tender
 
 
 def deferred_crawl(conn, name: str, url: str, defer: bool = True) -> Frontier:
@@ -83,6 +87,35 @@ def test_tender_outlives_a_crawl_it_cannot_read(conn):
     # per crawl: seeded, released (a wake-up job that some RQ scheduler moved in is not ours)
     url_jobs = [i for i in Queue(keys.QUEUE_NAME, connection=conn).job_ids if "-wake-" not in i]
     assert len(url_jobs) == 4
+
+
+def test_a_waiting_job_is_dequeued_in_one_round_trip(conn):
+    """CrawlQueue: the job id moves to RQ's intermediate list and its hash is read by one
+    script; a job whose hash is gone is passed over, as RQ does; an empty queue is RQ's."""
+    queue = Queue("one-trip", connection=conn)
+    gone, job = queue.enqueue(len, "a"), queue.enqueue(len, "bc")
+    gone.delete(remove_from_queue=False)
+    sent = []
+
+    class Counting(type(conn)):
+        def execute_command(self, *args, **options):
+            sent.append(args[0])
+            return super().execute_command(*args, **options)
+
+    counting = Counting(connection_pool=conn.connection_pool)
+    get_version(counting)  # (RQ keeps the server's version on the connection)
+    scripts.load(conn, scripts.DEQUEUE)  # (a server that does not know it yet: one more)
+    worker = CrawlWorker([queue], connection=counting)
+    assert worker.queue_class is CrawlQueue
+    sent.clear()
+    got, got_queue = CrawlQueue.dequeue_any([queue], 1, counting, CrawlJob)
+    assert sent == ["EVALSHA", "EVALSHA"]  # the gone job's, then the waiting one's
+    assert (got.id, got.args, got.func_name) == (job.id, ("bc",), "builtins.len")
+    assert got_queue.name == "one-trip" and isinstance(got, CrawlJob)
+    intermediate = IntermediateQueue(queue.key, conn).key
+    assert [i.decode() for i in conn.lrange(intermediate, 0, -1)] == [gone.id, job.id]
+    with pytest.raises(DequeueTimeout):  # empty: RQ's blocking dequeue, which timed out
+        CrawlQueue.dequeue_any([queue], 1, counting, CrawlJob)
 
 
 def test_crawl_worker_connections_outlast_its_blocking_dequeue(conn):

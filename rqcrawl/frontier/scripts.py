@@ -767,3 +767,20 @@ end
 return {held_now, capped}
 """,
 )
+
+# RQ's non-blocking dequeue of one queue in one round trip (rqcrawl.workers.worker.CrawlQueue):
+# the first job id moves to RQ's intermediate list as LMOVE does, and its hash comes with it
+# (`prefix` .. id, a key the script names itself: RQ's job hashes are not in KEYS, as RQ
+# runs on one server). Returns false for an empty queue, else {id, field, value, ...}; a job
+# whose hash is gone comes with no fields, as RQ's HGETALL would.
+DEQUEUE = Script(
+    keys=("queue", "intermediate"),
+    args=("prefix",),
+    body="""
+local id = redis.call('LMOVE', queue, intermediate, 'LEFT', 'RIGHT')
+if not id then return false end
+local job = redis.call('HGETALL', prefix .. id)
+table.insert(job, 1, id)
+return job
+""",
+)
