@@ -1,19 +1,28 @@
 """CrawlWorker sends RQ's bookkeeping in fewer round trips without changing what RQ and its
 tools rely on: the worker stays registered with its full time-to-live and a current state and
-heartbeat, `rq suspend` still stops it, and a job with callbacks still gets them."""
+heartbeat, `rq suspend` still stops it, and a job with callbacks still gets them; a page's
+politeness release rides with its job's success."""
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 
 from helpers import command_calls, wait_until
 from rq import Callback, Queue
 from rq.job import Job, JobStatus
+from rq.registry import FailedJobRegistry
 from rq.suspension import resume, suspend
 from rq.utils import str_to_date
+from servers import HTTPSite, reply
 
+from rqcrawl.config import CrawlConfig
+from rqcrawl.fetch import politeness
+from rqcrawl.frontier import keys, scripts
 from rqcrawl.frontier.dispatch import JOB_FUNC
+from rqcrawl.ops import control, stats
+from rqcrawl.workers import jobs
 from rqcrawl.workers.threadworkers import threaded_class
 from rqcrawl.workers.worker import CrawlJob, CrawlWorker
 
@@ -94,3 +103,84 @@ def test_a_crawl_jobs_success_is_one_hset_with_its_meta_and_expires_only_its_own
     before = command_calls(conn, "expire")
     other.cleanup(30)
     assert command_calls(conn, "expire") - before == 3
+
+
+class Spy:
+    """scripts.HOST_RELEASE, counting its runs sent on their own and queued in a pipeline."""
+
+    def __init__(self, script):
+        self.script, self.runs = script, []
+
+    def __call__(self, redis, **named):
+        self.runs.append("own round trip")
+        return self.script(redis, **named)
+
+    def queue(self, pipe, **named):
+        self.runs.append("queued")
+        return self.script.queue(pipe, **named)
+
+
+def run_crawl_worker(conn, name: str, until) -> None:
+    """A CrawlWorker (in a thread) working the crawl queue until `until()`."""
+    queue = Queue(keys.QUEUE_NAME, connection=conn)
+    worker = threaded_class(CrawlWorker)([queue], connection=conn, name=f"{name}-worker")
+    thread = threading.Thread(target=worker.work, kwargs={"logging_level": "WARNING"})
+    thread.start()
+    try:
+        wait_until(until, 30, f"crawl {name}")
+    finally:
+        worker._stop_requested = True
+        thread.join(15)
+
+
+def one_host_crawl(conn, site: HTTPSite, name: str) -> None:
+    cfg = CrawlConfig(
+        scope_hosts=[f"{site.host}:{site.port}"], allow_private=True, delay=0.4, max_depth=1,
+        obey_robots=False, sitemaps=False,
+    )  # fmt: skip
+    control.start(conn, name, cfg, [site.base + "/"])
+
+
+def test_a_pages_politeness_release_goes_with_its_jobs_success(conn, monkeypatch):
+    """The gate's release rides in the round trip of the job's success, with the request's
+    end time in it: the pace is kept (requests `delay` apart) and no lease is left. The
+    server forgot the scripts before the crawl: the first release is sent again, loaded."""
+    spy = Spy(scripts.HOST_RELEASE)
+    monkeypatch.setattr(politeness.scripts, "HOST_RELEASE", spy)
+    pages = {"/": b'<a href="/a">a</a><a href="/b">b</a>', "/a": b"a", "/b": b"b"}
+
+    def handle(req):
+        found = req.path in pages
+        reply(req, 200 if found else 404, b"<html>" + pages.get(req.path, b"") + b"</html>")
+
+    with HTTPSite(handle, max_requests=20, max_seconds=60) as site:
+        one_host_crawl(conn, site, "ride")
+        conn.script_flush()
+        run_crawl_worker(conn, "ride", lambda: stats.status(conn, "ride")["state"] == "finished")
+    starts = sorted(t for t, _ in site.log)
+    assert len(starts) == 3
+    assert min(b - a for a, b in itertools.pairwise(starts)) >= 0.4
+    assert spy.runs == ["queued", "own round trip", "queued", "queued"]  # the first resent
+    host = f"{site.host}:{site.port}"
+    assert conn.zcard(keys.CrawlKeys("ride").host_leases(host)) == 0
+
+
+def test_a_failed_page_job_still_frees_its_hosts_slot_at_once(conn, monkeypatch):
+    """A job that fails after its request (here its last step raises) sends the release it
+    left for its success before its failure: no lease waits to expire, the pace is kept."""
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the page's last step failed")
+
+    monkeypatch.setattr(jobs.settle, "page", broken)
+    with HTTPSite(lambda req: reply(req, 200, b"<html>x</html>"), max_seconds=60) as site:
+        one_host_crawl(conn, site, "broken")
+        failed = FailedJobRegistry(keys.QUEUE_NAME, connection=conn)
+        run_crawl_worker(conn, "broken", lambda: failed.count == 1)
+    host = f"{site.host}:{site.port}"
+    assert conn.zcard(keys.CrawlKeys("broken").host_leases(host)) == 0  # (not after LEASE)
+    pace = politeness.pace_of(
+        [float(x) for x in conn.hget(keys.CrawlKeys("broken").hosts, host).split()],
+        CrawlConfig(delay=0.4),
+    )
+    assert pace.ready >= site.log[0][0] + 0.4  # pushed from the request's end

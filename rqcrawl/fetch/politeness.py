@@ -41,6 +41,8 @@ from rqcrawl.frontier import scripts
 from rqcrawl.frontier.keys import CrawlKeys
 from rqcrawl.frontier.leases import LEASE
 
+# Takes a script run (the script, its keys and arguments by name) to send later.
+Later = Callable[[scripts.Script, dict], None]
 IP_TTL = 60.0  # seconds a host's address is kept for its gate key (politeness_by = "ip")
 PUSHBACK = (429, 503)  # answers that raise a host's delay (and any with Retry-After)
 
@@ -118,21 +120,30 @@ class Politeness:
         status: int | None = None,
         retry_after: float | None = None,
         requested: bool = True,
+        later: Later | None = None,
     ) -> None:
         """End a request begun at `started`: free its lease; the host's next request waits
         the delay in force from now (`delay` its base). The answer's `status` and
         `retry_after` feed the adaptive throttle; `requested` False: no request was made
-        (its duration teaches nothing)."""
+        (its duration teaches nothing). `later`, when the gate lives on the crawl's own
+        Redis, is given the script run to send with the caller's next round trip there
+        (the job's success, worker.CrawlJob.on_success) instead of a round trip of its own:
+        the end time is in it, so the pace is the same."""
         now = time.time()
         key = self.gate(host)
-        scripts.HOST_RELEASE(
-            self.home(key), hosts=self.keys.hosts, leases=self.keys.host_leases(key), host=key,
-            lease=lease, now=repr(now), delay=delay,
+        named = dict(
+            hosts=self.keys.hosts, leases=self.keys.host_leases(key), host=key, lease=lease,
+            now=repr(now), delay=delay,
             duration=repr(max(0.0, now - started)) if requested else "-1",
             answer=_answer(status, retry_after), retry_after=repr(retry_after or 0.0),
             adaptive=int(self.cfg.adaptive_throttle), factor=repr(self.cfg.delay_factor),
             cap=repr(self.cfg.max_backoff_delay),
         )  # fmt: skip
+        home = self.home(key)
+        if later is not None and home is self.redis:
+            later(scripts.HOST_RELEASE, named)
+        else:
+            scripts.HOST_RELEASE(home, **named)
 
     def lease(self, host: str, lease: str) -> tuple[Redis, tuple[str, str]]:
         """Where the lease `lease` of a request to `host` lives: its Redis, (set, member)."""

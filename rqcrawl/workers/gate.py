@@ -36,12 +36,16 @@ class Go:
     delay: float
     started: float
 
-    def release(self, result: Visit | None = None) -> None:
+    def release(self, result: Visit | None = None, job: Job | None = None) -> None:
         """Free the host's slot once the request ended: the visit's answer (status,
-        Retry-After) feeds the host's adaptive throttle."""
+        Retry-After) feeds the host's adaptive throttle. With the `job` of a worker that
+        sends writes with the job's success (worker.CrawlJob), the release goes there."""
         status = result.record.get("status") if result else None
         wait = result.retry_after if result else None
-        self.politeness.release(self.host, self.lease, self.delay, self.started, status, wait)
+        later = getattr(job, "on_success", None)
+        self.politeness.release(
+            self.host, self.lease, self.delay, self.started, status, wait, later=later
+        )
 
 
 def through(job: Job, c: Crawl, url: str, depth: int, entry: InFlight) -> Go | Visit | Passed:

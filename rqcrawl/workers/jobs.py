@@ -70,11 +70,12 @@ def _page(
         return settle.page(c, url, depth, entry, settle.counted(url, entry, go))
     if not isinstance(go, gate.Go):  # parked until its host (or robots.txt) is ready
         return go
-    result = None
     try:
         result = fetch_and_parse(job, c, url, depth, entry, go.robots, render)
-    finally:
-        go.release(result)
+    except BaseException:
+        go.release()
+        raise
+    go.release(result, job)  # with the job's success, where the worker can
     if result.render:
         return settle.hand_off(c, url, entry, result.render)
     return settle.page(c, url, depth, entry, settle.counted(url, entry, result))

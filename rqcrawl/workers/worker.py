@@ -9,7 +9,8 @@ URLs then wait for a job start or the crawl's wake-up job, up to a second late.
 
 It also trims RQ's per-job bookkeeping, which at crawl speed costs more Redis round trips than
 the crawl itself (27 of 33 per page): a waiting job is dequeued with its hash in one round
-trip instead of two (CrawlQueue), a heartbeat within seconds of one that gave the
+trip instead of two (CrawlQueue), a page's politeness release goes with its success
+(CrawlJob.on_success), a heartbeat within seconds of one that gave the
 worker's key its full time-to-live is skipped (also the shorter one RQ sends before every
 job) and the others go in one round trip instead of three, the worker's state is written
 only when it changes, the `rq suspend` flag is read once a second rather than before every
@@ -30,12 +31,13 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from datetime import datetime
 
 from redis import Redis, RedisError
 from redis.backoff import ExponentialBackoff
 from redis.client import Pipeline
+from redis.exceptions import NoScriptError
 from redis.retry import Retry
 from rq.exceptions import StopRequested
 from rq.executions import Execution
@@ -50,6 +52,7 @@ from rqcrawl.config import ConfigError
 from rqcrawl.frontier import scripts, state
 from rqcrawl.frontier.dispatch import JOB_FUNC, PUMP_EVERY, SITEMAP_FUNC, watch_parks
 from rqcrawl.frontier.redisurl import REDIS_DOWN, server_key
+from rqcrawl.frontier.scripts import Script
 from rqcrawl.ops.metrics import serve_from_env as serve_metrics
 from rqcrawl.quickexit import skip_final_collection
 from rqcrawl.workers.crawls import check_identity, crawl_of
@@ -193,6 +196,27 @@ class CrawlJob(Job):
 
     saves_meta = True
     _succeeding = False  # inside RQ's _handle_success
+    _writes: tuple[tuple[Script, dict], ...] = ()  # script runs for the success round trip
+
+    def on_success(self, script: Script, named: dict) -> None:
+        """Run `script` with its keys and arguments `named` in the round trip that writes
+        this job's success (CrawlWorker.handle_job_success), not in one of its own now; a
+        job that fails runs it before its failure is written (send_writes)."""
+        self._writes = (*self._writes, (script, named))
+
+    def queue_writes(self, pipe: Pipeline) -> int:
+        """Queue the script runs left for the success in `pipe` first; how many."""
+        for script, named in self._writes:
+            script.queue(pipe, **named)
+        return len(self._writes)
+
+    def send_writes(self, only: Sequence[int] | None = None) -> None:
+        """Send the script runs left (those at the positions `only`), each in a round trip
+        of its own (loading its script if the server does not know it)."""
+        writes, self._writes = self._writes, ()
+        for i, (script, named) in enumerate(writes):
+            if only is None or i in only:
+                script(self.connection, **named)
 
     def _handle_success(self, result_ttl: int, pipeline: Pipeline, **kwargs) -> None:
         self._succeeding = True
@@ -481,8 +505,11 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
         trip instead of three (RQ watches the job's dependents and reads them first), with
         the worker's `idle` state, which execute_job would send in a fourth."""
         if job.func_name not in (JOB_FUNC, SITEMAP_FUNC) or job.repeats_left or job.has_rate_limit:
+            if isinstance(job, CrawlJob):
+                job.send_writes()
             return super().handle_job_success(job, queue, started_job_registry, execution)
         with self.connection.pipeline() as pipe:
+            writes = job.queue_writes(pipe) if isinstance(job, CrawlJob) else 0
             self.increment_successful_job_count(pipeline=pipe)
             self.increment_total_working_time(job.ended_at - job.started_at, pipe)
             result_ttl = job.get_result_ttl(self.default_result_ttl)
@@ -496,7 +523,24 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
             self.cleanup_execution(job, pipeline=pipe, execution=execution)
             self.set_state(WorkerStatus.IDLE, pipeline=pipe)
             self.heartbeat(pipeline=pipe)
-            pipe.execute()
+            replies = pipe.execute(raise_on_error=False)
+        if writes:
+            unknown = [i for i in range(writes) if isinstance(replies[i], NoScriptError)]
+            job.send_writes(only=unknown)  # a Redis restarted since: their scripts loaded
+        errors = [reply for reply in replies[writes:] if isinstance(reply, Exception)]
+        if errors:
+            raise errors[0]
+
+    def handle_job_failure(self, job: Job, queue: Queue, *args, **kwargs) -> None:
+        """RQ's, after the writes the job left for its success (CrawlJob.on_success): its
+        host's slot is freed now rather than when its lease expires. Without Redis they are
+        dropped: the lease expires on its own."""
+        if isinstance(job, CrawlJob):
+            try:
+                job.send_writes()
+            except REDIS_DOWN as exc:
+                self.log.warning("Worker %s: a job's writes dropped: %s", self.name, exc)
+        super().handle_job_failure(job, queue, *args, **kwargs)
 
     @riding_out_redis
     def _fail_cut_short(self, job: Job, queue: Queue, exc: Exception) -> None:
