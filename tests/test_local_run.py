@@ -14,6 +14,7 @@ from testsite import Site
 
 from rqcrawl.cli import FORK_WORKERS
 from rqcrawl.frontier.keys import CrawlKeys
+from rqcrawl.workers import runner
 from rqcrawl.workers.runner import Changes
 
 
@@ -132,3 +133,25 @@ def test_the_watch_wakes_on_a_change_of_the_crawls_keys_only(conn):
         later.join()
     finally:
         changes.close()
+
+
+def test_a_crawl_near_its_end_is_looked_at_sooner_after_each_change(monkeypatch):
+    """until_refresh_or_end: one look at most every CHECK_GAP while many URLs are left (a
+    busy crawl changes all the time), END_GAP once END_NEAR or fewer are: the end of a
+    small crawl is then seen within milliseconds, not up to CHECK_GAP late."""
+
+    class Always:  # a change comes at once, every time
+        def wait(self, timeout: float) -> bool:
+            return True
+
+    class Left:
+        def __init__(self, counts: list[int]):
+            self.counts = counts
+
+        def unfinished(self) -> int:
+            return self.counts.pop(0)
+
+    gaps: list[float] = []
+    monkeypatch.setattr(runner.time, "sleep", gaps.append)
+    runner.until_refresh_or_end(Always(), [Left([50, runner.END_NEAR + 1, 3, 1, 0])])
+    assert gaps == [runner.CHECK_GAP, runner.CHECK_GAP, runner.END_GAP, runner.END_GAP]

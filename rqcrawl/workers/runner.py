@@ -35,6 +35,10 @@ WORKER_CLASS = "rqcrawl.workers.CrawlWorker"  # see worker.py
 RENDER_WORKER_CLASS = "rqcrawl.render.RenderWorker"  # the render queue's (see render.py)
 REFRESH = 0.5  # seconds between two full status reads of `watch` (progress, recovery, pumps)
 CHECK_GAP = 0.05  # seconds at least between two looks of `watch` at whether the crawl is over
+# ... when more than END_NEAR URLs are left; with fewer the end is near, and each change is
+# looked at END_GAP after the last look (a one-page crawl's end was seen up to CHECK_GAP late).
+END_NEAR = 4
+END_GAP = 0.005
 INVALIDATE = "__redis__:invalidate"  # the channel of CLIENT TRACKING's messages
 
 
@@ -346,15 +350,18 @@ def watch(conn: Redis, crawl: str, workers: LocalWorkers, out: TextIO = sys.stde
 
 def until_refresh_or_end(changes: Changes, states: list[CrawlState]) -> None:
     """Wait REFRESH seconds, or less when the crawl may be over: on every change of its
-    state, at most one look every CHECK_GAP (a busy crawl changes it all the time) at
-    whether anything is left (CrawlState.unfinished, cheaper than a status)."""
+    state, at most one look every CHECK_GAP (a busy crawl changes it all the time; END_GAP
+    once at most END_NEAR URLs are left) at whether anything is left
+    (CrawlState.unfinished, cheaper than a status)."""
     end = time.monotonic() + REFRESH
     while (left := end - time.monotonic()) > 0:
         if not changes.wait(left):
             return
         try:
-            if all(state.unfinished() == 0 for state in states):
-                return
+            left = sum(state.unfinished() for state in states)
         except REDIS_DOWN:
             return  # the status read says so, and waits
-        time.sleep(max(0.0, min(CHECK_GAP, end - time.monotonic())))
+        if left == 0:
+            return
+        gap = CHECK_GAP if left > END_NEAR else END_GAP
+        time.sleep(max(0.0, min(gap, end - time.monotonic())))
