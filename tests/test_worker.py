@@ -106,7 +106,8 @@ def test_a_crawl_jobs_success_is_one_hset_with_its_meta_and_expires_only_its_own
 
 
 class Spy:
-    """scripts.HOST_RELEASE, counting its runs sent on their own and queued in a pipeline."""
+    """A script of rqcrawl.frontier.scripts, noting its runs sent on their own and queued in
+    a pipeline."""
 
     def __init__(self, script):
         self.script, self.runs = script, []
@@ -141,12 +142,14 @@ def one_host_crawl(conn, site: HTTPSite, name: str) -> None:
     control.start(conn, name, cfg, [site.base + "/"])
 
 
-def test_a_pages_politeness_release_goes_with_its_jobs_success(conn, monkeypatch):
-    """The gate's release rides in the round trip of the job's success, with the request's
-    end time in it: the pace is kept (requests `delay` apart) and no lease is left. The
-    server forgot the scripts before the crawl: the first release is sent again, loaded."""
-    spy = Spy(scripts.HOST_RELEASE)
-    monkeypatch.setattr(politeness.scripts, "HOST_RELEASE", spy)
+def test_a_pages_claim_and_release_go_with_its_jobs_start_and_success(conn, monkeypatch):
+    """The claim of a page's URL rides in the round trip that starts its job, the gate's
+    release in the one of its success, with the request's end time in it: the pace is kept
+    (requests `delay` apart) and no lease is left. The server forgot the scripts before the
+    crawl: the first claim is sent again by the job, the first release by the worker."""
+    spy, claims = Spy(scripts.HOST_RELEASE), Spy(scripts.CLAIM)
+    monkeypatch.setattr(scripts, "HOST_RELEASE", spy)
+    monkeypatch.setattr(scripts, "CLAIM", claims)
     pages = {"/": b'<a href="/a">a</a><a href="/b">b</a>', "/a": b"a", "/b": b"b"}
 
     def handle(req):
@@ -161,6 +164,10 @@ def test_a_pages_politeness_release_goes_with_its_jobs_success(conn, monkeypatch
     assert len(starts) == 3
     assert min(b - a for a, b in itertools.pairwise(starts)) >= 0.4
     assert spy.runs == ["queued", "own round trip", "queued", "queued"]  # the first resent
+    # every job's claim queued (a page parked for its host's slot is claimed again), the
+    # first one's sent again by the job itself
+    assert claims.runs[:2] == ["queued", "own round trip"]
+    assert claims.runs.count("own round trip") == 1 and claims.runs.count("queued") >= 3
     host = f"{site.host}:{site.port}"
     assert conn.zcard(keys.CrawlKeys("ride").host_leases(host)) == 0
 

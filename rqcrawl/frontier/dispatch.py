@@ -146,11 +146,14 @@ class Frontier:
         """Clear the crawl's halt and queue the held URLs of the current level."""
         self._enqueue(self.state.resume())
 
-    def claim(self, url: str, rq_job_id: str) -> tuple[InFlight | None, bool]:
+    def claim(
+        self, url: str, rq_job_id: str, reply: list | None = None
+    ) -> tuple[InFlight | None, bool]:
         """The URL's inflight entry if this job is its live attempt and turn (the job then
         holds the URL's lease), else None, and whether the crawl is paused; queues the
-        deferred URLs that are due. Raises StaleCrawl if the crawl is not this Frontier's."""
-        claim = self.state.claim(url, rq_job_id)
+        deferred URLs that are due. Raises StaleCrawl if the crawl is not this Frontier's.
+        `reply`: the claim's reply, when the worker already sent it (CrawlState.claim)."""
+        claim = self.state.claim(url, rq_job_id, reply)
         self._enqueue(claim.due)
         if claim.stale:
             raise StaleCrawl(self.crawl)

@@ -566,21 +566,15 @@ class CrawlState:
 
     # -- a job's life ---------------------------------------------------------------------
 
-    def claim(self, url: str, job_id: str) -> Claim:
+    def claim(self, url: str, job_id: str, reply: list | None = None) -> Claim:
         """The URL's entry if the job `job_id` is its live attempt and turn (the job then
         takes the URL's lease), whether the crawl is paused, and the deferred URLs that are
-        due (released in the same call, so that busy workers keep deferrals on time). The
-        claim's time is noted for `status` at most every CLAIM_NOTE_EVERY per process."""
-        attempt, turn = job_id.rsplit("-", 2)[1:]
-        k, now = self.keys, time.time()
-        note = now - self.claim_noted_at >= CLAIM_NOTE_EVERY
-        raw, paused, identity, due, sitemapped, via = scripts.CLAIM(
-            self.redis, inflight=k.inflight, leased=k.leased, counters=k.counters,
-            later=k.later, sitemapped=k.sitemapped, via=k.via, url=url, attempt=attempt, turn=turn,
-            expiry=repr(now + LEASE), now=repr(now), limit=DUE_BATCH, note=int(note),
-        )  # fmt: skip
-        if note:
-            self.claim_noted_at = now
+        due (released in the same call, so that busy workers keep deferrals on time).
+        `reply`: the claim's reply already got (the recommended worker sends claim_call
+        with the job's start, in its round trip)."""
+        if reply is None:
+            reply = scripts.CLAIM(self.redis, **self.claim_call(url, job_id))
+        raw, paused, identity, due, sitemapped, via = reply
         entry = InFlight.parse(raw) if raw is not None else None
         if entry is not None and entry.job_id(self.crawl, url) != job_id:
             entry = None
@@ -589,6 +583,21 @@ class CrawlState:
         if entry is not None and via:
             entry = replace(entry, via=tuple(json.loads(via)))
         return Claim(entry, bool(paused), _pairs(due), not self.same_crawl(identity))
+
+    def claim_call(self, url: str, job_id: str) -> dict:
+        """The keys and arguments by name of the claim of `url` by the job `job_id`
+        (scripts.CLAIM). The claim's time is noted for `status` at most every
+        CLAIM_NOTE_EVERY per process."""
+        attempt, turn = job_id.rsplit("-", 2)[1:]
+        k, now = self.keys, time.time()
+        note = now - self.claim_noted_at >= CLAIM_NOTE_EVERY
+        if note:
+            self.claim_noted_at = now
+        return dict(
+            inflight=k.inflight, leased=k.leased, counters=k.counters, later=k.later,
+            sitemapped=k.sitemapped, via=k.via, url=url, attempt=attempt, turn=turn,
+            expiry=repr(now + LEASE), now=repr(now), limit=DUE_BATCH, note=int(note),
+        )  # fmt: skip
 
     def same_crawl(self, identity: bytes | None) -> bool:
         """Whether `identity` (the crawl's `started_at`, set once when it is first seeded)

@@ -96,16 +96,24 @@ def check_identity(redis: Redis, name: str, identity: bytes | None) -> None:
 
 
 def claim(
-    redis: Redis, name: str, url: str, job_id: str
+    redis: Redis, name: str, url: str, job_id: str, reply: list | None = None
 ) -> tuple[Crawl | None, InFlight | None, bool]:
-    """The crawl (None: no such crawl) and Frontier.claim's answer for the job. A crawl
-    that is not the one the process knew by that name is read again (a fresh Frontier takes
-    the identity it sees, so this recurses once at most)."""
+    """The crawl (None: no such crawl) and Frontier.claim's answer for the job (`reply`:
+    the claim's reply, if the worker sent it with the job's start: see claim_call). A
+    crawl that is not the one the process knew by that name is read again (a fresh
+    Frontier takes the identity it sees, so this recurses once at most)."""
     c = crawl_of(redis, name)
     if c is None:
         return None, None, False
     try:
-        return c, *c.frontier.claim(url, job_id)
+        return c, *c.frontier.claim(url, job_id, reply)
     except StaleCrawl:
         forget(name)
         return claim(redis, name, url, job_id)
+
+
+def claim_call(redis: Redis, name: str, url: str, job_id: str) -> dict | None:
+    """The keys and arguments of the job's claim (scripts.CLAIM), for a worker that sends it
+    in the round trip that starts the job; None if there is no such crawl."""
+    c = crawl_of(redis, name)
+    return None if c is None else c.frontier.state.claim_call(url, job_id)

@@ -112,7 +112,7 @@ def _sitemap_timed_out(c: Crawl, url: str, depth: int, entry: InFlight, error: F
 def _job(crawl: str, url: str, depth: int, step: Step, timed_out: TimedOut) -> str:
     """claim → `step` → describe: the frame every job of a URL shares."""
     job = get_current_job()
-    c, entry, paused = claim(job.connection, crawl, url, job.id)
+    c, entry, paused = claim(job.connection, crawl, url, job.id, getattr(job, "claimed", None))
     if c is None:
         job.result_ttl = 0
         return "crawl not found (purged?)"

@@ -50,14 +50,21 @@ from rq.worker import SimpleWorker, WorkerStatus
 from rqcrawl import config
 from rqcrawl.config import ConfigError
 from rqcrawl.frontier import scripts, state
-from rqcrawl.frontier.dispatch import JOB_FUNC, PUMP_EVERY, SITEMAP_FUNC, watch_parks
+from rqcrawl.frontier.dispatch import (
+    JOB_FUNC,
+    PUMP_EVERY,
+    RENDER_FUNC,
+    SITEMAP_FUNC,
+    watch_parks,
+)
 from rqcrawl.frontier.redisurl import REDIS_DOWN, server_key
 from rqcrawl.frontier.scripts import Script
 from rqcrawl.ops.metrics import serve_from_env as serve_metrics
 from rqcrawl.quickexit import skip_final_collection
-from rqcrawl.workers.crawls import check_identity, crawl_of
+from rqcrawl.workers.crawls import check_identity, claim_call, crawl_of
 from rqcrawl.workers.jobs import abandon
 
+CLAIMING = (JOB_FUNC, SITEMAP_FUNC, RENDER_FUNC)  # the jobs that claim a URL (jobs._job)
 MAX_SLEEP = 0.1  # seconds between two looks at the running crawls when nothing is due sooner
 # Seconds between two reads of the set of crawls (and tries at a recovery pass, which the
 # crawl's lock keeps to one per state.REAP_EVERY). A new crawl's deferred URLs wait for this
@@ -196,6 +203,7 @@ class CrawlJob(Job):
 
     saves_meta = True
     _succeeding = False  # inside RQ's _handle_success
+    claimed: list | None = None  # the claim's reply, sent with the job's start (jobs.claim)
     _writes: tuple[tuple[Script, dict], ...] = ()  # script runs for the success round trip
 
     def on_success(self, script: Script, named: dict) -> None:
@@ -482,7 +490,8 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
         return execution
 
     def prepare_job_execution(self, job: Job, remove_from_intermediate_queue: bool = False) -> None:
-        """RQ's, in the transaction prepare_execution opened."""
+        """RQ's, in the transaction prepare_execution opened; with a crawl job's claim of
+        its URL (CrawlJob.claimed), which it would otherwise send in a round trip of its own."""
         pipe, self._preparing = self._preparing, None
         if pipe is None:
             return super().prepare_job_execution(job, remove_from_intermediate_queue)
@@ -496,7 +505,30 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
                 pipe.lrem(
                     Queue(job.origin, connection=self.connection).intermediate_queue_key, 1, job.id
                 )
-            pipe.execute()
+            claiming = self._queue_claim(job, pipe)
+            replies = pipe.execute(raise_on_error=False)
+        if claiming and not isinstance(replies[-1], Exception):  # else the job claims itself
+            job.claimed = replies[-1]
+        errors = [
+            reply for reply in replies[: len(replies) - claiming] if isinstance(reply, Exception)
+        ]
+        if errors:
+            raise errors[0]
+
+    def _queue_claim(self, job: Job, pipe: Pipeline) -> bool:
+        """Queue the claim of a crawl job's URL in `pipe`; whether it was (not for a job of
+        a crawl that is gone, or whose settings do not load: the job says so itself)."""
+        if not isinstance(job, CrawlJob) or job.func_name not in CLAIMING:
+            return False
+        try:
+            crawl, url, _ = job.args
+            call = claim_call(self.connection, crawl, url, job.id)
+        except ConfigError:
+            return False
+        if call is None:
+            return False
+        scripts.CLAIM.queue(pipe, **call)
+        return True
 
     def handle_job_success(
         self, job: Job, queue: Queue, started_job_registry: object, execution: Execution
