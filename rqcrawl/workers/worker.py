@@ -9,10 +9,11 @@ URLs then wait for a job start or the crawl's wake-up job, up to a second late.
 
 It also trims RQ's per-job bookkeeping, which at crawl speed costs more Redis round trips than
 the crawl itself (27 of 33 per page): a waiting job is dequeued with its hash in one round
-trip instead of two (CrawlQueue), a page's politeness release goes with its success
-(CrawlJob.on_success), a heartbeat within seconds of one that gave the
-worker's key its full time-to-live is skipped (also the shorter one RQ sends before every
-job) and the others go in one round trip instead of three, the worker's state is written
+trip instead of two (CrawlQueue), a crawl job's claim of its URL goes with its start
+(CrawlJob.claimed) and its politeness release with its success (CrawlJob.on_success), a
+heartbeat within seconds of one that gave the worker's key its full time-to-live is skipped
+(also the shorter one RQ sends before every job) and the others go in one round trip
+instead of three, the worker's state is written
 only when it changes, the `rq suspend` flag is read once a second rather than before every
 job, a job without callbacks gets no heartbeat for them, the job's preparation goes in one
 transaction instead of two, and a crawl job's success (which has no dependents to watch) in
