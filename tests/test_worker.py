@@ -180,14 +180,17 @@ def test_a_failed_page_job_still_frees_its_hosts_slot_at_once(conn, monkeypatch)
         raise RuntimeError("the page's last step failed")
 
     monkeypatch.setattr(jobs.settle, "page", broken)
+    failed = FailedJobRegistry(keys.QUEUE_NAME, connection=conn)  # (other tests' jobs too)
+
+    def ours_failed() -> bool:
+        return any(i.startswith("rqcrawl-step-failed-") for i in failed.get_job_ids())
+
     with HTTPSite(lambda req: reply(req, 200, b"<html>x</html>"), max_seconds=60) as site:
-        one_host_crawl(conn, site, "broken")
-        failed = FailedJobRegistry(keys.QUEUE_NAME, connection=conn)
-        run_crawl_worker(conn, "broken", lambda: failed.count == 1)
-    host = f"{site.host}:{site.port}"
-    assert conn.zcard(keys.CrawlKeys("broken").host_leases(host)) == 0  # (not after LEASE)
+        one_host_crawl(conn, site, "step-failed")
+        run_crawl_worker(conn, "step-failed", ours_failed)
+    host, crawl_keys = f"{site.host}:{site.port}", keys.CrawlKeys("step-failed")
+    assert conn.zcard(crawl_keys.host_leases(host)) == 0  # (not after LEASE)
     pace = politeness.pace_of(
-        [float(x) for x in conn.hget(keys.CrawlKeys("broken").hosts, host).split()],
-        CrawlConfig(delay=0.4),
+        [float(x) for x in conn.hget(crawl_keys.hosts, host).split()], CrawlConfig(delay=0.4)
     )
     assert pace.ready >= site.log[0][0] + 0.4  # pushed from the request's end
