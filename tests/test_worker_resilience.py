@@ -175,12 +175,13 @@ import time
 from rq.job import Job
 
 class SlowFetchJob(Job):
-    """Loads slowly: a worker spends long between taking a job and starting it."""
+    """Loads slowly: a worker spends long between taking a job and starting it (RQ's
+    dequeue reads the job's hash, then restores it; CrawlQueue's restores what its
+    script read with the id)."""
 
-    @classmethod
-    def fetch(cls, *args, **kwargs):
+    def restore(self, raw):
         time.sleep(1.0)
-        return super().fetch(*args, **kwargs)
+        return super().restore(raw)
 '''
 
 
