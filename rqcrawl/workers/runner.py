@@ -358,10 +358,10 @@ def until_refresh_or_end(changes: Changes, states: list[CrawlState]) -> None:
         if not changes.wait(left):
             return
         try:
-            left = sum(state.unfinished() for state in states)
+            pending = sum(state.unfinished() for state in states)
         except REDIS_DOWN:
             return  # the status read says so, and waits
-        if left == 0:
+        if pending == 0:
             return
-        gap = CHECK_GAP if left > END_NEAR else END_GAP
+        gap = CHECK_GAP if pending > END_NEAR else END_GAP
         time.sleep(max(0.0, min(gap, end - time.monotonic())))

@@ -189,6 +189,15 @@ class StopBetweenDequeues:
         raise StopRequested()
 
 
+def raise_first_error(replies: Sequence[object]) -> None:
+    """Raise the first error among a pipeline's `replies`, as redis-py would: the worker's
+    pipelines that carry rqcrawl's own scripts run with raise_on_error=False, so that their
+    replies are looked at first (a script the server forgot is not RQ's error)."""
+    for reply in replies:
+        if isinstance(reply, Exception):
+            raise reply
+
+
 def worker_name(suffix: str = "") -> str:
     """`host:pid` (and a thread's suffix): rq-dashboard and `rq info` then say where a worker
     runs, instead of RQ's random hex."""
@@ -508,13 +517,11 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
                 )
             claiming = self._queue_claim(job, pipe)
             replies = pipe.execute(raise_on_error=False)
-        if claiming and not isinstance(replies[-1], Exception):  # else the job claims itself
-            job.claimed = replies[-1]
-        errors = [
-            reply for reply in replies[: len(replies) - claiming] if isinstance(reply, Exception)
-        ]
-        if errors:
-            raise errors[0]
+        if claiming:
+            *replies, claimed = replies
+            if not isinstance(claimed, Exception):  # else the job claims itself
+                job.claimed = claimed
+        raise_first_error(replies)
 
     def _queue_claim(self, job: Job, pipe: Pipeline) -> bool:
         """Queue the claim of a crawl job's URL in `pipe`; whether it was (not for a job of
@@ -560,9 +567,7 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
         if writes:
             unknown = [i for i in range(writes) if isinstance(replies[i], NoScriptError)]
             job.send_writes(only=unknown)  # a Redis restarted since: their scripts loaded
-        errors = [reply for reply in replies[writes:] if isinstance(reply, Exception)]
-        if errors:
-            raise errors[0]
+        raise_first_error(replies[writes:])
 
     def handle_job_failure(self, job: Job, queue: Queue, *args, **kwargs) -> None:
         """RQ's, after the writes the job left for its success (CrawlJob.on_success): its
