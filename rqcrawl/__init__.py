@@ -6,10 +6,12 @@ the local fleet and embedded Redis of `rqcrawl crawl`. Each is imported on first
 importing a light module of the package (`rqcrawl.parse.urls`, say) loads neither RQ nor the
 frontier.
 
-The package by role: `frontier/` (a crawl's state in Redis and SQL), `fetch/` (requests and
-the rules every request obeys), `parse/` (what a response says), `workers/` (the processes
-and the job of one URL), `render/` (pages that JavaScript builds), `ops/` (status, metrics,
-operations, records) and `bench/` (the benchmark); `api`, `cli` and `config` at the top.
+The package by role, in layers, each importing only those below it (tests/test_layers.py):
+`cli` over `bench` (the benchmark) and `demo`, over `api`, `render/` (pages that JavaScript
+builds), `workers/` (the processes and the job of one URL), `ops/` (status, metrics,
+operations, export), `frontier/` (a crawl's state in Redis and SQL), `fetch/` (requests and
+the rules every request obeys), `config` (the settings), `parse/` (what a response says), and
+small utilities at the bottom (`defaults`, `lru`, `redisurl`, `quickexit`, `lazygroup`).
 """
 
 from __future__ import annotations

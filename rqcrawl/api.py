@@ -20,28 +20,36 @@ import json
 import os
 import re
 import sys
+import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import IO, Any
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from redis import Redis, RedisError, ResponseError
 
 from rqcrawl import config
 from rqcrawl.config import ConfigError, CrawlConfig
-from rqcrawl.frontier import keys
-from rqcrawl.frontier.dispatch import PUMP_EVERY, Frontier
+from rqcrawl.defaults import PUMP_EVERY
+from rqcrawl.fetch import warc
+from rqcrawl.frontier import configs, delivery, keys
+from rqcrawl.frontier.dispatch import Frontier
 from rqcrawl.frontier.outage import TableUnavailable
+from rqcrawl.frontier.records import FAILED_OUTCOMES
 from rqcrawl.frontier.state import all_shards, crawl_names, is_known
-from rqcrawl.ops import control, sinks, stats
+from rqcrawl.ops import control, follow, sinks, stats, wacz
+from rqcrawl.ops.exporters.base import Exporter
+from rqcrawl.ops.exporters.registry import UnknownFormat, exporter_class, format_of, formats
 from rqcrawl.parse.changes import KINDS as CHANGE_KINDS
 from rqcrawl.parse.hooks import HookError
-from rqcrawl.parse.urls import InvalidURL, canonicalize, param_filter
+from rqcrawl.parse.urls import InvalidURL, canonicalize
 
-FORMATS = ("jsonl", "csv")
+if TYPE_CHECKING:
+    from rqcrawl.frontier.tasks import TableExtent, TaskTable
 
 
 class CrawlError(Exception):
@@ -75,6 +83,8 @@ class Started:
     cfg: CrawlConfig  # the settings in force: an existing crawl keeps its own
     admitted: int  # seeds that were new to the crawl
     resumed: bool  # the crawl existed already
+    table: TableExtent | None = None  # the rows it found in the task table, if it had any
+    purged: int = 0  # the task table's rows deleted first (`fresh`)
 
 
 @dataclass(frozen=True)
@@ -87,29 +97,46 @@ class Plan:
     cfg: CrawlConfig
     priority: int = 0  # the seeds'
 
-    def start(self, redis: Redis) -> Started:
+    def start(self, redis: Redis, fresh: bool = False) -> Started:
         """Store the settings and admit the seeds, all or nothing (control.start). An
         existing crawl of this name keeps its own settings and gets the new seeds. The task
-        table of a crawl with revisits is reached first: nothing is written if it is not."""
-        self._check_table()
+        table of a crawl with revisits is reached first: nothing is written if it is not.
+        A crawl new to this Redis whose name has rows in the task table (an earlier run,
+        another Redis) resumes them, and says so in `table`; with `fresh` they are deleted
+        first (refused for a crawl this Redis has: purge it)."""
+        table, known = self._table(), is_known(redis, self.name)
+        if fresh and known:
+            raise StateError(
+                f"crawl {self.name} exists: purge it (rqcrawl purge {self.name}) to start afresh"
+            )
+        found, purged = None, 0
+        if table is not None and not known:
+            try:
+                found = None if fresh else table.extent(self.name)
+                purged = table.delete(self.name) if fresh else 0
+            except TableUnavailable as exc:
+                raise CrawlError(f"crawl {self.name} not started: {exc}") from exc
         try:
             cfg, admitted, resumed = control.start(
                 redis, self.name, self.cfg, self.seeds, self.priority
             )
         except (ConfigError, RedisError) as exc:
             raise CrawlError(f"crawl {self.name} not started: {exc}") from exc
-        return Started(self.name, cfg, admitted, resumed)
+        return Started(self.name, cfg, admitted, resumed, found, purged)
 
-    def _check_table(self) -> None:
+    def _table(self) -> TaskTable | None:
+        """The crawl's task table, reached (None without revisits)."""
         if not (self.cfg.revisit and self.cfg.db):
-            return
+            return None
         from rqcrawl.frontier.tasks import TaskTable  # SQLAlchemy only for crawls with revisits
 
+        table = TaskTable(self.cfg.db)
         try:
-            TaskTable(self.cfg.db).check()
+            table.check()
         except (TableUnavailable, *_sql_errors(), ImportError) as exc:
             line = str(exc).strip().splitlines()[0]
             raise CrawlError(f"crawl {self.name} not started: {line}") from exc
+        return table
 
 
 def settings(
@@ -168,7 +195,7 @@ def _canonical_seeds(urls: Iterable[str], cfg: CrawlConfig) -> list[str]:
     """The seeds in canonical form, without the crawl's `strip_params` (as its links); at
     least one, each an http(s) URL. One URL may come as a plain string (which would
     otherwise be read as URLs of one character)."""
-    strip = param_filter(cfg.strip_params)
+    strip = cfg.url_filter
     seeds = []
     for raw in [urls] if isinstance(urls, str) else urls:
         try:
@@ -206,7 +233,7 @@ def crawls(redis: Redis) -> list[str]:
 def crawl_config(redis: Redis, name: str) -> CrawlConfig:
     """The settings of an existing crawl."""
     try:
-        cfg = config.load(redis, name, fresh=True)
+        cfg = configs.load(redis, name, fresh=True)
     except ConfigError as exc:
         raise DamagedCrawl(str(exc)) from exc
     if cfg is None:
@@ -295,15 +322,35 @@ def change_kinds(changes: Iterable[str] | str) -> set[str]:
     return kinds
 
 
-def failures(redis: Redis, name: str, reasons: Iterable[str] = ()) -> Iterator[dict]:
+def failures(
+    redis: Redis,
+    name: str,
+    reasons: Iterable[str] = (),
+    records_file: str | os.PathLike | None = None,
+) -> Iterator[dict]:
     """The records of the URLs that failed for good, their `reason` filled in ("other" if
-    none), only those of `reasons` if given."""
-    return _failed(records(redis, name), set(reasons))
+    none), only those of `reasons` if given: from the records in Redis or, once a follower
+    delivered them (`delivered`), from the JSON lines file or directory they went to
+    (`records_file`)."""
+    if records_file is None:
+        return _failed(records(redis, name), set(reasons))
+    crawl_config(redis, name)
+    return _failed(_read_records(records_file), set(reasons))
+
+
+def _read_records(path: str | os.PathLike) -> Iterator[dict]:
+    """sinks.read_jsonl_records, its errors one line naming the file (InvalidInput)."""
+    try:
+        yield from sinks.read_jsonl_records(path)
+    except ValueError as exc:  # a line that is not a JSON object; a directory without one
+        raise InvalidInput(f"{os.fspath(path)}: {exc}") from None
+    except OSError as exc:
+        raise InvalidInput(f"cannot read {os.fspath(path)}: {exc.strerror}") from None
 
 
 def _failed(rows: Iterator[dict], reasons: set[str]) -> Iterator[dict]:
     for record in rows:
-        if record["outcome"] in sinks.FAILED_OUTCOMES:
+        if record["outcome"] in FAILED_OUTCOMES:
             record["reason"] = record["reason"] or "other"
             if not reasons or record["reason"] in reasons:
                 yield record
@@ -312,30 +359,120 @@ def _failed(rows: Iterator[dict], reasons: set[str]) -> Iterator[dict]:
 def export(
     redis: Redis,
     name: str,
-    out: str | os.PathLike | IO[str],
+    out: str | os.PathLike | IO,
     fmt: str | None = None,
     since: str | datetime | None = None,
     changes: Iterable[str] | str = (),
     raw_csv: bool = False,
     skip_noindex: bool = False,
 ) -> int:
-    """Write the crawl's records to a file (its name ending in .csv means CSV) or an open
-    text stream (JSON lines unless `fmt`); returns the row count. `since` and `changes`
-    make it a change feed, `skip_noindex` leaves out noindex pages, as in `records`. CSV
-    cells that start like a formula get a leading quote unless `raw_csv` (sinks.safe_cell)."""
-    crawl_config(redis, name)
-    if fmt is not None and fmt not in FORMATS:
-        raise InvalidInput(f"unknown export format {fmt!r}: use one of {', '.join(FORMATS)}")
+    """Write the crawl's records not yet delivered to a follower to a file (its extension
+    names the format: .csv, .parquet) or an open stream (JSON lines unless `fmt`: a name of
+    `export_formats`); returns the row count. `since` and `changes` make it a change feed,
+    `skip_noindex` leaves out noindex pages, as in `records`. CSV cells that start like a
+    formula get a leading quote unless `raw_csv` (exporters.csv.safe_cell)."""
+    cfg = crawl_config(redis, name)
     feed = {**_feed(since, changes, skip_noindex), "raw_csv": raw_csv}
     shards = _shards(redis, name)
     if not isinstance(out, str | os.PathLike):
-        return sinks.export(shards, name, out, fmt or "jsonl", **feed)
-    fmt = fmt or ("csv" if os.fspath(out).endswith(".csv") else "jsonl")
+        return sinks.export(shards, name, out, _exporter(cfg, fmt or "jsonl"), **feed)
+    exporter = _exporter(cfg, fmt or format_of(formats(cfg.exporters), os.fspath(out)))
+    text = {} if exporter.binary else {"encoding": "utf-8", "newline": ""}
     try:
-        with open(out, "w", encoding="utf-8", newline="") as stream:
-            return sinks.export(shards, name, stream, fmt, **feed)
+        with open(out, "wb" if exporter.binary else "w", **text) as stream:
+            return sinks.export(shards, name, stream, exporter, **feed)
     except OSError as exc:
         raise CrawlError(f"cannot write {out}: {exc.strerror}") from exc
+
+
+def export_wacz(
+    redis: Redis,
+    name: str,
+    out: str | os.PathLike,
+    warc_dir: str | os.PathLike | None = None,
+    records_file: str | os.PathLike | None = None,
+) -> wacz.Written:
+    """Write the crawl as a WACZ file `out` (ops/wacz.py): the crawl's WARC files in
+    `warc_dir` (default: its `warc_dir` setting, as seen from this working directory), their
+    index, and its fetched pages with their titles and main text (`content` with text), from
+    its records in Redis or, once a follower (`crawl -o`, `export --follow`) has delivered
+    them, from that JSON lines file (`records_file`)."""
+    cfg = crawl_config(redis, name)
+    directory = warc_dir or cfg.warc_dir
+    if not directory:
+        raise InvalidInput(f"crawl {name} archived no WARC files: seed it with --warc DIR")
+    files = warc.crawl_files(directory, name)
+    if not files:
+        raise CrawlError(f"crawl {name}: no WARC files of it in {os.fspath(directory)}")
+    if records_file is None and delivered(redis, name):
+        raise InvalidInput(
+            f"crawl {name}: its records were delivered to a follower and left Redis: give "
+            "the JSON lines file they went to with --records FILE"
+        )
+    records = (
+        sinks.iter_records(_shards(redis, name), name)
+        if records_file is None
+        else sinks.read_jsonl_records(records_file)
+    )
+    try:
+        return wacz.write_wacz(records, files, Path(out), title=name)
+    except wacz.WaczError as exc:
+        raise CrawlError(f"crawl {name}: {exc}") from exc
+    except OSError as exc:
+        raise CrawlError(f"cannot read or write: {exc.filename}: {exc.strerror}") from exc
+    except ValueError as exc:  # a line of records_file that is not a JSON object
+        raise InvalidInput(f"{os.fspath(records_file)}: {exc}") from exc
+
+
+def delivered(redis: Redis, name: str) -> bool:
+    """Whether a follower delivered records of the crawl (they left Redis then)."""
+    return any(delivery.delivered(shard, name) for shard in _shards(redis, name))
+
+
+def export_formats(redis: Redis | None = None, name: str = "") -> list[str]:
+    """The export formats' names: the built-in ones, and those of the crawl's `exporters`."""
+    return list(formats(crawl_config(redis, name).exporters if redis else {}))
+
+
+def _exporter(cfg: CrawlConfig, fmt: str) -> type[Exporter]:
+    try:
+        return exporter_class(formats(cfg.exporters), fmt)
+    except UnknownFormat as exc:
+        raise InvalidInput(str(exc)) from None
+
+
+def follow_records(
+    redis: Redis,
+    name: str,
+    out: str | os.PathLike,
+    fmt: str | None = None,
+    rotate_records: int = 0,
+    rotate_bytes: int = 0,
+    append: bool = True,
+    stop: threading.Event | None = None,
+    ending: threading.Event | None = None,
+    seen: Callable[[list[dict]], None] | None = None,
+) -> int:
+    """Deliver the crawl's records as they are written to `out` (a directory: numbered
+    files rotated past `rotate_records` records or `rotate_bytes` bytes; else one file) and
+    trim them from Redis (rqcrawl.ops.follow); returns how many were delivered. Ends when
+    every record is delivered and the crawl is finished or cancelled (or `ending` is set),
+    or as soon as what it took is on disk once `stop` is set. `seen` is shown each batch
+    written."""
+    cfg = crawl_config(redis, name)
+    exporter = _exporter(cfg, fmt or format_of(formats(cfg.exporters), os.fspath(out)))
+    try:
+        output = follow.Output(out, exporter, name, rotate_records, rotate_bytes, append)
+        follower = follow.Follower(_shards(redis, name), name, output, seen=seen)
+        ending, stop = ending or threading.Event(), stop or threading.Event()
+        return follower.run(lambda: ending.is_set() or _over(redis, name), stop)
+    except follow.OutputError as exc:
+        raise CrawlError(str(exc)) from None
+
+
+def _over(redis: Redis, name: str) -> bool:
+    """Whether no record will be written any more: the crawl is finished or cancelled."""
+    return status(redis, name, recover=False)["state"] in stats.OVER
 
 
 def pause(redis: Redis, name: str) -> bool:

@@ -5,28 +5,38 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 import redis
 
 from rqcrawl import api, config
 from rqcrawl.config import ConfigError, CrawlConfig
+from rqcrawl.defaults import DEFAULT_SLOTS, MAX_SLOTS
 from rqcrawl.demo import DemoSite
 from rqcrawl.frontier import keys
-from rqcrawl.frontier.redisurl import client, masked
 from rqcrawl.lazygroup import LazyGroup
 from rqcrawl.ops import explain, inspection, monitor, stats
 from rqcrawl.ops.timings import Timings, crawl_moments
 from rqcrawl.parse.urls import InvalidURL, canonicalize
 from rqcrawl.quickexit import skip_final_collection
+from rqcrawl.redisurl import client, masked
+from rqcrawl.untrusted import printable_lines
 from rqcrawl.workers.embedded import EmbeddedRedis
+from rqcrawl.workers.stopping import Stop, StopAsked, ignore_signals
+
+if TYPE_CHECKING:
+    from rqcrawl.frontier.tasks import TableExtent
 from rqcrawl.workers.runner import (
     RENDER_WORKER_CLASS,
     WORKER_CLASS,
@@ -66,6 +76,12 @@ redis_option = click.option(
     "--url", "-u", "url", default=None, help="Redis URL (default: $RQ_REDIS_URL, $REDIS_URL)."
 )
 
+
+def _none_if_empty(_ctx, _param, value: tuple) -> list | None:
+    """A repeatable flag given no time leaves its setting to the file or the default."""
+    return list(value) or None
+
+
 # Settings that `seed` and `crawl` take as flags; unset flags leave the file or the default.
 # Their ranges are checked by the config model (config._BOUNDS), as for a file.
 _SETTING_FLAGS = [
@@ -85,8 +101,18 @@ _SETTING_FLAGS = [
                  default=None, help="Obey meta robots, X-Robots-Tag and rel=nofollow "
                  "(default: yes)."),
     click.option("--sitemaps/--no-sitemaps", "sitemaps", default=None,
-                 help="Read the seed sites' sitemaps (robots.txt Sitemap: lines, "
-                 "/sitemap.xml) for URLs at depth 1 (default: yes)."),
+                 help="Read the seed sites' sitemaps (their robots.txt's Sitemap: lines, "
+                 "and --sitemap) for URLs at depth 1 (default: yes)."),
+    click.option("--sitemap", "sitemap_urls", multiple=True, callback=_none_if_empty,
+                 help="A sitemap to read as well (repeat for more)."),
+    click.option("--sitemap-probe", is_flag=True, default=None,
+                 help="Also ask each seed site for /sitemap.xml (one request more each)."),
+    click.option("--user-agent", help="The User-Agent (default: rqcrawl/VERSION "
+                 "(+CONTACT)); robots.txt groups match its first word."),
+    click.option("--contact", help="A URL or address where site owners reach you, in the "
+                 "default User-Agent (please set one)."),
+    click.option("--collapse-slashes/--keep-slashes", "collapse_slashes", default=None,
+                 help="Read /a//b as /a/b (default); --keep-slashes where they matter."),
     click.option("--retries", type=int, help="Retries of transient failures."),
     click.option("--retry-base", type=float,
                  help="Seconds before the first retry; doubles each time."),
@@ -101,6 +127,8 @@ _SETTING_FLAGS = [
                  "7d; adapts to change): a continuous crawl."),
     click.option("--db", help="SQLAlchemy URL of the task table of --revisit (default: "
                  "SQLite in the data directory; postgresql://... for a fleet)."),
+    click.option("--content", callback=lambda ctx, param, value: word_list(value),
+                 help="Page content in the records: any of text,markdown,html."),
     click.option("--config", "config_file", type=click.Path(), help="TOML settings file."),
 ]  # fmt: skip
 
@@ -144,14 +172,28 @@ def main() -> None:
     skip_final_collection()  # the command's end is its exit, not 0.1 s later
 
 
+def word_list(value: str | None) -> list | None:
+    """A comma-separated list (None when the flag is not given)."""
+    return None if value is None else [u.strip() for u in value.split(",") if u.strip()]
+
+
 def url_list(ctx: click.Context, param: click.Parameter, value: str | None) -> list | None:
     """A comma-separated list of URLs (--shards)."""
-    return None if value is None else [u.strip() for u in value.split(",") if u.strip()]
+    return word_list(value)
 
 
 shards_option = click.option(
     "--shards", callback=url_list, help="Redis URLs, comma-separated: one crawl sharded by "
     "host over these servers (each one holds its hosts' part; --url is then not used).",
+)  # fmt: skip
+records_option = click.option(
+    "--records", "records_file", type=click.Path(exists=True), default=None,
+    help="The JSON lines file (or a follower's directory) the crawl's records were delivered "
+    "to (crawl -o, export --follow), once they left Redis [default: the records in Redis].",
+)  # fmt: skip
+fresh_option = click.option(
+    "--fresh", is_flag=True, help="Delete the crawl's rows of the task table (an earlier run "
+    "of this name, on another Redis) before seeding, rather than resuming them.",
 )  # fmt: skip
 
 
@@ -161,12 +203,13 @@ shards_option = click.option(
 @click.option("--priority", type=int, default=0, show_default=True,
               help="The seeds' priority: within a level the higher goes first.")  # fmt: skip
 @shards_option
+@fresh_option
 @setting_flags
 @redis_option
-def seed(urls, name, priority, config_file, url, **flags) -> None:
+def seed(urls, name, priority, fresh, config_file, url, **flags) -> None:
     """Store a crawl's settings in Redis and queue its seed URLs at depth 0."""
     planned = api.plan(urls, name, config_file=config_file, priority=priority, **flags)
-    started = started_crawl(connect(redis_url(url)), planned)
+    started = started_crawl(connect(redis_url(url)), planned, fresh)
     click.echo(
         f"crawl {started.name}: {started.admitted} of {len(planned.seeds)} seed(s) queued "
         f"(max depth {started.cfg.max_depth}"
@@ -186,12 +229,30 @@ def seed(urls, name, priority, config_file, url, **flags) -> None:
     click.echo(started.name)
 
 
-def started_crawl(conn: redis.Redis, planned: api.Plan) -> api.Started:
-    """Start the planned crawl, saying so if it existed (it then keeps its own settings)."""
-    started = planned.start(conn)
+def started_crawl(conn: redis.Redis, planned: api.Plan, fresh: bool = False) -> api.Started:
+    """Start the planned crawl, saying so if it existed (it then keeps its own settings) or
+    if the task table had its rows (resumed) or had them deleted (`fresh`)."""
+    started = planned.start(conn, fresh)
     if started.resumed:
         click.echo(f"crawl {started.name} exists: resuming it with its own settings", err=True)
+    if started.table:
+        click.echo(f"crawl {started.name}: {resumed_table(started.table)}", err=True)
+    if started.purged:
+        click.echo(f"crawl {started.name}: {started.purged} URLs of its task table purged first")
     return started
+
+
+def resumed_table(found: TableExtent) -> str:
+    """The one line of a crawl whose task table had rows: its size and age."""
+
+    def at(t: float | None) -> str:
+        return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t)) if t else "never"
+
+    ago = f", {stats.duration(time.time() - found.last_visit)} ago" if found.last_visit else ""
+    return (
+        f"resuming its task table's {found.rows} URLs (first visited {at(found.first_visit)}, "
+        f"last visited {at(found.last_visit)}{ago}); --fresh deletes them first"
+    )
 
 
 @main.command()
@@ -240,7 +301,11 @@ def inspect(name, target, as_json, url) -> None:
     except InvalidURL as exc:
         raise click.ClickException(str(exc)) from None
     s = inspection.url_status(conn, name, wanted)
-    click.echo(json.dumps(s, sort_keys=True, default=str) if as_json else inspection.render_url(s))
+    click.echo(
+        json.dumps(s, sort_keys=True, default=str)
+        if as_json
+        else printable_lines(inspection.render_url(s))
+    )
 
 
 @main.command()
@@ -260,7 +325,11 @@ def hosts(name, limit, as_json, url) -> None:
     conn = connect(redis_url(url))
     api.crawl_config(conn, name)
     report = inspection.hosts_report(conn, name, limit)
-    click.echo(json.dumps(report, sort_keys=True) if as_json else inspection.render_hosts(report))
+    click.echo(
+        json.dumps(report, sort_keys=True)
+        if as_json
+        else printable_lines(inspection.render_hosts(report))
+    )
 
 
 def interruptible(*signals: signal.Signals) -> None:
@@ -329,10 +398,18 @@ FAILURE_COLUMNS = ("url", "reason", "status", "error", "attempts")  # of `failur
 @click.argument("name")
 @click.option("--reason", "wanted", multiple=True, help="Only this reason (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+@records_option
 @redis_option
-def failures(name, wanted, as_json, url) -> None:
+def failures(name, wanted, as_json, records_file, url) -> None:
     """The failed URLs of crawl NAME: reason, HTTP status, URL (and the error with --json)."""
-    for record in api.failures(connect(redis_url(url)), name, wanted):
+    conn = connect(redis_url(url))
+    if records_file is None and api.delivered(conn, name):
+        click.echo(
+            f"warning: crawl {name}: the records a follower delivered (crawl -o, export "
+            "--follow) left Redis and are not listed: --records FILE reads them",
+            err=True,
+        )
+    for record in api.failures(conn, name, wanted, records_file):
         if as_json:
             click.echo(json.dumps({k: record[k] for k in FAILURE_COLUMNS}))
         else:
@@ -416,9 +493,11 @@ def pump(name, every, once, url) -> None:
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["jsonl", "csv"]),
+    metavar="FORMAT",
     default=None,
-    help="Default: from the file name, else jsonl.",
+    help=f"One of {', '.join(api.export_formats())}, wacz, or a format of the `exporters` "
+    "setting. Default: from the file name, else jsonl. wacz: the crawl's WARC files with their "
+    "index and its pages (docs/howto/export.md).",
 )
 @click.option(
     "--since",
@@ -443,12 +522,109 @@ def pump(name, every, once, url) -> None:
     is_flag=True,
     help="Leave out the pages that asked not to be indexed (meta robots, X-Robots-Tag).",
 )
+@click.option(
+    "--warc",
+    "warc_dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="wacz: where the crawl's WARC files are [default: its warc_dir].",
+)
+@records_option
+@click.option(
+    "--follow",
+    "following",
+    is_flag=True,
+    help="Deliver records as they are written, until the crawl ends (or Ctrl-C), and trim "
+    "them from Redis; OUTPUT is a file appended to, or a directory of numbered files.",
+)
+@click.option(
+    "--rotate-records",
+    type=click.IntRange(min=0),
+    default=0,
+    help="With --follow into a directory: a new file after this many records (0: none).",
+)
+@click.option(
+    "--rotate-bytes",
+    type=click.IntRange(min=0),
+    default=0,
+    help="With --follow into a directory: a new file past this size (0: none).",
+)
 @redis_option
-def export(name, output, fmt, since, changes, raw_csv, skip_noindex, url) -> None:
-    """Write every recorded URL of crawl NAME to a file, one row per visit; with --since
-    and --change, a change feed."""
+def export(
+    name, output, fmt, since, changes, raw_csv, skip_noindex, warc_dir, records_file,
+    following, rotate_records, rotate_bytes, url,
+) -> None:  # fmt: skip
+    """Write every recorded URL of crawl NAME not yet delivered to a follower to a file, one
+    row per visit; with --since and --change, a change feed; with --follow, as they come;
+    with --format wacz, a web archive of the crawl."""
     conn = connect(redis_url(url))
-    write_export(conn, name, output, fmt, since, changes, raw_csv, skip_noindex)
+    if fmt == "wacz" or (fmt is None and output.endswith(".wacz")):
+        if since or changes or raw_csv or skip_noindex or following or output == "-":
+            raise click.UsageError("a WACZ is a file of the whole crawl: no filters, no '-'")
+        done = api.export_wacz(conn, name, output, warc_dir, records_file)
+        click.echo(
+            f"{output}: {done.warcs} WARC file(s), {done.captures} capture(s), "
+            f"{done.pages} page(s)" + (f", {done.uncaptured} page(s) not in the WARC files"
+            if done.uncaptured else ""), err=True,
+        )  # fmt: skip
+        return
+    if records_file:
+        raise click.UsageError("--records is read by --format wacz only")
+    if not following:
+        write_export(conn, name, output, fmt, since, changes, raw_csv, skip_noindex)
+        return
+    if output == "-" or since or changes or raw_csv or skip_noindex:
+        raise click.UsageError("--follow writes every record to a file or directory")
+    interruptible(signal.SIGINT, signal.SIGTERM)
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            with following_records(conn, name, output, fmt, rotate_records, rotate_bytes) as done:
+                while not done.wait(1):  # (a bare wait() would not see Ctrl-C)
+                    pass
+    finally:
+        ignore_signals(signal.SIGINT, signal.SIGTERM)
+
+
+@contextmanager
+def following_records(
+    conn: redis.Redis,
+    name: str,
+    output: str,
+    fmt: str | None,
+    rotate_records: int = 0,
+    rotate_bytes: int = 0,
+    append: bool = True,
+    drain: bool = False,
+    seen: Callable[[list[dict]], None] | None = None,
+) -> Iterator[threading.Event]:
+    """A follower of crawl NAME in a thread (api.follow_records) and an event set when it
+    ended by itself. Leaving the block ends it once it has delivered what the stream holds,
+    or, left by Ctrl-C without `drain`, once what it took is on disk; its count is printed."""
+    stop, ending, done, result = threading.Event(), threading.Event(), threading.Event(), {}
+
+    def deliver() -> None:
+        try:
+            result["rows"] = api.follow_records(
+                conn, name, output, fmt, rotate_records, rotate_bytes, append, stop, ending, seen
+            )
+        except Exception as exc:  # noqa: BLE001 - said in one line by the main thread
+            result["error"] = exc
+        finally:
+            done.set()
+
+    thread = threading.Thread(target=deliver, name="follower", daemon=True)
+    thread.start()
+    try:
+        yield done
+    except KeyboardInterrupt:
+        (ending if drain else stop).set()
+        raise
+    finally:
+        ending.set()
+        thread.join()
+    if "error" in result:
+        raise click.ClickException(str(result["error"]))
+    click.echo(f"{result['rows']} row(s) written to {output}", err=True)
 
 
 def write_export(
@@ -472,14 +648,17 @@ def write_export(
 @main.command()
 @click.argument("urls", nargs=-1, required=True)
 @click.option("-o", "--output", type=click.Path(), required=True, help="Output file.")
-@click.option("--format", "fmt", type=click.Choice(["jsonl", "csv"]), default=None)
+@click.option(
+    "--format", "fmt", metavar="FORMAT", default=None, help="As `export`'s; written as it goes."
+)
 @click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True)
 @click.option(
     "--threads",
-    type=click.IntRange(min=1),
-    default=1,
+    type=click.IntRange(min=1, max=MAX_SLOTS),
+    default=DEFAULT_SLOTS,
     show_default=True,
-    help="Workers per process (threads): many requests in flight on slow sites.",
+    help="Requests in flight per worker process (threads): the network, not the CPU, is "
+    "what a crawler waits for.",
 )
 @click.option(
     "--render-workers",
@@ -489,6 +668,7 @@ def write_export(
 )
 @click.option("--crawl", "name", default=None, help="Crawl name (default: from the command).")
 @shards_option
+@fresh_option
 @setting_flags
 @click.option(
     "--data-dir",
@@ -506,7 +686,7 @@ def write_export(
 )
 @redis_option
 def crawl(
-    urls, output, fmt, workers, threads, render_workers, name, config_file, data_dir,
+    urls, output, fmt, workers, threads, render_workers, name, fresh, config_file, data_dir,
     show_timings, url, **flags,
 ) -> None:  # fmt: skip
     """Crawl on this machine until done and write OUTPUT: seed, run local workers, show
@@ -526,8 +706,9 @@ def crawl(
             raise click.ClickException(str(exc)) from None
     clock.mark("settings checked")
     # SIGTERM (kill, a service manager) stops the crawl as Ctrl-C does: workers and the
-    # embedded Redis are in sessions of their own and would otherwise outlive us.
-    interruptible(signal.SIGINT, signal.SIGTERM)
+    # embedded Redis are in sessions of their own and would otherwise outlive us. Either
+    # only asks: the stop is taken between two steps (rqcrawl.workers.stopping).
+    stop = Stop(signal.SIGINT, signal.SIGTERM)
     shards = planned.cfg.shards
     target = shards[0] if shards else configured_redis_url(url)
     server = None if target else EmbeddedRedis(Path(data_dir))
@@ -544,19 +725,33 @@ def crawl(
         # its first look (it reads the running crawls once a second), and releases its
         # deferred URLs when due, not up to a second later.
         conn = connect(target)
-        started_crawl(conn, planned)
+        started = started_crawl(conn, planned, fresh)
         clock.mark("crawl seeded")
+        # The records go to OUTPUT as they are written (a resumed crawl's file is appended
+        # to): a crawl stopped halfway leaves the records of its pages so far. They leave
+        # Redis then: the seeds' own are kept aside, to explain a crawl that fetched nothing.
+        seeds, wanted = [], set(planned.seeds)
+
+        def seen(records: list[dict]) -> None:
+            seeds.extend(r for r in records if r["depth"] == 0 and r["url"] in wanted)
+
+        # The workers are forked before the follower's thread starts: a fork copies a lock
+        # another thread holds at that moment, held for ever in the child (a worker hung in
+        # lxml on its first page while the follower validated the crawl's field selectors).
+        # run_local stops them before the follower's last read.
+        resumed = started.resumed or bool(started.table)
         with local_fleet(
             shards or [target], workers, threads, Path(data_dir) / "workers",
             (1 if planned.cfg.render else 0) if render_workers is None else render_workers,
-        ) as fleet:  # fmt: skip
+        ) as fleet, following_records(
+            conn, planned.name, output, fmt, append=resumed, drain=True, seen=seen
+        ):  # fmt: skip
             clock.mark(f"{len(fleet[0].procs)} worker process(es) started")
             continuous = bool(planned.cfg.revisit)
-            final = run_local(conn, planned, fleet, continuous, clock)
-        write_export(conn, planned.name, output, fmt)
+            final = run_local(conn, planned, fleet, continuous, clock, stop)
         clock.mark("export written")
         if not continuous and final["fetched"] == 0:
-            explain_seeds(conn, planned.name, planned.seeds)
+            explain_seeds(planned.name, seeds)
         if final.get("thin_crawl"):  # a one-page crawl is not a finished site
             click.echo(f"warning: {final['thin_crawl']}", err=True)
     finally:
@@ -565,6 +760,7 @@ def crawl(
             clock.mark("embedded Redis stopped")
         if show_timings:
             click.echo(clock.show(), err=True)
+        stop.exiting()
 
 
 @main.command()
@@ -577,19 +773,28 @@ def demo(ctx: click.Context, output: str, max_depth: int) -> None:
     It is `rqcrawl crawl` with --allow-private, which loopback sites need."""
     site = DemoSite().start()
     click.echo(f"demo sites on this machine: {' and '.join(site.origins())}", err=True)
+    data_dir = Path(tempfile.mkdtemp(prefix="rqcrawl-demo-"))
     try:
-        with tempfile.TemporaryDirectory(prefix="rqcrawl-demo-") as data_dir:
-            ctx.invoke(
-                crawl,
-                urls=site.urls,
-                output=output,
-                max_depth=max_depth,
-                allow_private=True,
-                name="demo",
-                data_dir=data_dir,
-            )
+        ctx.invoke(
+            crawl,
+            urls=site.urls,
+            output=output,
+            max_depth=max_depth,
+            allow_private=True,
+            name="demo",
+            data_dir=str(data_dir),
+        )
     finally:
         site.stop()
+        keep_only_logs(data_dir)
+
+
+def keep_only_logs(data_dir: Path) -> None:
+    """The demo's Redis data goes when it ends; its workers' logs stay where the crawl said
+    they are (`workers/` in the temporary directory, which the system clears)."""
+    for entry in data_dir.iterdir():
+        if entry.name != "workers":
+            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
 
 
 def embedded(server: EmbeddedRedis, ready: bool = False) -> str:
@@ -644,20 +849,21 @@ def run_local(
     fleet: tuple[LocalWorkers, LocalWorkers],
     continuous: bool,
     clock: Timings,
+    stop: Stop,
 ) -> dict:
     """Run the planned crawl with the local `fleet` until it is over, and return its final
-    status; a `continuous` one (revisits) never is: Ctrl-C or SIGTERM ends it, and its
-    export is written all the same."""
+    status; a `continuous` one (revisits) never is: Ctrl-C or SIGTERM (`stop`) ends it, and
+    its export is written all the same."""
     name = planned.name
     pool, renderers = fleet
     try:
-        final = watch(conn, name, pool)
+        final = watch(conn, name, pool, stop=stop)
         clock.mark("crawl over seen")
         for at in pool.registered(conn):  # read before the workers stop
             clock.mark("a worker ready (registered with RQ)", at)
         for what, at in crawl_moments(conn, name, planned.seeds):
             clock.mark(what, at)
-    except KeyboardInterrupt:
+    except StopAsked:
         click.echo("\ninterrupted: letting the workers finish their current page...", err=True)
         pool.stop()
         if not continuous:
@@ -679,14 +885,12 @@ def run_local(
     return final
 
 
-def explain_seeds(conn: redis.Redis, name: str, seeds: list[str]) -> None:
-    """When no page was fetched: each seed's reason and what would change it, and a non-zero
-    exit if every seed failed or was refused (a first crawl must not end quietly on
-    "0 fetched")."""
-    wanted = set(seeds)
-    ended = [r for r in api.records(conn, name) if r["depth"] == 0 and r["url"] in wanted]
+def explain_seeds(name: str, ended: list[dict]) -> None:
+    """When no page was fetched: each seed's reason (`ended`: the seeds' records) and what
+    would change it, and a non-zero exit if every seed failed or was refused (a first crawl
+    must not end quietly on "0 fetched")."""
     if not ended or any(r["outcome"] == "fetched" for r in ended):
         return
     for rec in ended:
-        click.echo(explain.seed_problem(rec), err=True)
+        click.echo(printable_lines(explain.seed_problem(rec)), err=True)
     raise click.ClickException(f"crawl {name}: no seed could be crawled (reasons above)")

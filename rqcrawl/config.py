@@ -1,8 +1,7 @@
-"""A crawl's settings: defaults, validation, and their home in Redis.
+"""A crawl's settings: defaults and validation (their home in Redis is
+rqcrawl.frontier.configs).
 
-Workers read the config of a crawl from Redis (and cache it per process), so a bare
-`rq worker crawl` with only a Redis URL can serve any crawl. `conf/default.toml` documents
-the same defaults; a test keeps the two in step.
+`conf/default.toml` documents the same defaults; a test keeps the two in step.
 """
 
 from __future__ import annotations
@@ -12,20 +11,18 @@ import json
 import math
 import os
 import re
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields, replace
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
-from redis import Redis
-
-from rqcrawl.frontier import keys
-from rqcrawl.frontier.bloom import optimal_size
-from rqcrawl.frontier.redisurl import check_url, masked, server_key
 from rqcrawl.parse import hooks
 from rqcrawl.parse.extract import field_problem
-from rqcrawl.parse.urls import host_of, param_problem
-from rqcrawl.workers.lru import LRU
+from rqcrawl.parse.rendering import AUTO
+from rqcrawl.parse.urls import ParamFilter, host_of, param_filter, param_problem
+from rqcrawl.redisurl import check_url, masked
 
 # Links to files a crawler of HTML pages has no use for: Scrapy's IGNORED_EXTENSIONS.
 DENIED_EXTENSIONS = [
@@ -69,14 +66,22 @@ class ConfigError(ValueError):
 @dataclass(frozen=True)
 class CrawlConfig:
     max_depth: int = 2
-    exact_depth: bool = True  # the level barrier; False: first-found depth, no barrier
+    exact_depth: bool = True  # shortest click depth; False: first-found depth
+    # Exact depth: records held back while a shorter path may still lower their depth (pages
+    # fetched ahead of the settled level); at the bound, and at 0, the level barrier
+    max_ahead: int = 20_000
     scope_hosts: list[str] = field(default_factory=list)  # empty: the seeds' hosts
     allow_private: bool = False
     allow_networks: list[str] = field(default_factory=list)  # CIDRs the guard lets through
-    user_agent: str = "rqcrawl/0.1 (+https://pypi.org/project/rqcrawl/)"
+    user_agent: str = ""  # empty: rqcrawl's own, its version and `contact` (CrawlConfig.agent)
+    contact: str = ""  # a URL or an address site owners can reach the operator at
     connect_timeout: float = 5.0
     read_timeout: float = 15.0
     download_timeout: float = 45.0
+    http_client: str = "requests"  # a name of rqcrawl.fetch.clients.CLIENTS or "module:Class"
+    proxies: list[str] = field(default_factory=list)  # empty: the environment's, if any
+    proxy_max_failures: int = 3  # failures in a row that retire a proxy
+    proxy_retry_seconds: float = 60.0  # how long a retired proxy rests
     max_body_bytes: int = 5_000_000
     max_redirects: int = 10
     max_url_length: int = 2048
@@ -104,6 +109,7 @@ class CrawlConfig:
     obey_robots: bool = True
     max_crawl_delay: float = 30.0
     robots_ttl: int = 24 * 3600
+    robots_patience: float = 120.0  # seconds a site's pages wait for an unavailable robots.txt
     # Conduct (docs/howto/politeness.md): meta refresh followed like a redirect; the adaptive
     # throttle (429/503 and Retry-After double the host's delay up to max_backoff_delay,
     # successes halve it back); a delay of delay_factor x the host's smoothed fetch time;
@@ -119,8 +125,11 @@ class CrawlConfig:
     max_pages_per_host: int = 0
     priority_share: float = 0.5  # share of a page's priority its links get (rounded toward 0)
     max_host_share: float = 0.0  # most share of the admitted URLs per host; 0: off
-    # Seed sites' sitemaps as a discovery source (rqcrawl.parse.sitemaps), and their caps per site.
+    # Seed sites' sitemaps as a discovery source (rqcrawl.frontier.sitemaps), and their caps
+    # per site.
     sitemaps: bool = True
+    sitemap_probe: bool = False  # also ask each seed site for /sitemap.xml
+    sitemap_urls: list[str] = field(default_factory=list)  # sitemaps to read, beside robots.txt's
     max_sitemaps_per_host: int = 10  # sitemap documents read per seed site (indexes included)
     max_sitemap_urls: int = 50_000  # page URLs taken from one site's sitemaps
     max_sitemap_bytes: int = 10_000_000  # one sitemap's bytes, after gunzip
@@ -128,6 +137,8 @@ class CrawlConfig:
     max_query_params: int = 20
     # Extraction: {name: {css|xpath = "...", all = bool}}, see extract.field_problem.
     fields: dict[str, dict] = field(default_factory=dict)
+    # Page content in the record (rqcrawl.parse.content): any of "text", "markdown", "html".
+    content: list[str] = field(default_factory=list)
     # Link rules (they narrow the scope, never widen it; seeds are not subject to them).
     link_allow: list[str] = field(default_factory=list)  # regexes; empty: allow all
     link_deny: list[str] = field(default_factory=list)  # regexes
@@ -138,7 +149,17 @@ class CrawlConfig:
     obey_page_directives: bool = True
     # Parameters dropped from every URL (seeds, links, sitemaps, canonical): STRIP_PARAMS.
     strip_params: list[str] = field(default_factory=lambda: list(STRIP_PARAMS))
+    collapse_slashes: bool = True  # `/a//b` is `/a/b` (false: where repeated slashes matter)
+    # A page whose body an earlier URL of its host had: `duplicate_of` it, its links not
+    # followed (rqcrawl.frontier.state.Ending).
+    detect_duplicates: bool = True
     hook: str = ""  # "package.module:function", called on every fetched HTML page
+    # Records not yet delivered (rqcrawl.ops.follow) a crawl's Redis stream may hold: at the
+    # bound the crawl releases no new URL until a follower drains it (no record is dropped).
+    max_undelivered: int = 100_000
+    # Export formats beside the built-in ones (rqcrawl.ops.exporters.registry.BUILTIN):
+    # {name: "package.module:Class"}, an Exporter subclass.
+    exporters: dict[str, str] = field(default_factory=dict)
     warc_dir: str = ""  # archive responses as WARC files in this directory of each worker
     warc_max_bytes: int = 100_000_000  # a worker starts a new WARC file past this size
     # Continuous crawling (rqcrawl.frontier.tasks): seconds between two visits of a URL, 0: one
@@ -153,7 +174,7 @@ class CrawlConfig:
     # rules {host glob: one of those URLs}. Empty: the crawl lives in the Redis it is seeded in.
     shards: list[str] = field(default_factory=list)
     shard_rules: dict[str, str] = field(default_factory=dict)
-    # Rendering pages that only JavaScript builds (rqcrawl.render.choice, rqcrawl.render.browser):
+    # Rendering pages that only JavaScript builds (rqcrawl.parse.rendering, rqcrawl.render.browser):
     # URL or host patterns rendered by the browser, and/or "auto" (`render = "auto"` is ["auto"]).
     render: list[str] = field(default_factory=list)
     render_timeout: float = 20.0  # seconds a page may take to load and go quiet in the browser
@@ -188,6 +209,8 @@ class CrawlConfig:
                 raise ConfigError(f"unknown setting {name!r}")
             if name in DURATIONS and isinstance(value, str):
                 value = parse_duration(name, value)
+            if isinstance(value, tuple):  # a repeatable flag's values
+                value = list(value)
             if name == "render" and value == AUTO:
                 value = [AUTO]
             merged[name] = _checked(name, value, type(merged[name]))
@@ -205,7 +228,10 @@ class CrawlConfig:
 
         try:
             with open(path, "rb") as fh:
-                data = tomllib.load(fh)
+                raw = fh.read(MAX_CONFIG_BYTES + 1)
+            if len(raw) > MAX_CONFIG_BYTES:
+                raise ConfigError(f"{path}: larger than {MAX_CONFIG_BYTES // 1024} KiB")
+            data = tomllib.loads(raw.decode("utf-8"))
         except OSError as exc:
             raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
         except UnicodeDecodeError:
@@ -216,6 +242,17 @@ class CrawlConfig:
         if not isinstance(table, dict):
             raise ConfigError(f"{path}: [crawl] must be a table of settings")
         return cls.from_dict(table, base)
+
+    @property
+    def url_filter(self) -> ParamFilter:
+        """What every URL of the crawl loses: `strip_params`, and repeated slashes."""
+        return param_filter(self.strip_params, self.collapse_slashes)
+
+    @property
+    def agent(self) -> str:
+        """The User-Agent sent: `user_agent`, or rqcrawl's own, naming its version and how
+        to reach the operator (`contact`) when one is given, the project's page when not."""
+        return self.user_agent or f"rqcrawl/{_VERSION} (+{self.contact or PROJECT_URL})"
 
     def scoped_to(self, seeds: list[str]) -> CrawlConfig:
         """Without explicit scope_hosts, a crawl stays on its seeds' hosts. Hosts are compared
@@ -353,6 +390,34 @@ def _check_networks(name: str, cidrs: list[str]) -> None:
             raise ConfigError(f"setting {name!r}: {exc}") from None
 
 
+PROXY_SCHEMES = ("http", "https", "socks4", "socks5", "socks5h")
+
+
+def _check_proxies(name: str, urls: list[str]) -> None:
+    for url in urls:
+        try:
+            parts = urlsplit(url)
+            parts.port  # noqa: B018 - raises ValueError for a bad port
+        except ValueError as exc:
+            raise ConfigError(f"setting {name!r}: {masked(url, url)!r}: {exc}") from None
+        if parts.scheme not in PROXY_SCHEMES or not parts.hostname:
+            raise ConfigError(
+                f"setting {name!r}: {masked(url, url)!r} is not a proxy URL "
+                f"({', '.join(PROXY_SCHEMES)}://host:port)"
+            )
+
+
+HTTP_CLIENTS = ("requests", "httpx")  # rqcrawl.fetch.clients.CLIENTS (a test keeps them equal)
+
+
+def _check_http_client(name: str, value: str) -> None:
+    if value not in HTTP_CLIENTS and not _HOOK_PATH.fullmatch(value):
+        raise ConfigError(
+            f"setting {name!r}: {value!r} is not one of {', '.join(HTTP_CLIENTS)} "
+            "nor a 'package.module:Class' path"
+        )
+
+
 def _check_params(name: str, patterns: list[str]) -> None:
     for pattern in patterns:
         problem = param_problem(pattern)
@@ -361,9 +426,22 @@ def _check_params(name: str, patterns: list[str]) -> None:
 
 
 def _check_header(name: str, value: str) -> None:
-    """Sent as an HTTP header: a control character would end it or inject another."""
+    """Sent as an HTTP header: a control character would end it or inject another, and
+    only Latin-1 can be sent (http.client encodes header values so)."""
     if any(ord(c) < 32 or ord(c) == 127 for c in value):
         raise ConfigError(f"setting {name!r} must not contain a control character")
+    if not value.isascii():
+        raise ConfigError(f"setting {name!r} must be ASCII (an HTTP header), not {value!r}")
+
+
+def optimal_size(capacity: int, error_rate: float) -> tuple[int, int]:
+    """(bits, hashes) of the optimal Bloom filter for `capacity` items at `error_rate`: what
+    the bloom settings cost, checked here and allocated by rqcrawl.frontier.bloom."""
+    if capacity < 1 or not 0 < error_rate < 1:
+        raise ValueError("capacity must be >= 1 and error_rate between 0 and 1")
+    bits = math.ceil(-capacity * math.log(error_rate) / math.log(2) ** 2)
+    hashes = max(1, round(bits / capacity * math.log(2)))
+    return bits, hashes
 
 
 def _check_bloom_size(config: CrawlConfig) -> None:
@@ -430,12 +508,15 @@ def _check_shard_rules(config: CrawlConfig) -> None:
 _HOOK_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*[:.][A-Za-z_]\w*")
 
 
-AUTO = "auto"  # the `render` value that lets each page's HTTP fetch decide (rqcrawl.render.choice)
-
-
 def _check_render(name: str, patterns: list[str]) -> None:
     if any(not p.strip() for p in patterns):
         raise ConfigError(f"setting {name!r}: empty pattern")
+
+
+def _check_content(name: str, kinds: list[str]) -> None:
+    unknown = sorted(set(kinds) - {"text", "markdown", "html"})
+    if unknown:
+        raise ConfigError(f"setting {name!r}: unknown {unknown[0]!r} (use text, markdown, html)")
 
 
 def _check_hook(name: str, path: str) -> None:
@@ -445,25 +526,44 @@ def _check_hook(name: str, path: str) -> None:
         )
 
 
+def _check_exporters(name: str, exporters: dict) -> None:
+    """Each added format names its class as "package.module:Class" (loaded when used)."""
+    for fmt, path in exporters.items():
+        if not (isinstance(path, str) and re.fullmatch(r"[\w.]+:\w+", path)):
+            raise ConfigError(
+                f"setting {name!r}: format {fmt!r} must name 'package.module:Class', not {path!r}"
+            )
+
+
 # Checks of a setting's value beyond its type, run whenever a config is built.
 _VALIDATORS: dict[str, Callable[[str, Any], None]] = {
     "fields": _check_fields,
     "link_allow": _check_regexes,
     "link_deny": _check_regexes,
     "hook": _check_hook,
+    "content": _check_content,
     "user_agent": _check_header,
+    "contact": _check_header,
     "allow_networks": _check_networks,
+    "proxies": _check_proxies,
+    "http_client": _check_http_client,
     "db": _check_db,
     "shards": _check_shards,
     "bloom_filter": _check_bloom_filter,
     "strip_params": _check_params,
     "politeness_by": _check_politeness_by,
     "render": _check_render,
+    "exporters": _check_exporters,
 }
 BLOOM_FILTERS = ("auto", "native", "lua")
 
 LUA_EXACT = 2**53  # the largest integer a Lua number (a double) holds exactly
 DAY = 86_400.0
+
+
+PROJECT_URL = "https://pypi.org/project/rqcrawl/"
+_VERSION = version("rqcrawl")
+MAX_CONFIG_BYTES = 1024 * 1024  # a settings file is a few KB; /dev/zero is not one
 
 
 @dataclass(frozen=True)
@@ -476,6 +576,11 @@ class Bounds:
     high_open: bool = False  # < high rather than <= high
 
     def check(self, name: str, value: float) -> None:
+        if isinstance(value, int) and value.bit_length() > 1000:  # no float holds it
+            raise ConfigError(
+                f"setting {name!r} must be {self.describe()}, not a number of "
+                f"{len(str(abs(value)))} digits"
+            )
         if not math.isfinite(value):
             raise ConfigError(f"setting {name!r} must be a finite number, not {value}")
         low_ok = value > self.low if self.low_open else value >= self.low
@@ -494,9 +599,12 @@ class Bounds:
 # A new numeric setting needs its line here (a test checks that none is missing).
 _BOUNDS: dict[str, Bounds] = {
     "max_depth": Bounds(0),
+    "max_ahead": Bounds(0),
     "connect_timeout": Bounds(0, DAY, low_open=True),
     "read_timeout": Bounds(0, DAY, low_open=True),
     "download_timeout": Bounds(0, DAY, low_open=True),
+    "proxy_max_failures": Bounds(1),
+    "proxy_retry_seconds": Bounds(0, DAY),
     "max_body_bytes": Bounds(1),
     "max_redirects": Bounds(0),
     "max_url_length": Bounds(1),
@@ -507,6 +615,7 @@ _BOUNDS: dict[str, Bounds] = {
     "bloom_error_rate": Bounds(0, 1, low_open=True, high_open=True),
     "bloom_max_mb": Bounds(1),
     "window": Bounds(1),
+    "max_undelivered": Bounds(1),
     "job_timeout": Bounds(1, DAY),
     "failure_ttl": Bounds(1),
     "failed_job_ttl": Bounds(1),
@@ -518,6 +627,7 @@ _BOUNDS: dict[str, Bounds] = {
     "host_concurrency": Bounds(1),
     "max_crawl_delay": Bounds(0, DAY),
     "robots_ttl": Bounds(1),
+    "robots_patience": Bounds(0, DAY),
     "max_meta_refresh_delay": Bounds(0, DAY),
     "max_backoff_delay": Bounds(0, DAY),
     "delay_factor": Bounds(0, 100),
@@ -552,37 +662,3 @@ def check_writable_dir(path: str) -> None:
         raise ConfigError(f"cannot create {path}: {exc.strerror}") from None
     if not os.access(path, os.W_OK):
         raise ConfigError(f"cannot write to {path}")
-
-
-def save(redis: Redis, crawl: str, config: CrawlConfig) -> bool:
-    """Store the config of a new crawl; False if the crawl already has one (it is kept).
-    Listing the crawl in `keys.CRAWLS` is the seeding's last step (control.start)."""
-    return bool(redis.set(keys.CrawlKeys(crawl).config, config.to_json(), nx=True))
-
-
-CONFIGS_KEPT = 256  # crawls whose config a process keeps (the most recently used)
-_cache: LRU[tuple[Hashable, str], CrawlConfig] = LRU(CONFIGS_KEPT)  # by server and name
-
-
-def load(redis: Redis, crawl: str, fresh: bool = False) -> CrawlConfig | None:
-    """The crawl's config, cached (a crawl's config never changes; a purged crawl's name
-    used again is another crawl, which workers notice from its identity, see `forget`).
-    `fresh` reads it from Redis all the same: readers that know no identity (status, the
-    metrics, the API) must not show an earlier crawl's settings. A stored config that does
-    not pass today's checks is a ConfigError naming the crawl."""
-    key = (server_key(redis), crawl)
-    cfg = None if fresh else _cache.get(key)
-    if cfg is None:
-        raw = redis.get(keys.CrawlKeys(crawl).config)
-        if raw is None:
-            return None
-        try:
-            cfg = _cache.put(key, CrawlConfig.from_dict(json.loads(raw)))
-        except ValueError as exc:  # ConfigError, bad JSON or not UTF-8
-            raise ConfigError(f"crawl {crawl}: unreadable settings in Redis: {exc}") from None
-    return cfg
-
-
-def forget(crawl: str) -> None:
-    """Drop the cached config of `crawl` (purged, its name now used by another crawl)."""
-    _cache.pop_where(lambda key: key[1] == crawl)

@@ -11,6 +11,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from servers import RedisServer, redisbloom_module  # noqa: E402
 
+from rqcrawl.fetch.clients import CLIENTS  # noqa: E402
+
 
 def started(tmp_path_factory, name: str, extra: tuple[str, ...] = ()) -> Iterator[RedisServer]:
     """A private Redis for the session, stopped at its end."""
@@ -131,3 +133,9 @@ def db_url(request, tmp_path):
     tasks.METADATA.drop_all(tasks.engine(url), checkfirst=True)
     tasks.METADATA.create_all(tasks.engine(url))
     yield url
+
+
+@pytest.fixture(params=sorted(CLIENTS))
+def http_client(request) -> str:
+    """Each HTTP client in turn (rqcrawl.fetch.clients.CLIENTS): the fetch tests hold for all."""
+    return request.param

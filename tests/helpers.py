@@ -102,14 +102,21 @@ def wait_finished(redis_url: str, crawl: str, timeout: float = 120) -> dict:
 
 
 def worker_names(conn: Redis, workers: LocalWorkers, timeout: float = 30) -> list[str]:
-    """The RQ names of `workers`' processes, in their order, once each has registered (a
-    stock worker's name is random; RQ stores every worker's pid)."""
+    """The RQ names of `workers`' processes once each has registered: every worker of each
+    (the recommended worker runs its slots as workers of their own), process by process,
+    the first one's first (a stock worker's name is random; RQ stores every worker's pid)."""
 
-    def names() -> list[str | None]:
-        by_pid = {w.pid: w.name for w in Worker.all(connection=conn)}
-        return [by_pid.get(p.pid) for p in workers.procs]
+    def names() -> list[list[str]]:
+        by_pid: dict[int, list[str]] = {}
+        for w in Worker.all(connection=conn):
+            by_pid.setdefault(w.pid, []).append(w.name)
+        return [sorted(by_pid.get(p.pid, []), key=len) for p in workers.procs]
 
-    return wait_until(names, timeout, "every worker to register", accept=all)
+    each = workers.workers_each
+    found = wait_until(
+        names, timeout, "every worker to register", accept=lambda n: all(len(p) == each for p in n)
+    )
+    return [name for process in found for name in process]
 
 
 def child_pids(pid: int) -> list[int]:
@@ -144,3 +151,14 @@ def read_jsonl(path: Path) -> list[dict]:
 def command_calls(conn: Redis, command: str) -> int:
     """How many times Redis ran `command` so far (INFO commandstats; inside scripts too)."""
     return conn.info("commandstats").get(f"cmdstat_{command}", {}).get("calls", 0)
+
+
+def waiting(state) -> dict[str, int]:
+    """URL -> depth of every URL waiting in its host's queue (-1: in flight, back in turn)
+    of a CrawlState."""
+    found = {}
+    for key in state.redis.smembers(state.keys.qkeys):
+        queue = state.keys.qprefix + key.decode()
+        for url, score in state.redis.zrange(queue, 0, -1, withscores=True):
+            found[url.decode()] = -1 if score < 0 else int(score // 2_097_152)
+    return found

@@ -7,6 +7,7 @@ a time limit, whichever comes first.
 
 from __future__ import annotations
 
+import http.client
 import socket
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from collections import Counter
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import redis
 from helpers import wait_until
@@ -215,6 +217,34 @@ def reply(
     req.send_header("Content-Length", str(len(body)))
     for name, value in (headers or {}).items():
         req.send_header(name, value)
+    req.end_headers()
+    req.wfile.write(body)
+
+
+_HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te"}
+
+
+def forward(req: BaseHTTPRequestHandler) -> None:
+    """The handler of a forward proxy (`HTTPSite(forward)`, which then counts requests by
+    absolute URL): the target's answer, relayed. Each answer closes its connection, so a
+    proxy stopped is a proxy gone (no kept-alive connection goes on serving)."""
+    target = urlsplit(req.path)
+    conn = http.client.HTTPConnection(target.hostname, target.port or 80, timeout=10)
+    headers = {k: v for k, v in req.headers.items() if k.lower() not in _HOP_BY_HOP}
+    try:
+        conn.request("GET", req.path.split(target.netloc, 1)[1] or "/", headers=headers)
+        answer = conn.getresponse()
+        body = answer.read()
+    except OSError:
+        answer, body = None, b""
+    finally:
+        conn.close()
+    req.send_response(answer.status if answer else 502)
+    for name, value in answer.getheaders() if answer else ():
+        if name.lower() not in _HOP_BY_HOP | {"content-length"}:
+            req.send_header(name, value)
+    req.send_header("Content-Length", str(len(body)))
+    req.send_header("Connection", "close")
     req.end_headers()
     req.wfile.write(body)
 

@@ -3,9 +3,12 @@ whatever the size of the page, with one call for an ordinary page."""
 
 from __future__ import annotations
 
+from helpers import waiting
+
 from rqcrawl.config import CrawlConfig
 from rqcrawl.frontier import keys
 from rqcrawl.frontier.dispatch import Frontier
+from rqcrawl.frontier.state import Ending
 from rqcrawl.ops.sinks import iter_records
 from rqcrawl.parse.urls import host_of
 
@@ -31,6 +34,16 @@ def frontier(conn, crawl: str, **settings) -> Frontier:
     return f
 
 
+def page_end(children) -> Ending:
+    """The end of PAGE (depth 0) as fetched, with `children` at depth 1."""
+    return Ending({"fetched": 1}, {"url": PAGE, "outcome": "fetched", "depth": 0}, children, 1)
+
+
+def queued(f: Frontier) -> set[str]:
+    """The URLs waiting in their hosts' queues or in flight."""
+    return set(waiting(f.state)) | {u.decode() for u in f.redis.hkeys(f.state.keys.inflight)}
+
+
 def evalsha_calls(conn) -> int:
     return conn.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)
 
@@ -42,7 +55,7 @@ def admitted(conn, crawl: str) -> int:
 def test_seeded_urls_round_trip_whatever_they_contain(conn):
     f = frontier(conn, "odd1")
     assert f.seed(ODD) == len(ODD)
-    assert {u.decode() for u in conn.hkeys(f.state.keys.inflight)} == set(ODD)
+    assert queued(f) == set(ODD)
     hosts = {h.decode(): int(n) for h, n in conn.hgetall(f.state.keys.host_pages).items()}
     assert hosts == {"h.test": 5, "ex ample.com": 1, "h.test:8080": 1}
     assert hosts.keys() == {host_of(u) for u in ODD}
@@ -52,9 +65,8 @@ def test_children_round_trip_whether_admitted_or_recorded(conn):
     f = frontier(conn, "odd2")
     f.seed([PAGE])
     children = [(None, u) for u in ODD] + [("too_long", u + "/long") for u in ODD]
-    f.finish(PAGE, {"fetched": 1}, {"url": PAGE, "outcome": "fetched"}, children, 1)
-    # the page ended, so level 1 starts: its URLs went through `held` into `inflight`
-    assert {u.decode() for u in conn.hkeys(f.state.keys.inflight)} == set(ODD)
+    f.finish(PAGE, page_end(children))
+    assert queued(f) == set(ODD)
     skipped = [r["url"] for r in iter_records(conn, "odd2") if r["outcome"] == "too_long"]
     assert skipped == [u + "/long" for u in ODD]
 
@@ -64,7 +76,7 @@ def test_an_ordinary_page_is_one_redis_call(conn):
     f.seed([PAGE])
     before = evalsha_calls(conn)
     children = [(None, f"http://h.test/p/{i}") for i in range(40)]
-    f.finish(PAGE, {"fetched": 1}, {"url": PAGE, "outcome": "fetched"}, children, 1)
+    f.finish(PAGE, page_end(children))
     assert evalsha_calls(conn) == before + 1
     assert admitted(conn, "calls1") == 41
 
@@ -74,10 +86,10 @@ def test_a_large_page_is_admitted_in_several_calls(conn):
     f.seed([PAGE])
     before = evalsha_calls(conn)
     children = [(None, f"http://h.test/p/{i}") for i in range(3000)]
-    f.finish(PAGE, {"fetched": 1}, {"url": PAGE, "outcome": "fetched"}, children, 1)
+    f.finish(PAGE, page_end(children))
     assert evalsha_calls(conn) - before >= 3
     assert admitted(conn, "calls2") == 3001
-    assert conn.llen(f.state.keys.held) + conn.hlen(f.state.keys.inflight) == 3000
+    assert len(queued(f)) == 3000
     assert not conn.hexists(f.state.keys.inflight, PAGE)  # ended with the last batch
     assert [r["url"] for r in iter_records(conn, "calls2")] == [PAGE]
 
@@ -87,11 +99,11 @@ def test_a_stale_job_admits_none_of_its_links(conn):
     job of it finished first), no batch of a late job gets in."""
     f = frontier(conn, "stale")
     f.seed([PAGE])
-    f.finish(PAGE, {"fetched": 1}, {"url": PAGE, "outcome": "fetched"}, [], 1)
+    f.finish(PAGE, page_end([]))
     children = [(None, f"http://h.test/p/{i}") for i in range(3000)]
-    f.finish(PAGE, {"fetched": 1}, {"url": PAGE, "outcome": "fetched"}, children, 1)
+    f.finish(PAGE, page_end(children))
     assert admitted(conn, "stale") == 1
-    assert conn.llen(f.state.keys.held) + conn.hlen(f.state.keys.inflight) == 0
+    assert queued(f) == set()
     assert len(list(iter_records(conn, "stale"))) == 1
 
 
@@ -100,6 +112,6 @@ def test_no_redis_call_of_a_huge_page_runs_long(conn, slowlog):
     f.seed([PAGE])
     conn.slowlog_reset()
     children = [(None if i % 2 else "too_long", f"http://h.test/p/{i}") for i in range(30_000)]
-    f.finish(PAGE, {"fetched": 1}, {"url": PAGE, "outcome": "fetched"}, children, 1)
+    f.finish(PAGE, page_end(children))
     assert admitted(conn, "huge") == 15_001
     assert [(e["duration"], e["command"][:40]) for e in slowlog()] == []

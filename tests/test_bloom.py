@@ -10,11 +10,11 @@ import pytest
 import redis
 from helpers import command_calls, rqcrawl, seed_local, status, wait_finished
 from redis.crc import key_slot
-from servers import HTTPSite
+from servers import HTTPSite, reply
 from testsite import Site
 
-from rqcrawl import config
 from rqcrawl.config import CrawlConfig
+from rqcrawl.frontier import configs
 from rqcrawl.frontier.bloom import (
     MAX_POSITIONS,
     BloomFilter,
@@ -27,6 +27,7 @@ from rqcrawl.frontier.bloom import (
     string_allocation,
 )
 from rqcrawl.frontier.dispatch import Frontier
+from rqcrawl.frontier.state import CrawlState
 from rqcrawl.ops import stats
 from rqcrawl.workers.runner import LocalWorkers
 
@@ -433,7 +434,7 @@ def test_two_concurrent_writers_see_each_url_new_exactly_once(conn, redis_url, s
 def test_status_warns_when_the_filter_is_past_its_capacity(conn, capacity, warned):
     crawl = f"cap{capacity}"
     cfg = CrawlConfig.from_dict({"bloom_capacity": capacity, "bloom_error_rate": 0.01})
-    config.save(conn, crawl, cfg)
+    configs.save(conn, crawl, cfg)
     Frontier(conn, crawl, cfg).seed(urls(crawl, 300))
     found = [w for w in stats.status(conn, crawl)["warnings"] if "Bloom" in w]
     assert bool(found) == warned, found
@@ -511,3 +512,38 @@ def test_a_crawl_on_the_native_filter_fetches_every_page_once(bloom_redis_url, b
     assert s["bloom"]["kind"] == "native" and s["bloom"]["estimated_items"] == len(want)
     assert "native (BF.*)" in rqcrawl(bloom_redis_url, "status", "nat").stdout
     assert not [k for k in bloom_conn.keys("rqcrawl:{nat}:bloom*") if not k.endswith(b":bf")]
+
+
+def test_the_kept_count_of_set_bits_is_the_bitcount_and_an_older_filter_is_counted_once(conn):
+    """The fill a status shows is read from the count the scripts keep (a GET), which stays
+    equal to a BITCOUNT of every shard: duplicates within a batch and across batches, a
+    sharded filter, the finish step's adds. A filter made before the count was kept (the
+    count key gone) is counted once by its next add, and counted on from there."""
+    bloom = BloomFilter(conn, "kept:bloom", capacity=2000, error_rate=0.01, shard_limit=4096)
+    assert len(bloom.keys) > 1
+
+    def bitcount() -> int:
+        return sum(conn.bitcount(key) for key in bloom.keys)
+
+    bloom.add_many(urls("a", 500) + urls("a", 20))  # a URL twice in one batch
+    bloom.add_many(urls("a", 700))  # 500 of them seen before
+    assert int(conn.get(bloom.count_key)) == bitcount() == bloom.stats()["bits_set"] > 0
+    conn.delete(bloom.count_key)  # as a filter of an older version has it
+    assert bloom.stats()["bits_set"] == bitcount()  # counted when asked, not stored
+    assert conn.get(bloom.count_key) is None
+    bloom.add_many(urls("b", 300))
+    assert int(conn.get(bloom.count_key)) == bitcount() == bloom.stats()["bits_set"]
+
+
+def test_a_crawls_bloom_count_follows_the_finish_steps_adds(redis_url, tmp_path):
+    """The links a page's finish step admits are counted too (scripts.FINISH)."""
+    conn = redis.Redis.from_url(redis_url)
+    handle = lambda req: reply(  # noqa: E731 - one page of 30 links, each a leaf
+        req, 200, "".join(f'<a href="/p{i}">{i}</a>' for i in range(30)).encode()
+    )
+    with HTTPSite(handle, max_requests=100, max_seconds=60) as http:
+        seed_local(redis_url, http.base + "/", "counted", 1)
+        with LocalWorkers(redis_url, 1, log_dir=tmp_path):
+            wait_finished(redis_url, "counted", timeout=60)
+    bloom = CrawlState(conn, "counted", configs.load(conn, "counted")).bloom
+    assert int(conn.get(bloom.count_key)) == sum(conn.bitcount(k) for k in bloom.keys) > 0

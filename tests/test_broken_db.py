@@ -92,3 +92,17 @@ def test_a_malformed_db_url_is_a_one_line_error(redis_url, conn, url):
     assert len(out.stderr.strip().splitlines()) == 1, out.stderr
     assert "is not a database URL" in out.stderr
     assert api.crawls(conn) == []
+
+
+def test_a_database_without_a_task_table_dialect_is_a_one_line_error(redis_url, conn):
+    """A database SQLAlchemy knows but the task table does not (rqcrawl.frontier.dialects)."""
+    out = rqcrawl(
+        redis_url, "seed", SEED, "--crawl", "oracle", "--revisit", "1m",
+        "--db", "oracle://u:s3cret@127.0.0.1:1/db", check=False,
+    )  # fmt: skip
+    assert out.returncode != 0
+    assert out.stderr.strip().splitlines() == [
+        "Error: crawl oracle not started: no task table on oracle: use one of mariadb, mysql, "
+        "postgresql, sqlite"
+    ], out.stderr
+    assert api.crawls(conn) == []

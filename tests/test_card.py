@@ -85,7 +85,8 @@ def test_the_cards_commands_crawl_several_hosts_at_default_settings(redis_url, c
     # every page of every host, at its shortest depth, once
     assert crawl["depths"] == dict.fromkeys(HOSTS, site.expected(3))
     for host, times in logs.items():
-        gaps = [later - earlier for earlier, later in zip(times, times[1:], strict=False)]
+        # robots.txt takes no turn of the pace: the first page may follow it at once
+        gaps = [later - earlier for earlier, later in zip(times[1:], times[2:], strict=False)]
         assert min(gaps) >= DELAY - 0.01, (host, min(gaps))
     # The politeness floor: the busiest host's requests one delay apart.
     floor = DELAY * (max(requests.values()) - 1)

@@ -21,9 +21,9 @@ from test_warc import records as warc_records
 from test_warc import warc_files
 
 from rqcrawl import api
+from rqcrawl.defaults import PUMP_EVERY
 from rqcrawl.fetch.warc import IDENTICAL_PROFILE, NOT_MODIFIED_PROFILE
 from rqcrawl.frontier import tasks
-from rqcrawl.frontier.dispatch import PUMP_EVERY
 from rqcrawl.frontier.tasks import TASKS
 from rqcrawl.workers.runner import LocalWorkers
 

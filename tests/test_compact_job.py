@@ -6,8 +6,8 @@ from helpers import command_calls
 from rq import Queue
 from rq.job import Job, JobStatus
 
-from rqcrawl import config
 from rqcrawl.config import CrawlConfig
+from rqcrawl.frontier import configs
 from rqcrawl.frontier.dispatch import JOB_FUNC, CompactJob, Frontier
 
 URL = "http://127.0.0.1:9/a/page.html"
@@ -15,7 +15,7 @@ URL = "http://127.0.0.1:9/a/page.html"
 
 def seeded_job(conn, crawl: str) -> bytes:
     cfg = CrawlConfig.from_dict({"allow_private": True, "bloom_capacity": 1000, "sitemaps": False})
-    config.save(conn, crawl, cfg)
+    configs.save(conn, crawl, cfg)
     Frontier(conn, crawl, cfg).seed([URL])
     [key] = [k for k in conn.scan_iter(match=f"rq:job:rqcrawl-{crawl}-*")]
     return key

@@ -70,9 +70,9 @@ def test_a_long_lived_worker_keeps_a_bounded_number_of_jars():
     cfg = CrawlConfig()
     crawls = [Cookies(cfg) for _ in range(cookies.MAX_JARS + 50)]
     for c in crawls:
-        c.jar("http://example.org/")
+        c.header("http://example.org/")
     assert len(cookies._jars) == cookies.MAX_JARS
-    assert Cookies(CrawlConfig.from_dict({"cookies": False})).jar("http://example.org/") is None
+    assert Cookies(CrawlConfig.from_dict({"cookies": False})).header("http://example.org/") is None
 
 
 def test_a_cookie_the_site_deletes_is_no_longer_sent():

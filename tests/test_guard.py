@@ -4,8 +4,10 @@ address gets no byte from us, not even a TCP handshake."""
 from __future__ import annotations
 
 import socket
+from dataclasses import replace
 
 import pytest
+from servers import HTTPSite, reply
 
 from rqcrawl.config import CrawlConfig
 from rqcrawl.fetch.guard import networks, refusal
@@ -38,7 +40,7 @@ def test_public_addresses_and_their_embeddings_pass(ip):
 
 
 @pytest.mark.parametrize("host", ["127.0.0.9", "localhost"])
-def test_a_refused_address_gets_no_handshake(host):
+def test_a_refused_address_gets_no_handshake(host, http_client):
     # A listening socket nobody accepts on: the kernel would complete a handshake into the
     # backlog, where a non-blocking accept() finds it.
     with socket.socket() as listener:
@@ -47,7 +49,7 @@ def test_a_refused_address_gets_no_handshake(host):
         listener.setblocking(False)
         url = f"http://{host}:{listener.getsockname()[1]}/"
         with pytest.raises(FetchError) as err:
-            fetch(url, GUARDED, lambda hop: None)
+            fetch(url, replace(GUARDED, http_client=http_client), lambda hop: None)
         assert err.value.reason == "refused_address" and "loopback" in str(err.value)
         with pytest.raises(BlockingIOError):
             listener.accept()
@@ -61,3 +63,20 @@ def test_allowed_networks_let_only_themselves_through():
     assert refusal("127.0.0.3", allowed) == "loopback"
     assert refusal("10.21.0.1", allowed) == "private"
     assert refusal("169.254.169.254", allowed) == "link-local or cloud metadata"
+
+
+def test_a_redirect_to_a_refused_address_never_reaches_it(http_client):
+    def moved(req) -> None:
+        reply(req, 302, b"", headers={"Location": f"{inner.base}/inside"})
+
+    with (
+        HTTPSite(lambda req: reply(req, 200, b"<title>in</title>"), host="127.0.0.3") as inner,
+        HTTPSite(moved, host="127.0.0.2", max_seconds=30) as outer,
+    ):
+        cfg = CrawlConfig.from_dict(
+            {"allow_networks": ["127.0.0.2/32"], "http_client": http_client}
+        )
+        with pytest.raises(FetchError) as err:
+            fetch(outer.base + "/", cfg, lambda hop: None)
+    assert err.value.reason == "refused_address" and "127.0.0.3" in str(err.value)
+    assert outer.hits == {"/": 1} and inner.hits == {}

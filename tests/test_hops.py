@@ -3,15 +3,26 @@ target is a URL of its own, at the same depth, that passes robots.txt and its ho
 
 from __future__ import annotations
 
+import itertools
+import time
 from http.server import BaseHTTPRequestHandler
 
+import pytest
 from helpers import read_jsonl, rqcrawl, seed_local, wait_finished
 from servers import HTTPSite, reply
-from test_politeness import gaps, scope
+from test_politeness import gaps, scope, tree_site
 
 from rqcrawl.config import CrawlConfig
 from rqcrawl.fetch.hops import chain_problem, meta_refresh
 from rqcrawl.workers.runner import LocalWorkers
+
+
+def with_client(tmp_path, http_client: str, conf=None) -> str:
+    """A settings file for `rqcrawl seed --config`: `conf`'s, and the client under test."""
+    out = tmp_path / "client.toml"
+    base = conf.read_text() if conf else "[crawl]\n"
+    out.write_text(base + f'http_client = "{http_client}"\n')
+    return str(out)
 
 
 def records(redis_url: str, crawl: str, tmp_path) -> dict[str, dict]:
@@ -20,7 +31,7 @@ def records(redis_url: str, crawl: str, tmp_path) -> dict[str, dict]:
     return {r["url"]: r for r in read_jsonl(out)}
 
 
-def test_redirect_into_a_disallowed_path_is_never_requested(redis_url, tmp_path):
+def test_redirect_into_a_disallowed_path_is_never_requested(redis_url, tmp_path, http_client):
     def handle(req: BaseHTTPRequestHandler) -> None:
         if req.path == "/robots.txt":
             reply(req, 200, b"User-agent: *\nDisallow: /private\n", ctype="text/plain")
@@ -32,7 +43,9 @@ def test_redirect_into_a_disallowed_path_is_never_requested(redis_url, tmp_path)
             reply(req, 200, b"<title>secret</title>")
 
     with HTTPSite(handle, max_requests=20, max_seconds=60) as http:
-        seed_local(redis_url, http.base + "/", "dis", 2)
+        seed_local(
+            redis_url, http.base + "/", "dis", 2, "--config", with_client(tmp_path, http_client)
+        )
         with LocalWorkers(redis_url, 1):
             s = wait_finished(redis_url, "dis")
     assert "/private/secret" not in http.hits  # the server never saw a request for it
@@ -44,7 +57,9 @@ def test_redirect_into_a_disallowed_path_is_never_requested(redis_url, tmp_path)
     assert s["skipped"] == {"redirected": 1, "robots_disallowed": 1}
 
 
-def test_cross_host_redirect_asks_its_robots_txt_and_keeps_its_delay(redis_url, tmp_path):
+def test_cross_host_redirect_asks_its_robots_txt_and_keeps_its_delay(
+    redis_url, tmp_path, http_client
+):
     def other(req: BaseHTTPRequestHandler) -> None:
         if req.path == "/robots.txt":
             reply(req, 200, b"User-agent: *\nCrawl-delay: 0.6\n", ctype="text/plain")
@@ -62,7 +77,8 @@ def test_cross_host_redirect_asks_its_robots_txt_and_keeps_its_delay(redis_url, 
                 reply(req, 302, b"", headers={"Location": f"{b.base}/p{req.path[2:]}"})
 
         with HTTPSite(first, host="127.0.0.2", max_requests=20, max_seconds=90) as a:
-            seed_local(redis_url, a.base + "/", "cross", 1, "--config", str(scope(tmp_path, a, b)))
+            conf = with_client(tmp_path, http_client, scope(tmp_path, a, b))
+            seed_local(redis_url, a.base + "/", "cross", 1, "--config", conf)
             with LocalWorkers(redis_url, 2):
                 wait_finished(redis_url, "cross")
     assert b.hits["/robots.txt"] == 1  # the second host's robots.txt was asked
@@ -120,7 +136,9 @@ def test_chain_bounds_and_meta_refresh_delays():
     assert meta_refresh(page.format(0), "http://a/", CrawlConfig(follow_meta_refresh=False)) is None
 
 
-def test_a_redirect_target_loses_its_tracking_parameters_like_a_link(redis_url, tmp_path):
+def test_a_redirect_target_loses_its_tracking_parameters_like_a_link(
+    redis_url, tmp_path, http_client
+):
     """`/go` redirects to `/page?utm_source=x&jsessionid=1` while `/` also links `/page`: the
     target is stripped of strip_params as a link is, so the page is fetched once."""
 
@@ -138,7 +156,9 @@ def test_a_redirect_target_loses_its_tracking_parameters_like_a_link(redis_url, 
             reply(req, 200, b"<title>page</title>")
 
     with HTTPSite(handle, max_requests=30, max_seconds=60) as http:
-        seed_local(redis_url, http.base + "/", "strip", 1)
+        seed_local(
+            redis_url, http.base + "/", "strip", 1, "--config", with_client(tmp_path, http_client)
+        )
         with LocalWorkers(redis_url, 1):
             wait_finished(redis_url, "strip")
     pages = {path: n for path, n in http.hits.items() if path.startswith("/page")}
@@ -146,3 +166,67 @@ def test_a_redirect_target_loses_its_tracking_parameters_like_a_link(redis_url, 
     assert records(redis_url, "strip", tmp_path)[http.base + "/go"]["redirect_to"] == (
         http.base + "/page"
     )
+
+
+def test_robots_txt_redirect_hops_each_wait_for_their_host(redis_url, tmp_path):
+    """robots.txt takes no turn of its host's pace, but its redirect hops do: three hops on
+    one host, each a delay after the request before it (they came within milliseconds)."""
+
+    def handle(req: BaseHTTPRequestHandler) -> None:
+        hops = {"/robots.txt": "/r1", "/r1": "/r2", "/r2": "/r3"}
+        if req.path in hops:
+            reply(req, 301, b"moved", headers={"Location": hops[req.path]})
+        elif req.path == "/r3":
+            reply(req, 200, b"User-agent: *\nDisallow: /private\n", ctype="text/plain")
+        else:
+            reply(req, 200, b'<a href="/a">a</a><a href="/private">p</a>')
+
+    with HTTPSite(handle, max_requests=20, max_seconds=60) as http:
+        seed_local(redis_url, http.base + "/", "hops", 1, "--delay", "0.5")
+        with LocalWorkers(redis_url, 1):
+            wait_finished(redis_url, "hops")
+    log = sorted(http.log)
+    assert [p for _, p in log] == ["/robots.txt", "/r1", "/r2", "/r3", "/", "/a"]
+    spacing = [b[0] - a[0] for a, b in itertools.pairwise(log[:4])]
+    assert min(spacing) >= 0.5, spacing  # the host's delay between the hops
+
+
+HOP_ANSWER = 0.3  # seconds the other host takes to answer the hop
+
+
+@pytest.mark.parametrize("stock", [False, True])
+def test_a_robots_txt_hop_to_another_host_waits_for_that_hosts_turn(redis_url, tmp_path, stock):
+    """A site's robots.txt redirected to a host being crawled: the hop takes a turn of that
+    host's pace, between its pages, not on top of them nor after them all (a stock worker
+    releases a host's next URL as the one before ends: the hop holds the slot it waits for)."""
+    tree = tree_site(12)
+
+    def other(req: BaseHTTPRequestHandler) -> None:
+        if req.path == "/a-rules.txt":
+            time.sleep(HOP_ANSWER)
+            reply(req, 200, b"User-agent: *\nDisallow: /private\n", ctype="text/plain")
+        else:
+            tree(req)
+
+    with HTTPSite(other, host="127.0.0.3", max_requests=40, max_seconds=90) as b:
+
+        def first(req: BaseHTTPRequestHandler) -> None:
+            if req.path == "/robots.txt":
+                reply(req, 302, b"", headers={"Location": f"{b.base}/a-rules.txt"})
+            else:
+                reply(req, 200, b"<title>a</title>")
+
+        with HTTPSite(first, host="127.0.0.2", max_requests=20, max_seconds=90) as a:
+            conf = str(scope(tmp_path, a, b))
+            seed_local(redis_url, a.base + "/", "crosshop", 3, b.base + "/0", "--delay", "0.6",
+                       "--config", conf)  # fmt: skip
+            kind = {"worker_class": None} if stock else {}  # None: a stock forking `rq worker`
+            with LocalWorkers(redis_url, 2 if stock else 1, **kind):
+                wait_finished(redis_url, "crosshop")
+    assert a.hits["/"] == 1 and b.hits["/a-rules.txt"] == 1
+    assert min(gaps(b)) >= 0.6, sorted(b.log)  # the hop too, a delay from the pages
+    paths = [p for _, p in sorted(b.log)]
+    assert paths.index("/a-rules.txt") < len(paths) - 3, paths  # not starved by the pages
+    hop = paths.index("/a-rules.txt")
+    after_hop = sorted(b.log)[hop + 1][0] - sorted(b.log)[hop][0]
+    assert after_hop >= HOP_ANSWER + 0.6, sorted(b.log)  # a delay from its end, as a page's

@@ -7,12 +7,12 @@ import time
 
 from rq.job import Job
 
-from rqcrawl import config
 from rqcrawl.config import CrawlConfig
-from rqcrawl.frontier import keys
+from rqcrawl.defaults import LEASE
+from rqcrawl.frontier import configs, keys
 from rqcrawl.frontier.dispatch import Frontier
-from rqcrawl.frontier.leases import LEASE, Renewer
-from rqcrawl.frontier.state import InFlight
+from rqcrawl.frontier.leases import Renewer
+from rqcrawl.frontier.state import Ending, InFlight, Slot
 
 URL = "http://127.0.0.1:9/a/page.html"
 
@@ -22,7 +22,7 @@ def seeded(conn, crawl: str) -> tuple[Frontier, str]:
     cfg = CrawlConfig.from_dict(
         {"allow_private": True, "bloom_capacity": 1000, "retries": 2, "sitemaps": False}
     )
-    config.save(conn, crawl, cfg)
+    configs.save(conn, crawl, cfg)
     frontier = Frontier(conn, crawl, cfg)
     frontier.seed([URL])
     return frontier, InFlight(0, 0.0, 0).job_id(crawl, URL)
@@ -33,7 +33,10 @@ def lease_of(frontier: Frontier) -> float | None:
 
 
 def expire(frontier: Frontier) -> None:
-    frontier.redis.zadd(frontier.state.keys.leased, {URL: time.time() - 1})
+    """Its worker died: the URL's lease and its host's slot run out (no renewal)."""
+    past = time.time() - 1
+    frontier.redis.zadd(frontier.state.keys.leased, {URL: past})
+    frontier.redis.zadd(frontier.state.keys.host_leases(frontier.state.key_of(URL)), {URL: past})
 
 
 def entry_of(frontier: Frontier) -> InFlight:
@@ -49,9 +52,9 @@ def test_a_queued_job_holds_no_lease_and_is_not_taken_for_lost(conn):
 def test_the_live_job_takes_the_lease_a_stale_one_does_not(conn):
     frontier, job_id = seeded(conn, "c")
     stale = job_id.removesuffix("-0-0") + "-0-1"
-    assert frontier.claim(URL, stale)[0] is None and lease_of(frontier) is None
-    entry, paused = frontier.claim(URL, job_id)
-    assert entry is not None and not paused
+    assert frontier.claim(URL, stale).entry is None and lease_of(frontier) is None
+    claim = frontier.claim(URL, job_id)
+    assert claim.entry is not None and not claim.paused
     assert time.time() + LEASE - 1 < lease_of(frontier) <= time.time() + LEASE
 
 
@@ -94,20 +97,21 @@ def test_a_renewed_lease_keeps_the_url_with_its_job(conn):
 
 def test_finishing_or_parking_a_url_drops_its_lease(conn):
     frontier, job_id = seeded(conn, "f")
-    entry, _ = frontier.claim(URL, job_id)
-    assert frontier.retry_later(URL, entry, 0.5)
+    entry = frontier.claim(URL, job_id).entry
+    slot = Slot(frontier.state.key_of(URL), 0.1)
+    assert frontier.retry_later(URL, entry, 0.5, slot)
     assert lease_of(frontier) is None and conn.zscore(frontier.state.keys.later, URL) is not None
     assert (
         entry_of(frontier).attempt == 1
         and conn.hget(frontier.state.keys.counters, keys.RETRIES) == b"1"
     )
-    assert not frontier.retry_later(URL, entry, 0.5)  # the stale job parks nothing
+    assert not frontier.retry_later(URL, entry, 0.5, slot)  # the stale job parks nothing
     renew(frontier)  # a renewal after the end does not bring a lease back
     assert lease_of(frontier) is None
 
     frontier, job_id = seeded(conn, "g")
-    entry, _ = frontier.claim(URL, job_id)
-    frontier.finish(URL, {"fetched": 1}, {"url": URL, "outcome": "fetched"}, [], 1)
+    frontier.claim(URL, job_id)
+    frontier.finish(URL, Ending({"fetched": 1}, {"url": URL, "outcome": "fetched", "depth": 0}))
     assert lease_of(frontier) is None and conn.hlen(frontier.state.keys.inflight) == 0
 
 

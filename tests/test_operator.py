@@ -14,9 +14,9 @@ from rq.job import Job
 from servers import HTTPSite, free_port, reply
 from test_dashboard import dashboard, get_json  # noqa: F401 (a fixture)
 
+from rqcrawl.defaults import RATE_BUCKET
 from rqcrawl.frontier import keys
 from rqcrawl.frontier.keys import CrawlKeys
-from rqcrawl.frontier.state import RATE_BUCKET
 from rqcrawl.ops import stats
 from rqcrawl.workers.runner import WORKER_CLASS, LocalWorkers
 
@@ -127,7 +127,7 @@ def test_status_shows_hosts_recent_rate_and_eta(redis_url, conn):
             s = wait_until(lambda: stats.status(conn, "eta"), 60, "mid-crawl", accept=mid_crawl)
             host = s["hosts"][0]
             assert host["host"] == f"127.0.0.1:{http.port}" and host["admitted"] == 9
-            assert host["in_flight"] + host["held"] == host["remaining"] and host["in_flight"] >= 1
+            assert host["in_flight"] + host["held"] == host["remaining"]
             # 0.8 s between two requests: the remaining URLs need at least that much each.
             assert host["eta_s"] >= 0.8 * (host["remaining"] - 1)
             assert s["eta_s"] >= host["eta_s"] and s["recent_pages_per_s"] > 0
@@ -147,8 +147,12 @@ def test_crawl_workers_are_named_host_and_pid(redis_url, conn):
     # The class named as the README says (RQ_WORKER_CLASS), not by LocalWorkers' option.
     env = {"RQ_WORKER_CLASS": WORKER_CLASS}
     with LocalWorkers(redis_url, 1, worker_class=None, env=env) as workers:
-        found = wait_until(lambda: Worker.all(connection=conn), 30, "the worker to register")
-    assert [w.name for w in found] == [f"{socket.gethostname()}:{workers.procs[0].pid}"]
+        name = f"{socket.gethostname()}:{workers.procs[0].pid}"  # its slots: name:s1, ...
+        found = wait_until(
+            lambda: Worker.all(connection=conn), 30, "the worker to register",
+            accept=lambda found: name in [w.name for w in found],
+        )  # fmt: skip
+    assert all(w.name == name or w.name.startswith(name + ":s") for w in found)
 
 
 def test_failure_reasons_are_short_stable_words():

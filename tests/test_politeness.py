@@ -3,13 +3,15 @@ two workers crawl four hosts in parallel, budgets and trap rules."""
 
 from __future__ import annotations
 
+import itertools
+import re
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from http.server import BaseHTTPRequestHandler
 
 import redis
-from helpers import read_jsonl, rqcrawl, seed_local, status, wait_finished
+from helpers import read_jsonl, rqcrawl, seed_local, status, wait_finished, wait_until
 from servers import HTTPSite, reply
 
 from rqcrawl.workers.runner import LocalWorkers
@@ -38,8 +40,10 @@ def tree_site(pages: int, robots: str | None = None) -> Callable[[BaseHTTPReques
 
 
 def gaps(site: HTTPSite) -> list[float]:
-    times = sorted(t for t, _ in site.log)
-    return [b - a for a, b in zip(times, times[1:], strict=False)]
+    """The gaps between the site's requests, but the one after robots.txt: fetching it takes
+    no turn of the host's pace (the first page may follow it at once)."""
+    log = sorted(site.log)
+    return [b[0] - a[0] for a, b in itertools.pairwise(log) if a[1] != "/robots.txt"]
 
 
 def test_delay_crawl_delay_and_disallow_hold_across_two_workers(redis_url, tmp_path):
@@ -148,14 +152,15 @@ def test_budget_stops_a_calendar_trap_and_trap_rules_are_recorded(redis_url, tmp
     assert status(redis_url, "t")["state"] == "finished"
 
 
-def robots_site(failures: int | None):
-    """A site whose robots.txt answers 503 `failures` times (None: always) before rules."""
-    calls = {"robots": 0}
+def robots_site(down: Callable[[int, float], bool]):
+    """A site whose robots.txt answers 503 while `down(asks so far, seconds since the first
+    ask)`, then rules."""
+    first: list[float] = []
 
     def handle(req: BaseHTTPRequestHandler) -> None:
         if req.path == "/robots.txt":
-            calls["robots"] += 1
-            if failures is None or calls["robots"] <= failures:
+            first.append(time.time())
+            if down(len(first), time.time() - first[0]):
                 reply(req, 503, b"try later")
             else:
                 reply(req, 200, b"User-agent: *\nDisallow: /secret\n", ctype="text/plain")
@@ -167,31 +172,76 @@ def robots_site(failures: int | None):
     return handle
 
 
+def asks(site: HTTPSite) -> list[float]:
+    """When the site's robots.txt was asked for."""
+    return [t for t, p in sorted(site.log) if p == "/robots.txt"]
+
+
 def test_robots_5xx_means_wait_and_retry_never_crawl_blindly(redis_url, tmp_path):
     conf = tmp_path / "r.toml"
-    conf.write_text("[crawl]\nretries = 2\nretry_base = 0.3\n")
-    with (
-        HTTPSite(robots_site(2), host="127.0.0.2", max_requests=20) as flaky,
-        HTTPSite(robots_site(None), host="127.0.0.3", max_requests=20) as down,
-    ):
+    conf.write_text("[crawl]\nretry_base = 0.3\n")
+    with HTTPSite(robots_site(lambda n, _: n <= 2), host="127.0.0.2", max_requests=20) as flaky:
         seed_local(redis_url, flaky.base + "/", "rb", 2, "--config", str(conf))
-        seed_local(redis_url, down.base + "/", "rd", 2, "--config", str(conf))
         with LocalWorkers(redis_url, 2):
             wait_finished(redis_url, "rb", timeout=60)
-            s = wait_finished(redis_url, "rd", timeout=60)
 
     paths = [p for _, p in sorted(flaky.log)]
     assert paths[:3] == ["/robots.txt"] * 3  # no page before robots.txt answered
     assert sorted(paths[3:]) == ["/", "/open"]  # /secret is disallowed
-    robots = [t for t, p in sorted(flaky.log) if p == "/robots.txt"]
+    robots = asks(flaky)
     assert robots[1] - robots[0] >= 0.3 and robots[2] - robots[1] >= 0.6  # backoff 1x, 2x
 
-    assert [p for _, p in down.log] == ["/robots.txt"] * 3  # no page, ever
-    assert s["failed"] == 1 and s["fetched"] == 0
+
+def test_a_site_whose_robots_txt_comes_back_after_6_s_is_crawled_under_its_rules(
+    redis_url, tmp_path
+):
+    # robots.txt answers 503 for 6 s: asked at 0, 1, 3 and 7 s (retry_base x 1, 2, 4), the
+    # site's pages waiting meanwhile; it was given up after `retries` (2) asks, for robots_ttl
+    conf = tmp_path / "r.toml"
+    conf.write_text("[crawl]\nretry_base = 1.0\n")
+    with HTTPSite(robots_site(lambda _, t: t < 6), host="127.0.0.2", max_requests=20) as site:
+        seed_local(redis_url, site.base + "/", "rc", 2, "--config", str(conf))
+        with LocalWorkers(redis_url, 2):
+            hosts = wait_until(  # `rqcrawl hosts` says so meanwhile
+                lambda: rqcrawl(redis_url, "hosts", "rc").stdout, 10, "robots.txt unavailable",
+                accept=lambda out: "unavailable for" in out, every=0.3,
+            )  # fmt: skip
+            s = wait_finished(redis_url, "rc", timeout=60)
+
+    robots = asks(site)
+    assert len(robots) == 4 and robots[-1] - robots[0] >= 6, site.log
+    pages = [(t, p) for t, p in sorted(site.log) if p != "/robots.txt"]
+    assert sorted(p for _, p in pages) == ["/", "/open"]  # /secret is disallowed
+    assert all(t > robots[-1] for t, _ in pages)  # none fetched before it answered
+    assert s["fetched"] == 2 and s["failed"] == 0
+    assert re.search(r"unavailable for \d+ s \(\d asks\), retry in \d+ s", hosts), hosts
+
+
+def test_a_robots_txt_that_never_answers_ends_its_pages_after_robots_patience(redis_url, tmp_path):
+    # always 503, patience 5 s: asked at 0, 0.5, 1.5, 3.5 and 5.5 s (retry_base x 1, 2, 4,
+    # then max_backoff_delay 2 s), the page failed by the first failed ask past 5 s; a page of
+    # the site seeded once the next ask is due (7.5 s) asks again
+    conf = tmp_path / "r.toml"
+    conf.write_text("[crawl]\nretry_base = 0.5\nmax_backoff_delay = 2.0\nrobots_patience = 5.0\n")
+    with HTTPSite(robots_site(lambda n, t: True), host="127.0.0.3", max_requests=20) as down:
+        seed_local(redis_url, down.base + "/", "rd", 2, "--config", str(conf))
+        with LocalWorkers(redis_url, 2):
+            s = wait_finished(redis_url, "rd", timeout=60)
+            assert len(asks(down)) == 5 and s["failed"] == 1 and s["fetched"] == 0, down.log
+            time.sleep(max(0.0, asks(down)[0] + 7.8 - time.time()))  # the next ask is due
+            rqcrawl(redis_url, "seed", down.base + "/later", "--crawl", "rd")
+            s = wait_finished(redis_url, "rd", timeout=60)
+
+    assert [p for _, p in down.log] == ["/robots.txt"] * 6, down.log  # no page, ever
+    spacing = [b - a for a, b in itertools.pairwise(asks(down))]
+    assert all(gap >= min(0.5 * 2**n, 2.0) for n, gap in enumerate(spacing)), spacing
+    assert spacing[0] < spacing[1] < spacing[2], spacing  # 1, 2, 4x retry_base
+    assert s["failed"] == 2 and s["fetched"] == 0
     out = tmp_path / "rd.jsonl"
     rqcrawl(redis_url, "export", "rd", "-o", str(out))
-    (row,) = read_jsonl(out)
-    assert row["outcome"] == "failed" and "robots.txt unavailable" in row["error"]
+    rows = read_jsonl(out)
+    assert [r["outcome"] for r in rows] == ["failed", "failed"]
+    assert all(r["error"].startswith("robots.txt unavailable for") for r in rows), rows
 
 
 def test_status_warns_about_eviction_and_not_about_rq_scheduled_jobs(redis_url):
@@ -202,7 +252,8 @@ def test_status_warns_about_eviction_and_not_about_rq_scheduled_jobs(redis_url):
     conn = redis.Redis.from_url(redis_url)
     conn.flushdb()
     seed_local(redis_url, "http://127.0.0.1:9/", "w", 1)  # never crawled: no worker runs
-    assert status(redis_url, "w")["warnings"] == []
+    serves = "nothing serves them"  # (said at once: no worker listens on the queue)
+    assert [w for w in status(redis_url, "w")["warnings"] if serves not in w] == []
     conn.config_set("maxmemory", "1gb")
     conn.config_set("maxmemory-policy", "allkeys-lru")
     try:
@@ -213,8 +264,9 @@ def test_status_warns_about_eviction_and_not_about_rq_scheduled_jobs(redis_url):
         conn.config_set("maxmemory-policy", "noeviction")
         conn.config_set("maxmemory", "0")
         conn.close()
+    warnings = [w for w in warnings if serves not in w]
     assert len(warnings) == 1 and "allkeys-lru" in warnings[0]
-    assert text.count("WARNING") == 1
+    assert text.count("WARNING") == 2 and text.count(serves) == 1
 
 
 def test_urls_of_a_site_taken_at_once_wait_for_one_robots_txt_fetch(redis_url):

@@ -11,6 +11,8 @@ from servers import HTTPSite
 from test_watch import read_until
 from testsite import Site
 
+from rqcrawl.workers.runner import progress_line
+
 
 def crawl_args(http: HTTPSite, out: str) -> list[str]:
     return [
@@ -51,3 +53,18 @@ def test_crawl_writes_plain_progress_lines_when_not_on_a_terminal(redis_url, tmp
     lines = [line for line in proc.stderr.splitlines() if line.startswith("[")]
     assert lines and lines[-1].startswith("[" + "#" * 30 + "]")
     assert "\x1b" not in proc.stderr
+
+
+def test_a_continuous_crawls_plain_progress_line_keeps_its_width():
+    """A crawl with revisits visits its URLs again and again: the line counts the visits
+    beside a bar that stays full, rather than one more `#` per 1/30 of the visits."""
+    s = {
+        "fetched": 0, "failed": 3, "skipped_total": 1, "admitted": 304, "revisit_s": 40.0,
+        "exact_depth": False, "max_depth": 3, "pages_per_s": 11.5,
+    }  # fmt: skip
+    lines = [progress_line(s | {"fetched": n}) for n in (0, 150, 300, 8450, 26_000_000)]
+    bars = [line[: line.index("]") + 1] for line in lines]
+    assert bars[0] == "[" + "." * 30 + "]" and bars[1].count("#") == 15
+    assert bars[2:] == ["[" + "#" * 30 + "]"] * 3
+    assert "8454 visits of 304 URLs" in lines[3]
+    assert max(map(len, lines)) - min(map(len, lines)) <= 8  # only the digits of the count

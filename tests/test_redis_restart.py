@@ -13,6 +13,7 @@ from servers import HTTPSite, RedisServer
 from test_crash import expected_paths, path_of
 from testsite import Site
 
+from rqcrawl.defaults import HEARTBEAT_EVERY
 from rqcrawl.parse.urls import canonicalize
 from rqcrawl.workers.runner import LocalWorkers
 
@@ -48,10 +49,10 @@ def test_workers_ride_out_a_redis_crash_and_restart(tmp_path, outage):
                 time.sleep(outage)  # the behaviour under test: the outage itself
                 server.start()  # same port, same directory: the append-only file is read
                 restarted_at = time.time()
-                wait_until(  # both workers back within seconds
+                wait_until(  # every slot back: its heartbeat, sent every HEARTBEAT_EVERY
                     lambda: all(beat_since(conn, n, restarted_at) for n in names),
-                    5,
-                    "both workers' heartbeats after the restart",
+                    HEARTBEAT_EVERY + 5,
+                    "every worker's heartbeat after the restart",
                 )
                 s = wait_finished(server.url, "rs", timeout=180)
                 alive = [p.poll() is None for p in workers.procs]

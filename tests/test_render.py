@@ -1,4 +1,4 @@
-"""The render path (rqcrawl.render.browser, rqcrawl.render.choice) with a real Chromium (Debian's
+"""The render path (rqcrawl.render.browser, rqcrawl.parse.rendering) with a real Chromium (Debian's
 `chromium`, driven by Playwright): script-built sites crawled completely at exact depths with
 `render` patterns and with "auto", a plain site under "auto" rendering nothing, the address
 guard inside the browser (a canary on 127.0.0.2 counts connections), a render worker killed
@@ -27,8 +27,8 @@ from testsite import Site
 from rqcrawl.bench.jssite import JSSite
 from rqcrawl.config import CrawlConfig
 from rqcrawl.frontier import keys
+from rqcrawl.parse import rendering
 from rqcrawl.parse.extract import parse
-from rqcrawl.render import choice
 from rqcrawl.workers.runner import RENDER_WORKER_CLASS, LocalWorkers
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -67,7 +67,7 @@ def test_auto_rule_on_the_test_sites():
 
     def verdict(body: bytes) -> str | None:
         page = parse(body.decode(), origin + "/")
-        return choice.needs_rendering(page.selector, len(page.links))
+        return rendering.needs_rendering(page.selector, len(page.links))
 
     assert {verdict(js.shell(i)) for i in range(40)} == {"empty_root"}
     assert {verdict(ssr.server_rendered(i)) for i in range(40)} == {None}
@@ -81,13 +81,13 @@ def test_auto_rule_on_the_test_sites():
 
 def test_render_patterns_name_urls_or_hosts():
     cfg = CrawlConfig.from_dict({"render": ["*.app.example", "https://spa.example/app/*"]})
-    assert choice.matches("https://x.app.example/a", cfg)
-    assert choice.matches("https://spa.example/app/b", cfg)
-    assert not choice.matches("https://spa.example/blog/b", cfg)
-    assert not choice.auto(cfg)
+    assert rendering.matches("https://x.app.example/a", cfg.render)
+    assert rendering.matches("https://spa.example/app/b", cfg.render)
+    assert not rendering.matches("https://spa.example/blog/b", cfg.render)
+    assert not rendering.auto(cfg.render)
     auto = CrawlConfig.from_dict({"render": "auto"})
-    assert auto.render == ["auto"] and choice.auto(auto)
-    assert not choice.matches("https://spa.example/", auto)
+    assert auto.render == ["auto"] and rendering.auto(auto.render)
+    assert not rendering.matches("https://spa.example/", auto.render)
 
 
 def test_the_plain_worker_never_imports_playwright():
@@ -291,14 +291,18 @@ def test_a_render_worker_killed_mid_page_loses_nothing(redis_url, conn, tmp_path
     conf.write_text('[crawl]\nrender = ["127.0.0.1"]\njob_timeout = 40\n')
     with HTTPSite(slow_js_site, max_requests=100) as http:
         seed_local(redis_url, http.base + "/", "killed", 1, "--config", str(conf))
-        with LocalWorkers(redis_url, 1, log_dir=tmp_path / "plain"):
-            first = render_workers(redis_url, tmp_path / "render1")
+        with (
+            LocalWorkers(redis_url, 1, log_dir=tmp_path / "plain"),
+            render_workers(redis_url, tmp_path / "render1") as first,  # stopped however it ends
+        ):
             wait_until(lambda: http.hits["/slow"] >= 1, 120, "the page to be mid-render")
             proc = first.procs[0]
             family = [c.pid for c in psutil.Process(proc.pid).children(recursive=True)]
-            proc.kill()
-            proc.wait()
-            stop_pids(family)  # the browser of the killed worker, if its driver left it
+            try:
+                proc.kill()
+                proc.wait()
+            finally:
+                stop_pids(family)  # its browser, if its driver left it
             with render_workers(redis_url, tmp_path / "render2"):
                 s = wait_finished(redis_url, "killed", timeout=180)
     rows = {path_of(r["url"]): r for r in crawled(redis_url, "killed", tmp_path)}
@@ -351,19 +355,23 @@ def test_a_handed_off_url_waits_in_the_render_queue_longer_than_a_lease(conn):
     from rqcrawl import api
     from rqcrawl.frontier import leases
     from rqcrawl.frontier.dispatch import Frontier
+    from rqcrawl.frontier.state import Slot
 
     url = "http://127.0.0.1:9/p0"
     cfg = CrawlConfig.from_dict({"render": "auto", "allow_private": True, "sitemaps": False})
     api.start(conn, [url], "handoff", cfg)
     frontier = Frontier(conn, "handoff", cfg.scoped_to([url]))
     job = Queue(keys.QUEUE_NAME, connection=conn).jobs[0]
-    entry, _ = frontier.claim(url, job.id)
-    assert entry is not None and frontier.hand_off(url, entry)
+    entry = frontier.claim(url, job.id).entry
+    slot = Slot(frontier.state.key_of(url), seconds=0.01, answer="ok")  # its plain request's end
+    assert entry is not None and frontier.hand_off(url, entry, slot)
+    time.sleep(cfg.delay)  # the browser's request waits for its host's turn
+    assert frontier.release_due() == 1
     render_jobs = Queue(keys.RENDER_QUEUE, connection=conn).jobs
     assert [j.func_name for j in render_jobs] == ["rqcrawl.render.render_url"]
     time.sleep(leases.LEASE + 1)
     assert frontier.reap() == 0
-    assert frontier.claim(url, render_jobs[0].id)[0] is not None  # still the render job's
+    assert frontier.claim(url, render_jobs[0].id).entry is not None  # still the render job's
 
 
 @needs_chromium

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rqcrawl.config import CrawlConfig
-from rqcrawl.parse.rules import link_rules, link_verdict
+from rqcrawl.frontier.rules import link_rules, link_verdict
 
 HOST = "example.com"
 

@@ -15,9 +15,9 @@ from servers import RedisServer, SentinelServer
 from test_shards import HOSTS, PAGES, Web, seed_sharded, start_sites
 
 from rqcrawl import api
-from rqcrawl.frontier.redisurl import client, sentinel_settings
 from rqcrawl.frontier.shards import shard_map
 from rqcrawl.parse.urls import host_of
+from rqcrawl.redisurl import client, sentinel_settings
 from rqcrawl.workers.runner import LocalWorkers
 
 

@@ -12,8 +12,9 @@ import redis
 from test_shards import HOSTS, Web, finished_untouched, records_of, seed_sharded, start_sites
 
 from rqcrawl.config import CrawlConfig
+from rqcrawl.defaults import PAGE_BLOCK
 from rqcrawl.frontier import keys, shards
-from rqcrawl.frontier.state import PAGE_BLOCK, CrawlState
+from rqcrawl.frontier.state import CrawlState
 from rqcrawl.ops import control
 from rqcrawl.workers.runner import LocalWorkers
 

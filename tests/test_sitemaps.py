@@ -16,8 +16,8 @@ from rq import Queue
 from servers import HTTPSite, reply
 
 from rqcrawl.config import CrawlConfig
+from rqcrawl.frontier import sitemaps
 from rqcrawl.frontier.dispatch import JOB_FUNC, SITEMAP_FUNC
-from rqcrawl.parse import sitemaps
 from rqcrawl.workers.runner import LocalWorkers
 
 OUTSIDE = "http://127.0.0.9:9"  # another host: outside the crawl's scope
@@ -102,7 +102,7 @@ def crawl_site(
 ) -> HTTPSite:
     with HTTPSite(site.handle, host="127.0.0.2") as http:
         site.base = http.base
-        seed_local(redis_url, http.base + "/", crawl, 3, "--sitemaps", *flags)
+        seed_local(redis_url, http.base + "/", crawl, 3, "--sitemaps", "--sitemap-probe", *flags)
         with LocalWorkers(redis_url, 2, log_dir=logs):
             wait_finished(redis_url, crawl)
     return http
@@ -241,7 +241,15 @@ def test_a_sitemap_that_fails_for_now_is_retried_like_a_page(redis_url, tmp_path
             reply(req, 200 if req.path in ("/", "/late.html") else 404, page())
 
     with HTTPSite(handle, host="127.0.0.2") as http:
-        flags = ("--sitemaps", "--no-robots", "--retries", "1", "--retry-base", "0.1")
+        flags = (
+            "--sitemaps",
+            "--sitemap-probe",
+            "--no-robots",
+            "--retries",
+            "1",
+            "--retry-base",
+            "0.1",
+        )
         seed_local(redis_url, http.base + "/", "later", 2, *flags)
         with LocalWorkers(redis_url, 1):
             wait_finished(redis_url, "later")
@@ -286,8 +294,9 @@ def test_with_revisits_sitemaps_are_read_again_and_lastmod_brings_a_revisit_forw
     db = f"sqlite:///{tmp_path / 'tasks.db'}"
     with HTTPSite(site.handle, host="127.0.0.2", max_requests=200, max_seconds=80) as http:
         site.base = http.base
-        seed_local(redis_url, http.base + "/", "lm", 1, "--sitemaps", "--no-robots",
-                   "--revisit", "60s", "--db", db, "--config", str(settings))  # fmt: skip
+        seed_local(redis_url, http.base + "/", "lm", 1, "--sitemaps", "--sitemap-probe",
+                   "--no-robots", "--revisit", "60s", "--db", db,
+                   "--config", str(settings))  # fmt: skip
         with LocalWorkers(redis_url, 2):
             wait_until(lambda: http.hits["/a"] >= 2 and http.hits["/c"] == 1, 40,
                        "/a revisited and /c fetched")  # fmt: skip
@@ -344,7 +353,8 @@ def test_every_member_of_a_gzip_sitemap_is_read_within_the_byte_cap(redis_url, t
     with HTTPSite(site.handle, host="127.0.0.2") as http:
         site.base = http.base
         seed_local(
-            redis_url, http.base + "/", "appended", 3, "--sitemaps", "--config", str(settings),
+            redis_url, http.base + "/", "appended", 3, "--sitemaps", "--sitemap-probe",
+            "--config", str(settings),
         )  # fmt: skip
         with LocalWorkers(redis_url, 1):
             wait_finished(redis_url, "appended")
@@ -360,9 +370,43 @@ def test_every_member_of_a_gzip_sitemap_is_read_within_the_byte_cap(redis_url, t
 def test_a_sitemap_entry_has_its_own_job_function(redis_url, conn):
     """A sitemap document is read by crawl_sitemap, not by the page job: the dashboard and
     the worker tell the two apart by their RQ function."""
-    seed_local(redis_url, "http://127.0.0.2:9/", "own", 1, "--sitemaps")
+    seed_local(
+        redis_url, "http://127.0.0.2:9/", "own", 1, "--sitemaps", "--sitemap-probe",
+        "--host-concurrency", "2",
+    )  # fmt: skip
     jobs = {job.args[1]: job.func_name for job in Queue("crawl", connection=conn).get_jobs()}
     assert jobs == {
         "http://127.0.0.2:9/": JOB_FUNC,
         sitemaps.entry(sitemaps.root("http://127.0.0.2:9")): SITEMAP_FUNC,
     }
+
+
+def test_by_default_a_site_is_not_probed_its_robots_sitemaps_and_given_ones_are_read(
+    redis_url, tmp_path
+):
+    """Decision (b) of issue 35: no /sitemap.xml request unless asked; the Sitemap: lines of
+    robots.txt are read with no request of their own, and --sitemap adds one."""
+
+    def handle(req) -> None:
+        if req.path == "/robots.txt":
+            reply(req, 200, b"User-agent: *\nAllow: /\nSitemap: /maps/a.xml\n", "text/plain")
+        elif req.path in ("/maps/a.xml", "/maps/b.xml", "/sitemap.xml"):
+            page = {"/maps/a.xml": "/from-robots", "/maps/b.xml": "/given"}.get(req.path, "/x")
+            body = f"<urlset xmlns='http://www.sitemaps.org/schemas/sitemap/0.9'><url><loc>{page}</loc></url></urlset>"
+            reply(req, 200, body.encode(), "application/xml")
+        elif req.path in ("/", "/from-robots", "/given", "/x"):
+            reply(req, 200, b"<html><title>p</title></html>")
+        else:
+            reply(req, 404, b"no")
+
+    with HTTPSite(handle, host="127.0.0.2") as http:
+        seed_local(
+            redis_url, http.base + "/", "noprobe", 2, "--sitemaps", "--sitemap",
+            http.base + "/maps/b.xml",
+        )  # fmt: skip
+        with LocalWorkers(redis_url, 1):
+            wait_finished(redis_url, "noprobe")
+    assert "/sitemap.xml" not in http.hits and "/x" not in http.hits
+    assert http.hits["/maps/a.xml"] == http.hits["/maps/b.xml"] == 1
+    assert http.hits["/from-robots"] == http.hits["/given"] == 1
+    assert http.hits["/robots.txt"] == 1

@@ -8,11 +8,11 @@ import threading
 import time
 
 import pytest
-from sqlalchemy import event
+from sqlalchemy import event, func, select
 
 from rqcrawl.config import CrawlConfig
 from rqcrawl.frontier import tasks
-from rqcrawl.frontier.tasks import Known, TaskTable, schedule
+from rqcrawl.frontier.tasks import DIGESTS, Known, TaskTable, Visited, schedule
 from rqcrawl.parse.changes import Content
 
 CFG = CrawlConfig.from_dict({"revisit": 100, "revisit_min": 20, "revisit_max": 400})
@@ -362,3 +362,25 @@ def test_a_forked_child_opens_its_own_connections(db_url):
     os.close(read)
     assert os.waitstatus_to_exitcode(status) == 0 and reported == "0 1", reported
     assert table.take_due("c", 10, now=time.time() + 30 * 86400) == []  # the child took it
+
+
+def test_the_digests_table_keeps_one_row_per_url_however_often_pages_change(db_url):
+    """A page changing at each visit leaves the row of its current body only; a URL that
+    repeated an old body becomes that body's first once its first URL moved on."""
+    table = TaskTable(db_url)
+    for n in range(20):
+        table.visited("c", "http://a/live", 1, "fetched", 200, Content(f"live{n}"), CFG)
+    assert table.visited("c", "http://a/copy", 1, "fetched", 200, Content("live19"), CFG) == (
+        Visited(1, "new", "http://a/live")
+    )
+    with table.engine.connect() as conn:
+        rows = conn.execute(select(DIGESTS.c.digest, DIGESTS.c.url)).all()
+    assert sorted(rows) == [("live19", "http://a/live")]
+    again = table.visited("c", "http://a/live", 1, "fetched", 200, Content("live20"), CFG)
+    assert again.change == "changed" and again.duplicate_of is None
+    copy = table.visited("c", "http://a/copy", 1, "fetched", 200, Content("live19"), CFG)
+    assert copy.change == "unchanged" and copy.duplicate_of is None
+    back = table.visited("c", "http://a/live", 1, "fetched", 200, Content("live19"), CFG)
+    assert back.change == "changed" and back.duplicate_of == "http://a/copy"
+    with table.engine.connect() as conn:
+        assert conn.execute(select(func.count()).select_from(DIGESTS)).scalar() == 1

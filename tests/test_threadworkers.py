@@ -13,6 +13,7 @@ from servers import HTTPSite
 from testsite import Site
 
 from rqcrawl.parse.urls import canonicalize
+from rqcrawl.workers import slot_name
 from rqcrawl.workers.runner import LocalWorkers
 
 
@@ -39,7 +40,7 @@ class Concurrency:
                 self.now -= 1
 
 
-def test_one_process_of_four_threads_crawls_exactly_the_site(redis_url, conn):
+def test_one_process_of_four_slots_crawls_exactly_the_site(redis_url, conn):
     site = Site(pages=40, slow={i: 0.2 for i in range(40)})
     expected = site.expected(3)
     handler = Concurrency(site.handle)
@@ -49,7 +50,8 @@ def test_one_process_of_four_threads_crawls_exactly_the_site(redis_url, conn):
             final = wait_finished(redis_url, "t", timeout=120)
             names = sorted(w.name for w in Worker.all(connection=conn))
             host, pid = socket.gethostname(), pool.procs[0].pid
-            assert names == [f"{host}:{pid}:t{i}" for i in range(4)]  # where each one runs
+            first = f"{host}:{pid}"  # where each runs: the process's first slot, then its others
+            assert names == [first] + [slot_name(first, i) for i in range(1, 4)]
         assert pool.procs[0].returncode == 0  # a warm stop, not a kill
     assert http.hits.pop("/robots.txt") == 1
     assert all(n == 1 for n in http.hits.values()), http.hits

@@ -1,9 +1,10 @@
 """A host's pace listens to it (rqcrawl.fetch.politeness): one slow response does not stretch the
-schedule, 429s slow the host down and successes bring it back, any Retry-After is survived,
+schedule, 429s slow the host down and each success halves that, any Retry-After is survived,
 and hosts on one address share one gate with politeness_by = "ip"."""
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from http.server import BaseHTTPRequestHandler
@@ -12,9 +13,9 @@ from helpers import read_jsonl, rqcrawl, seed_local, status, wait_finished
 from servers import HTTPSite, reply
 from test_politeness import scope
 
-from rqcrawl import config
 from rqcrawl.fetch.http import RETRY_AFTER_MAX, retry_after
-from rqcrawl.fetch.politeness import Politeness
+from rqcrawl.fetch.politeness import pace_of
+from rqcrawl.frontier import configs
 from rqcrawl.frontier.keys import CrawlKeys
 from rqcrawl.workers.runner import LocalWorkers
 
@@ -95,6 +96,8 @@ def test_a_host_answering_429_gets_growing_gaps_then_all_its_pages(redis_url, tm
     # each 429 doubles the host's delay (0.2 s, at least 0.25 s, x2): 0.5, 1, 2 s
     assert gaps[0] >= 0.5 * 0.95 and gaps[1] >= 1.0 * 0.95 and gaps[2] >= 2.0 * 0.95, gaps
     assert gaps[0] < gaps[1] < gaps[2], gaps
+    # and each success halves it again: the gaps shrink back to the delay
+    assert gaps[3] < 0.75 * gaps[2] and gaps[-1] < 0.5, gaps
     rows = records(redis_url, "b", tmp_path)
     assert all(rows[f"p{i}"]["outcome"] == "fetched" for i in range(5))
     assert rows[""]["outcome"] == "fetched" and rows[""]["attempts"] == 4
@@ -128,7 +131,7 @@ def test_retry_after_of_a_year_or_400_digits_leaves_a_crawl_that_finishes(
         with HTTPSite(handle, host="127.0.0.2", max_requests=30, max_seconds=90) as a:
             conf = settings(
                 tmp_path, "y", a, b, max_retry_after=2.0, max_backoff_delay=1.0, retries=1,
-                retry_base=0.1,
+                retry_base=0.1, robots_patience=3.0,
             )  # fmt: skip
             seed_local(redis_url, a.base + "/", "y", 1, "--config", conf)
             with LocalWorkers(redis_url, 1):
@@ -141,8 +144,9 @@ def test_retry_after_of_a_year_or_400_digits_leaves_a_crawl_that_finishes(
     assert rows["x"]["outcome"] == "failed" and rows["x"]["reason"] == "robots"
     assert s["failed_by_reason"]["retry_after_too_long"] == 3
     # the host's delay in force says why: backed off, up to max_backoff_delay
-    cfg = config.load(conn, "y")
-    pace = Politeness(conn, CrawlKeys("y"), cfg).paces()[f"{a.host}:{a.port}"]
+    cfg = configs.load(conn, "y")
+    state = conn.hget(CrawlKeys("y").hosts, f"{a.host}:{a.port}").split()
+    pace = pace_of([float(x) for x in state], cfg)
     assert pace.why == "back-off" and pace.delay == 1.0
     [row] = [h for h in status(redis_url, "y")["hosts"] if h["host"] == f"{a.host}:{a.port}"]
     assert row["delay_source"] == "back-off" and row["delay_s"] == 1.0  # status shows it too
@@ -168,8 +172,9 @@ def test_two_hosts_on_one_ip_share_one_gate_with_politeness_by_ip(redis_url, tmp
         with LocalWorkers(redis_url, 2):
             wait_finished(redis_url, "ip")
     assert len(a.hits) == len(b.hits) == 7  # six pages and robots.txt each
-    both = sorted(t for site in (a, b) for t, _ in site.log)
-    gaps = [y - x for x, y in zip(both, both[1:], strict=False)]
+    both = sorted(entry for site in (a, b) for entry in site.log)
+    # (robots.txt takes no turn: a host's first page may follow it at once)
+    gaps = [y[0] - x[0] for x, y in itertools.pairwise(both) if x[1] != "/robots.txt"]
     assert min(gaps) >= delay * 0.95, gaps  # one gate for the two hosts of 127.0.0.1
 
 

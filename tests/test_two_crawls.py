@@ -10,8 +10,7 @@ from servers import HTTPSite
 from test_crawl_e2e import path_of
 from testsite import Site
 
-from rqcrawl import config
-from rqcrawl.frontier import keys
+from rqcrawl.frontier import configs, keys
 from rqcrawl.frontier.bloom import BloomFilter
 from rqcrawl.parse.urls import canonicalize
 from rqcrawl.workers.runner import LocalWorkers
@@ -61,7 +60,7 @@ def test_two_crawls_on_the_same_workers_share_nothing(redis_url, conn, tmp_path)
 
     # Each crawl's Bloom filter holds its own URLs and none of the other's.
     for name, other in (("alpha", "beta"), ("beta", "alpha")):
-        cfg = config.load(conn, name)
+        cfg = configs.load(conn, name)
         bloom = BloomFilter(
             conn, keys.CrawlKeys(name).bloom, cfg.bloom_capacity, cfg.bloom_error_rate
         )

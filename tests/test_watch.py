@@ -3,12 +3,16 @@ with the crawl or on Ctrl-C."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import pty
 import select
 import signal
+import struct
 import subprocess
+import termios
 
+import pyte
 from helpers import BIN, env_with, rqcrawl, seed_local, wait_until
 from servers import HTTPSite
 from testsite import Site
@@ -50,27 +54,52 @@ def read_until(fd: int, done, timeout: float) -> str:
     return wait_until(text, timeout, f"output that passes {done.__name__}", accept=done, every=0)
 
 
-def test_watch_redraws_in_place_on_a_terminal_and_ctrl_c_ends_it_cleanly(redis_url):
-    seed_local(redis_url, "http://127.0.0.1:9/", "tty", 1)
-    rqcrawl(redis_url, "pause", "tty")  # no worker and paused: it never ends by itself
+def watch_on_a_terminal(redis_url: str, crawl: str, columns: int, rows: int, frames: int):
+    """What `status CRAWL --watch` shows on a terminal of `columns` x `rows` (a pty read by
+    pyte, a terminal emulator) after `frames` refreshes and a Ctrl-C; and its stderr."""
     master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
+    env = {k: v for k, v in env_with(redis_url).items() if k not in ("COLUMNS", "LINES")}
     proc = subprocess.Popen(
-        [str(BIN / "rqcrawl"), "status", "tty", "--watch", "--interval", "0.1"],
-        env=env_with(redis_url), stdout=slave, stderr=subprocess.PIPE, text=True,
+        [str(BIN / "rqcrawl"), "status", crawl, "--watch", "--interval", "0.1"],
+        env=env, stdin=subprocess.DEVNULL, stdout=slave, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     os.close(slave)
     try:
-        shown = read_until(master, lambda text: text.count("\x1b[J") >= 3, timeout=20)
+        shown = read_until(master, lambda text: text.count(": paused") >= frames, timeout=30)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=10)
+        shown += read_until(master, lambda text: True, timeout=1)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
         os.close(master)
-    first = shown.split("\x1b[J")[0]
-    assert "crawl      tty: paused" in first
-    height = first.count("\n")
-    # Each later frame starts by moving up to the first line of the previous one.
-    assert shown.count(f"\x1b[{height}F") >= 2
     assert proc.returncode == 0 and "Traceback" not in err
+    screen = pyte.Screen(columns, rows)
+    pyte.Stream(screen).feed(shown)
+    return [row.rstrip() for row in screen.display], shown
+
+
+def test_watch_redraws_in_place_on_a_terminal_and_ctrl_c_ends_it_cleanly(redis_url):
+    seed_local(redis_url, "http://127.0.0.1:9/", "tty", 1)
+    rqcrawl(redis_url, "pause", "tty")  # no worker and paused: it never ends by itself
+    screen, shown = watch_on_a_terminal(redis_url, "tty", 120, 40, frames=3)
+    assert shown.count(": paused") >= 3  # redrawn ...
+    assert [row for row in screen if "crawl      tty: paused" in row] == [  # ... in place
+        "crawl      tty: paused"
+    ]
+
+
+def test_watch_leaves_no_stale_lines_on_a_narrow_terminal(redis_url):
+    """Lines wider than the terminal take several rows each: every one is redrawn."""
+    seed_local(redis_url, "http://127.0.0.1:9/", "narrow", 1)
+    rqcrawl(redis_url, "pause", "narrow")
+    wide, _ = watch_on_a_terminal(redis_url, "narrow", 200, 60, frames=1)
+    block = [row for row in wide if row]
+    assert max(map(len, block)) > 40  # lines the narrow terminal wraps
+    screen, shown = watch_on_a_terminal(redis_url, "narrow", 40, 60, frames=6)
+    assert shown.count(": paused") >= 6
+    assert sum(": paused" in row for row in screen) == 1, "\n".join(screen)
+    text = [row for row in screen if row]
+    assert len(text) <= sum(-(-len(row) // 40) for row in block), "\n".join(screen)

@@ -8,12 +8,12 @@ from servers import HTTPSite
 from test_crawl_e2e import path_of
 from testsite import Site
 
-from rqcrawl import config
 from rqcrawl.config import CrawlConfig
 from rqcrawl.fetch import warc
 from rqcrawl.fetch.robots import Robots, RobotsCache
+from rqcrawl.frontier import configs
 from rqcrawl.frontier.keys import CrawlKeys
-from rqcrawl.frontier.redisurl import server_key
+from rqcrawl.redisurl import server_key
 from rqcrawl.workers import crawls
 from rqcrawl.workers.runner import LocalWorkers
 
@@ -39,11 +39,11 @@ def test_a_purged_crawl_name_serves_a_new_crawl_with_its_own_settings(redis_url,
 def test_per_crawl_caches_of_a_worker_process_are_bounded(conn, tmp_path):
     names = [f"c{i}" for i in range(crawls.CRAWLS_KEPT + 5)]
     for name in names:
-        config.save(conn, name, CrawlConfig(warc_dir=str(tmp_path / "warc")))
+        configs.save(conn, name, CrawlConfig(warc_dir=str(tmp_path / "warc")))
     for name in names:
         assert crawls.crawl_of(conn, name) is not None
     assert len(crawls._crawls) <= crawls.CRAWLS_KEPT
-    assert len(config._cache) <= config.CONFIGS_KEPT
+    assert len(configs._cache) <= configs.CONFIGS_KEPT
     # The crawl met last is kept, the first one was dropped (least recently used).
     kept = [crawls._crawls.get((server_key(conn), name)) for name in (names[-1], names[0])]
     assert kept[0] is not None and kept[1] is None

@@ -5,6 +5,7 @@ waits for Redis); the page it held comes back through its lease once Redis is ba
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import signal
 import subprocess
@@ -15,10 +16,12 @@ import pytest
 import redis
 from helpers import BIN, seed_local, wait_finished, wait_until
 from rq import Worker
-from servers import HTTPSite, RedisServer, drip, reply
+from servers import HTTPSite, RedisServer, drip, free_port, reply
 
-from rqcrawl.workers.runner import WORKER_CLASS, LocalWorkers
-from rqcrawl.workers.worker import STOP_CHECK_S, CrawlWorker
+from rqcrawl.defaults import STOP_CHECK_S
+from rqcrawl.workers.runner import WORKER_CLASS, LocalWorkers, watch
+from rqcrawl.workers.stopping import Stop, StopAsked
+from rqcrawl.workers.worker import CrawlWorker
 
 STOPPED_WITHIN = 10.0  # seconds from SIGTERM to exit (the issue's bound)
 
@@ -133,7 +136,7 @@ def test_rqcrawl_crawl_whose_redis_is_gone_stops_within_seconds(tmp_path):
 
 
 def test_a_stop_ends_only_a_blocked_dequeue_and_moves_no_job(conn):
-    """end_blocked_dequeue finds the worker's connection blocked on the queue by its name and
+    """end_blocked_dequeues finds the worker's connection blocked on the queue by its name and
     ends its wait without a job; a dequeue that already took a job is left alone."""
     worker = CrawlWorker(["crawl"], connection=conn, name="stopper")
     ended = []
@@ -141,17 +144,17 @@ def test_a_stop_ends_only_a_blocked_dequeue_and_moves_no_job(conn):
     def dequeue() -> None:
         ended.append(worker.connection.blmove("src", "dst", 20))
 
-    assert not worker.end_blocked_dequeue()  # nothing blocked
+    assert not worker.end_blocked_dequeues({"stopper"})  # nothing blocked
     blocked = threading.Thread(target=dequeue)
     blocked.start()
     wait_until(lambda: "b" in client_flags(conn, "stopper"), 10, "the dequeue to block")
     began = time.monotonic()
-    assert worker.end_blocked_dequeue()
+    assert worker.end_blocked_dequeues({"stopper", "another"}) == {"stopper"}
     blocked.join(20)
     assert ended == [None] and time.monotonic() - began < 5  # its 20 s not waited
     conn.rpush("src", "job")
     assert worker.connection.blmove("src", "dst", 1) == b"job"
-    assert not worker.end_blocked_dequeue() and conn.lrange("dst", 0, -1) == [b"job"]
+    assert not worker.end_blocked_dequeues({"stopper"}) and conn.lrange("dst", 0, -1) == [b"job"]
 
 
 def client_flags(conn: redis.Redis, name: str) -> str:
@@ -175,4 +178,19 @@ def test_an_idle_worker_stops_at_once(redis_url, tmp_path):
         finally:
             workers.stop()
     assert all(code == 0 for _, code in took), took
-    assert sorted(t for t, _ in took)[1] < STOP_CHECK_S / 2, took
+    # a dequeue left to end by itself would add up to STOP_CHECK_S to the exit's own ~0.15 s
+    assert sorted(t for t, _ in took)[1] < STOP_CHECK_S, took
+
+
+def test_a_watch_that_starts_after_its_redis_is_gone_waits_for_it_and_stops_when_asked():
+    """On a busy machine the workers may fetch (and Redis go) before `rqcrawl crawl` starts
+    watching: its first reads (the crawl's settings, its shards) wait for Redis like every
+    later one, and a stop asked meanwhile ends it as a stop (CI once saw a raw "Redis:
+    Error 111" here instead of "crawl ... stopped")."""
+    gone = redis.Redis(port=free_port(), socket_connect_timeout=1)
+    stop = Stop()
+    threading.Timer(1.5, stop.asked.set).start()
+    out = io.StringIO()
+    with pytest.raises(StopAsked):
+        watch(gone, "gone", LocalWorkers([], 0), out=out, stop=stop)
+    assert "Redis unreachable" in out.getvalue(), out.getvalue()

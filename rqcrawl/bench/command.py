@@ -13,13 +13,16 @@ from __future__ import annotations
 import os
 
 import click
+from click.core import ParameterSource
 
-from rqcrawl.frontier.dispatch import PUMP_BATCH
+from rqcrawl.defaults import PUMP_BATCH
 
 from .report import NATIVE, PRELOADED, STOCK, median_result, notes, table
 from .runs import SCRAPY_CONCURRENCY, run_rqcrawl, run_scrapy, scrapy_available
 from .site import ChainSpec, FanSpec, SiteSpec
 from .tree import TreeSpec
+
+CARD_PAGES = 100  # the card's one-host site unless --pages says otherwise
 
 
 def parse_list(kind):
@@ -49,6 +52,8 @@ def load_average() -> str:
               help="Seconds added to every response, comma-separated (e.g. 0,0.1).")  # fmt: skip
 @click.option("--threads", default="1", show_default=True, callback=parse_list(int),
               help="rqcrawl workers per process (threads), comma-separated.")  # fmt: skip
+@click.option("--client", "http_client", default="requests", show_default=True,
+              help="The rqcrawl workers' http_client (requests, httpx).")  # fmt: skip
 @click.option("--scrapy/--no-scrapy", "with_scrapy", default=True,
               help="Also crawl with Scrapy, when installed (rqcrawl[bench]).")  # fmt: skip
 @click.option("--concurrency", default=str(SCRAPY_CONCURRENCY), show_default=True,
@@ -108,13 +113,39 @@ def load_average() -> str:
               help="Instead: the fixed costs of `rqcrawl crawl` of a one-page site, at "
                    "default settings and with --delay 0: each phase's time (--timings) and "
                    "the site's requests, medians of --repeat runs.")  # fmt: skip
+@click.option("--web", "web_hosts", type=click.IntRange(min=2, max=254), metavar="N",
+              help="Instead: `rqcrawl crawl` at default settings of a web of N hosts with "
+                   "latency and misbehaviours, judged from the servers' logs (wall time "
+                   "against the politeness floor, requests per connection, rule checks); "
+                   "with an explicit --scrapy, Scrapy at polite settings too.")  # fmt: skip
+@click.option("--card", is_flag=True,
+              help="Instead: the card's fleet (`rqcrawl seed` and two plain `rq worker "
+                   "crawl`) on a one-host site of --pages pages (100 unless given) at the "
+                   "default delay: RQ jobs and deferrals per page, gaps between "
+                   "requests.")  # fmt: skip
+@click.pass_context
 def bench(
-    pages, workers, threads, latency, with_scrapy, concurrency, tree, stock, repeat, site_procs,
-    revisit_memory, db_url, task_table, skewed, fan_pages, crawl_delay, chain_pages,
-    shard_counts, hosts, bloom_module, render, render_workers, one_page, profile,
+    ctx, pages, workers, threads, latency, http_client, with_scrapy, concurrency, tree, stock,
+    repeat, site_procs, revisit_memory, db_url, task_table, skewed, fan_pages, crawl_delay,
+    chain_pages, shard_counts, hosts, bloom_module, render, render_workers, one_page, profile,
+    web_hosts, card,
 ) -> None:  # fmt: skip
     """Benchmark rqcrawl against Scrapy on a generated local site (or a static tree) and print
     one table."""
+    if web_hosts:
+        from .web import report as web_report  # each mode loads only when asked
+
+        explicit = ctx.get_parameter_source("with_scrapy") == ParameterSource.COMMANDLINE
+        if explicit and with_scrapy and not scrapy_available():
+            raise click.ClickException("Scrapy is not installed: pip install 'rqcrawl[bench]'")
+        web_report(web_hosts, explicit and with_scrapy)
+        return
+    if card:
+        from .card import report as card_report  # each mode loads only when asked
+
+        given = ctx.get_parameter_source("pages") == ParameterSource.COMMANDLINE
+        card_report(pages if given else CARD_PAGES)
+        return
     if one_page:
         from .onepage import report as one_page_report  # each mode loads only when asked
 
@@ -184,15 +215,17 @@ def bench(
             else:
                 cap = max(concurrency)  # Scrapy's per-domain cap
                 result = run_rqcrawl(
-                    spec, lat, procs, per_proc, site_procs, crawler, bloom_module, cap
-                )
+                    spec, lat, procs, per_proc, site_procs, crawler, bloom_module, cap,
+                    http_client=http_client,
+                )  # fmt: skip
             reps[crawler, procs, per_proc, lat].append(result)
     results = [median_result(r) for r in reps.values()]
     command = (
         f"rqcrawl bench {f'--tree {tree}' if tree else f'--pages {pages}'} "
         f"--workers {','.join(map(str, workers))} "
         f"--threads {','.join(map(str, threads))} "
-        f"--latency {','.join(map(str, latency))} --{'' if with_scrapy else 'no-'}scrapy "
+        + (f"--client {http_client} " if http_client != "requests" else "")
+        + f"--latency {','.join(map(str, latency))} --{'' if with_scrapy else 'no-'}scrapy "
         f"--concurrency {','.join(map(str, concurrency))} --{'' if stock else 'no-'}stock "
         f"--repeat {repeat} "
         f"--site-procs {site_procs}" + (f" --bloom-module {bloom_module}" if bloom_module else "")

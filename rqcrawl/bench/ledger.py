@@ -62,7 +62,7 @@ PROBES: list[tuple[object, str, str]] = [
     (Frontier, "_enqueue", "enqueue released URLs (RQ jobs)"),
     (jobs, "_job", "job frame (leases held, describe)"),
     (gate, "through", "politeness gate: acquire"),
-    (gate.Go, "release", "politeness gate: release"),
+    (gate.Go, "slot", "politeness gate: release"),  # its Slot, sent with the finish
     (jobs, "fetch_and_parse", "visit (record, digest, link rules)"),
     (visit, "fetch", "fetch (HTTP client)"),
     (visit, "decode", "decode"),

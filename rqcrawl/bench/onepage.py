@@ -5,9 +5,10 @@ no sitemap: both answer 404) at default settings, but --allow-private (the site 
 127.0.0.1), and the same with --delay 0; each run with a fresh data directory (its own
 embedded Redis). Printed per phase, the median over the runs of its time since the command
 started: the command's own phases (`--timings`), the requests as the site saw them, the
-exit. A polite crawl of one page makes three requests to its host (robots.txt, the page,
-the /sitemap.xml probe) and the host's pace (`delay` between two request starts) applies to
-each: (requests - 1) x delay of the wall time is the pace's, the rest is the fixed cost.
+exit. A polite crawl of one page makes two requests to its host (robots.txt, the page; no
+/sitemap.xml unless `sitemap_probe`); the host's pace (`delay` between two request starts)
+applies between those after robots.txt, which takes no turn: (paced requests - 1) x delay of
+the wall time is the pace's, the rest is the fixed cost.
 """
 
 from __future__ import annotations
@@ -128,10 +129,11 @@ def rows(runs: list[Run], delay: float) -> list[tuple[str, float]]:
     }
     wall = medians["exit"]
     count = len(runs[0].requests)
-    pace = max(0, count - 1) * delay
+    paced = sum(path != "/robots.txt" for path, _ in runs[0].requests)
+    pace = max(0, paced - 1) * delay
     return sorted(medians.items(), key=lambda item: item[1]) + [
         ("requests to the host", float(count)),
-        (f"pace waits: ({count} - 1) x delay", pace),
+        (f"pace waits: ({paced} paced - 1) x delay", pace),
         ("fixed cost: wall - pace waits", wall - pace),
         ("CPU s of the command and its workers", statistics.median(r.cpu_s for r in runs)),
     ]

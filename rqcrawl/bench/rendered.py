@@ -122,7 +122,7 @@ def measure(pages: int, workers: int, render_workers: int) -> list[Row]:
             queue=keys.RENDER_QUEUE,
         )  # fmt: skip
         try:
-            wait_for_workers(conn, plain, workers + render_workers)
+            wait_for_workers(conn, plain, renderers)
             runs = (
                 ("server-side site, plain fetch", ssr_base, [], [plain]),
                 ('server-side site, render = "auto"', ssr_base, ["auto"], [plain, renderers]),

@@ -21,9 +21,8 @@ import click
 from redis import Redis
 from sqlalchemy import delete, func, insert, select, text
 
-from rqcrawl import config
 from rqcrawl.config import CrawlConfig
-from rqcrawl.frontier import tasks
+from rqcrawl.frontier import configs, tasks
 from rqcrawl.frontier.dispatch import Frontier
 from rqcrawl.frontier.keys import CrawlKeys
 from rqcrawl.frontier.state import CrawlState
@@ -55,7 +54,7 @@ def revisit_memory(pages: int, db_url: str | None) -> dict[str, float]:
         conn = Redis.from_url(redis_server.url)
         pool = LocalWorkers(redis_server.url, 2, 1)
         try:
-            wait_for_workers(conn, pool, 2)
+            wait_for_workers(conn, pool)
             cfg = replace(
                 crawl_config(server),
                 revisit=86_400.0,
@@ -63,7 +62,7 @@ def revisit_memory(pages: int, db_url: str | None) -> dict[str, float]:
                 bloom_capacity=pages,
                 sitemaps=False,  # the site has none: its /sitemap.xml would be a row too
             )
-            config.save(conn, CRAWL, cfg)
+            configs.save(conn, CRAWL, cfg)
             Frontier(conn, CRAWL, cfg).seed([canonicalize(server.origin + "/p0.html")])
             wait_finished(conn, pool)
             pool.stop()

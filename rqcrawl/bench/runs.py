@@ -18,8 +18,9 @@ import click
 from redis import Redis
 from rq import Worker
 
-from rqcrawl import api, config
+from rqcrawl import api
 from rqcrawl.config import CrawlConfig
+from rqcrawl.frontier import configs
 from rqcrawl.frontier.dispatch import Frontier
 from rqcrawl.frontier.keys import CrawlKeys
 from rqcrawl.frontier.state import CrawlState
@@ -95,12 +96,14 @@ def run_rqcrawl(
     bloom_module: str | None = None,
     host_concurrency: int = SCRAPY_CONCURRENCY,
     ledger_dir: Path | None = None,
+    http_client: str = "requests",
 ) -> Result:
     """Crawl the site (or tree) with `workers` local worker processes (of `threads` workers
     each) of the `crawler`'s kind (the recommended worker, or stock ones; NATIVE: the
     recommended worker on the native Bloom filter of `bloom_module`) against a private Redis,
     at most `host_concurrency` requests at a time (Scrapy's per-domain cap). With
-    `ledger_dir`, the recommended worker runs with the probes of `--profile` (ledger.py)."""
+    `ledger_dir`, the recommended worker runs with the probes of `--profile` (ledger.py).
+    `http_client` is the crawl's setting of that name."""
     server = SiteServer(spec, latency, site_procs).start()
     native = crawler == NATIVE
     with tempfile.TemporaryDirectory(prefix="rqcrawl-bench-") as tmp:
@@ -118,15 +121,15 @@ def run_rqcrawl(
             env={"RQCRAWL_LEDGER": str(ledger_dir)} if ledger_dir else None,
         )
         try:
-            wait_for_workers(conn, pool, workers * threads)
+            wait_for_workers(conn, pool)
             cpu0 = sum(proc_cpu_s(p.pid) for p in pool.procs)
             site0 = sum(proc_cpu_s(pid) for pid in server.pids)
             before = redis_numbers(conn)
             cfg = replace(
-                crawl_config(server, host_concurrency=host_concurrency),
+                crawl_config(server, host_concurrency=host_concurrency, http_client=http_client),
                 bloom_filter="native" if native else "lua",
             )
-            config.save(conn, CRAWL, cfg)
+            configs.save(conn, CRAWL, cfg)
             Frontier(conn, CRAWL, cfg).seed([canonicalize(server.origin + spec.start)])
             wait_finished(conn, pool)
             cpu = sum(proc_cpu_s(p.pid) for p in pool.procs) - cpu0
@@ -174,11 +177,15 @@ def page_set(conn: Redis, origin: str) -> frozenset[str]:
     )
 
 
-def wait_for_workers(conn: Redis, pool: LocalWorkers, count: int, timeout: float = 60) -> None:
-    """Start timing only once every worker has registered (Python start-up is not crawling)."""
+def wait_for_workers(
+    conn: Redis, *pools: LocalWorkers, shard: int = 0, timeout: float = 60
+) -> None:
+    """Start timing only once every RQ worker of the `pools` on `conn` (shard `shard`, each
+    slot of each process) has registered (Python start-up is not crawling)."""
     deadline = time.monotonic() + timeout
+    count = sum(pool.rq_workers(shard) for pool in pools)
     while Worker.count(connection=conn) < count:
-        if pool.alive() < len(pool.procs) or time.monotonic() > deadline:
+        if any(p.alive() < len(p.procs) for p in pools) or time.monotonic() > deadline:
             raise click.ClickException("rq workers did not start")
         time.sleep(0.1)
 
@@ -248,7 +255,7 @@ def pending_bytes(conn: Redis, crawl: str, urls: list[str], window: int) -> floa
     """Redis bytes per URL seeded into a new crawl (its Bloom filter, sized to the URLs, not
     counted)."""
     cfg = pending_config(len(urls), window)
-    config.save(conn, crawl, cfg)
+    configs.save(conn, crawl, cfg)
     frontier = Frontier(conn, crawl, cfg)
     before = conn.info("memory")["used_memory"]
     frontier.seed(urls)
@@ -278,7 +285,7 @@ def run_scrapy(
                     sys.executable, "-m", "rqcrawl.bench.spider", server.origin + spec.start,
                     str(result_path), "--concurrency", str(concurrency),
                     "--depth-limit", str(BENCH_SETTINGS["max_depth"]),
-                    "--user-agent", CrawlConfig.user_agent, "--items", str(items_path),
+                    "--user-agent", CrawlConfig().agent, "--items", str(items_path),
                 ],
                 capture_output=True,
                 text=True,

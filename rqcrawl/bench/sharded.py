@@ -1,6 +1,6 @@
 """`rqcrawl bench --shards 1,2`: the same crawl on 1, 2, ... Redis servers (shards), for the
-capacity model (README, Shards): per page, the workers' CPU, every shard's Redis CPU and
-commands, and the links that crossed shards (their outboxes).
+capacity model (docs/explanation/capacity.md): per page, the workers' CPU, every shard's Redis
+CPU and commands, and the links that crossed shards (their outboxes).
 
 For each shard count N: N private embedded Redis servers, the generated site spread over
 `hosts` hosts 127.0.0.x (site.start_hosts: page i on host i % hosts, links across hosts),
@@ -65,8 +65,8 @@ def run(spec: SiteSpec, hosts: int, shards: int, workers: int) -> ShardRun:
                 redises.append(EmbeddedRedis(Path(tmp) / str(i)).start())
             conns = [Redis.from_url(r.url) for r in redises]
             pool = LocalWorkers([r.url for r in redises], workers // shards)
-            for conn in conns:
-                wait_for_workers(conn, pool, workers // shards)
+            for shard, conn in enumerate(conns):
+                wait_for_workers(conn, pool, shard=shard)
             return measure(servers, conns, [r.url for r in redises], pool)
         finally:
             if pool is not None:

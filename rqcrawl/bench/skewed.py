@@ -79,7 +79,7 @@ def measure(
         slow, other = SiteServer(fan, procs=1).start(), SiteServer(chain, procs=1).start()
         pool = LocalWorkers(redis_server.url, workers, threads)
         try:
-            wait_for_workers(conn, pool, workers * threads)
+            wait_for_workers(conn, pool)
             for i in range(repeat):
                 for exact in (True, False):
                     shapes = (("both", [slow, other]), ("slow alone", [slow]), ("chain", [other]))

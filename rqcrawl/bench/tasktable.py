@@ -30,8 +30,8 @@ import click
 from sqlalchemy import delete, text, update
 from sqlalchemy.engine import make_url
 
+from rqcrawl.defaults import PUMP_BATCH
 from rqcrawl.frontier import tasks
-from rqcrawl.frontier.dispatch import PUMP_BATCH
 from rqcrawl.frontier.tasks import TASKS, TaskTable
 
 CRAWL = "bench-task-table"

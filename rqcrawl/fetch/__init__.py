@@ -1,4 +1,5 @@
-"""One request to the web, and the rules every request obeys: the HTTP client (`http`) on a
-guarded transport (`guard`, `transport`, `deadline`), cookies, robots.txt, the per-host
-politeness gate, and the WARC archive of what was received.
+"""One request to the web, and the rules every request obeys: the fetch (`http`) through an
+HTTP client of the `clients` seam that connects through the guard (`guard`) under the
+deadline (`deadline`), the crawl's proxies, cookies, robots.txt, the per-host politeness
+gate, and the WARC archive of what was received.
 """

@@ -14,17 +14,16 @@ from __future__ import annotations
 import itertools
 import threading
 from collections import OrderedDict
-from http.cookiejar import Cookie
+from http.cookiejar import Cookie, CookieJar
 from urllib.parse import urlsplit
-
-import requests
-from requests.cookies import RequestsCookieJar, extract_cookies_to_jar
+from urllib.request import Request
 
 from rqcrawl.config import CrawlConfig
+from rqcrawl.fetch.clients.base import HttpResponse
 
 MAX_JARS = 1000  # host jars kept per process, all crawls together
 
-_jars: OrderedDict[tuple[int, str], RequestsCookieJar] = OrderedDict()
+_jars: OrderedDict[tuple[int, str], CookieJar] = OrderedDict()
 _lock = threading.Lock()
 _crawl_ids = itertools.count()
 
@@ -38,31 +37,32 @@ class Cookies:
         self.max_bytes = cfg.max_cookie_bytes_per_host
         self._id = next(_crawl_ids)  # never reused: a purged crawl's name starts afresh
 
-    def jar(self, url: str) -> RequestsCookieJar | None:
-        """A copy of the cookies of `url`'s host, to send with a request to it (a copy: other
-        threads of the worker may receive cookies from the same host meanwhile)."""
+    def header(self, url: str) -> str | None:
+        """The Cookie header to send with a request of `url`, if any cookie goes with it."""
         if not self.enabled:
             return None
+        request = Request(url)
         with _lock:
-            return self._host_jar(url).copy()
+            self._host_jar(url).add_cookie_header(request)
+        return request.get_header("Cookie")
 
-    def receive(self, resp: requests.Response) -> None:
+    def receive(self, resp: HttpResponse) -> None:
         """Keep the cookies `resp` sets (or deletes), within the host's cap."""
         if not self.enabled:
             return
         with _lock:
             jar = self._host_jar(resp.url)
             before = {_key(c) for c in jar}
-            extract_cookies_to_jar(jar, resp.request, resp.raw)
+            jar.extract_cookies(resp, Request(resp.url))  # type: ignore[arg-type]
             jar.clear_expired_cookies()
             _cap(jar, before, self.max_count, self.max_bytes)
 
-    def _host_jar(self, url: str) -> RequestsCookieJar:
+    def _host_jar(self, url: str) -> CookieJar:
         """The jar of `url`'s host (the caller holds the lock)."""
         key = (self._id, urlsplit(url).hostname or "")
         jar = _jars.get(key)
         if jar is None:
-            jar = _jars[key] = RequestsCookieJar()
+            jar = _jars[key] = CookieJar()
             if len(_jars) > MAX_JARS:
                 _jars.popitem(last=False)
         else:
@@ -70,7 +70,7 @@ class Cookies:
         return jar
 
 
-def _cap(jar: RequestsCookieJar, before: set[tuple], max_count: int, max_bytes: int) -> None:
+def _cap(jar: CookieJar, before: set[tuple], max_count: int, max_bytes: int) -> None:
     """Drop cookies until `jar` is within the cap: new ones first, largest first."""
     cookies = list(jar)
     count, size = len(cookies), sum(map(_size, cookies))

@@ -17,8 +17,6 @@ import socket
 import threading
 import time
 
-from urllib3.connection import HTTPConnection
-
 
 class Watch:
     """`with Watch(seconds) as watch:` reads this thread's responses under a deadline of
@@ -107,11 +105,9 @@ def _forked() -> None:
 os.register_at_fork(after_in_child=_forked)
 
 
-class WatchedConnection(HTTPConnection):
-    """Mixed into urllib3's connections: a response is read under the thread's deadline."""
-
-    def getresponse(self, *args, **kwargs):  # type: ignore[no-untyped-def]
-        watch = getattr(_current, "watch", None)
-        if watch is not None:
-            _watchdog.attach(watch, self.sock)
-        return super().getresponse(*args, **kwargs)
+def reading_from(sock: socket.socket | None) -> None:
+    """Called by a client (rqcrawl.fetch.clients) before it reads a response from `sock`:
+    the thread's download, if under a Watch, is cut short by shutting `sock` down."""
+    watch = getattr(_current, "watch", None)
+    if watch is not None:
+        _watchdog.attach(watch, sock)

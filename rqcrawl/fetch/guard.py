@@ -6,6 +6,9 @@ a TCP handshake. The peer of the connected socket is checked again as a second l
 connection is checked, so redirects and DNS rebinding cannot slip past. Through a proxy the
 proxy connects, not us: the target's name is resolved and checked here before the request is
 sent to the proxy (which then resolves the name again itself).
+
+Nothing here knows a client library: each client (rqcrawl.fetch.clients) connects with
+`checked_addresses` and `check_peer`.
 """
 
 from __future__ import annotations
@@ -14,10 +17,6 @@ import ipaddress
 import socket
 from collections.abc import Iterator
 from urllib.parse import urlsplit
-
-from urllib3.connection import HTTPConnection
-from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
-from urllib3.util.connection import allowed_gai_family
 
 _CGNAT = ipaddress.ip_network("100.64.0.0/10")
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
@@ -80,34 +79,32 @@ def _refusal(addr: IPAddress, allowed: Networks) -> str | None:
     return None
 
 
-class AddressRefused(NewConnectionError):
-    """An address a crawl may not reach: `detail` says which and why."""
+class AddressRefused(OSError):
+    """An address a crawl may not reach: `detail` says which and why. An OSError, as a
+    failed connection is, so that client libraries pass it up as one."""
 
-    def __init__(self, conn: HTTPConnection | None, ip: str, why: str):
+    def __init__(self, ip: str, why: str):
         self.detail = f"refused address {ip} ({why})"
-        super().__init__(conn, self.detail)  # type: ignore[arg-type]
+        super().__init__(self.detail)
 
 
-def checked_addresses(
-    host: str, port: int, conn: HTTPConnection | None = None, allowed: Networks = ()
-) -> list[tuple[int, tuple]]:
+def checked_addresses(host: str, port: int, allowed: Networks = ()) -> list[tuple[int, tuple]]:
     """(family, sockaddr) of every address `host` resolves to; AddressRefused if any is
-    refused (a name that also points inward is not trusted with its other addresses)."""
-    try:
-        found = resolve(host, port)
-    except socket.gaierror as exc:
-        raise NameResolutionError(host, conn, exc) from exc  # type: ignore[arg-type]
+    refused (a name that also points inward is not trusted with its other addresses).
+    Raises socket.gaierror for a name that does not resolve."""
+    found = resolve(host, port)
     for _, sockaddr in found:
         why = refusal(sockaddr[0], allowed)
         if why:
-            raise AddressRefused(conn, sockaddr[0], why)
+            raise AddressRefused(sockaddr[0], why)
     return found
 
 
 def resolve(host: str, port: int) -> list[tuple[int, tuple]]:
     """(family, sockaddr) of every address `host` resolves to: the crawler's one resolver,
     for connections and for the per-IP politeness gate alike. Raises socket.gaierror."""
-    infos = socket.getaddrinfo(host, port, allowed_gai_family(), socket.SOCK_STREAM)
+    family = socket.AF_UNSPEC if socket.has_ipv6 else socket.AF_INET
+    infos = socket.getaddrinfo(host, port, family, socket.SOCK_STREAM)
     return [(family, sockaddr) for family, *_, sockaddr in infos]
 
 
@@ -119,42 +116,20 @@ def check_url(url: str, allowed: Networks = ()) -> None:
     checked_addresses(parts.hostname or "", port, allowed=allowed)
 
 
-class GuardedConnection(HTTPConnection):
-    """Mixed into urllib3's connections: connect only to checked addresses."""
-
-    allowed: Networks = ()  # set per crawl setting by transport.guarded_pools
-
-    def _new_conn(self) -> socket.socket:
-        name = self._dns_host
-        last: Exception | None = None
-        for _, sockaddr in checked_addresses(name.strip("[]"), self.port, self, self.allowed):
-            # urllib3 connects to _dns_host; `host` (Host header, SNI) derives from it, so
-            # the checked address stands in for the name only while connecting.
-            self._dns_host = sockaddr[0]
-            try:
-                sock = super()._new_conn()
-            except ConnectTimeoutError as exc:  # NewConnectionError too: try the next one
-                last = exc
-                continue
-            finally:
-                self._dns_host = name
-            return _peer_checked(self, sock, self.allowed)
-        raise last or NewConnectionError(self, f"no address for {name}")
-
-
-def _peer_checked(conn: HTTPConnection, sock: socket.socket, allowed: Networks) -> socket.socket:
-    """The second line: the socket's actual peer must be allowed too."""
+def check_peer(sock: socket.socket, allowed: Networks = ()) -> socket.socket:
+    """The second line: the connected socket's actual peer must be allowed too (else the
+    socket is closed and AddressRefused raised)."""
     ip = sock.getpeername()[0]
     why = refusal(ip, allowed)
     if why:
         sock.close()
-        raise AddressRefused(conn, ip, why)
+        raise AddressRefused(ip, why)
     return sock
 
 
 def exception_chain(exc: BaseException) -> Iterator[BaseException]:
-    """`exc` and every exception buried in it: requests and urllib3 wrap the cause in
-    `args` and `reason` as well as in `__cause__` and `__context__`."""
+    """`exc` and every exception buried in it: client libraries wrap the cause in `args`
+    and `reason` as well as in `__cause__` and `__context__`."""
     seen = set()
     todo = [exc]
     while todo:
@@ -168,5 +143,5 @@ def exception_chain(exc: BaseException) -> Iterator[BaseException]:
 
 
 def find_refusal(exc: BaseException) -> AddressRefused | None:
-    """The AddressRefused buried in a requests exception chain, if any."""
+    """The AddressRefused buried in a client library's exception chain, if any."""
     return next((e for e in exception_chain(exc) if isinstance(e, AddressRefused)), None)

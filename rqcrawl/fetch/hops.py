@@ -38,7 +38,10 @@ def meta_refresh(text: str, base: str, cfg: CrawlConfig) -> str | None:
     None."""
     if not cfg.follow_meta_refresh:
         return None
-    delay, target = get_meta_refresh(text[:REFRESH_SCAN], base)
+    try:
+        delay, target = get_meta_refresh(text[:REFRESH_SCAN], base)
+    except ValueError:  # w3lib joins the target itself: `http://[`, a port of 99999
+        return None
     if target is None or delay is None or delay > cfg.max_meta_refresh_delay:
         return None
     try:

@@ -4,25 +4,19 @@ redirects re-checked, the crawl's own cookies."""
 from __future__ import annotations
 
 import codecs
-import http.client
-import os
-import socket
-import ssl
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from http.cookiejar import DefaultCookiePolicy
-from urllib.request import getproxies
-
-import requests
-import urllib3.exceptions
+from urllib.parse import urlsplit
 
 from rqcrawl.config import CrawlConfig
+from rqcrawl.fetch import proxies
+from rqcrawl.fetch.clients import client
+from rqcrawl.fetch.clients.base import HttpResponse, TransportError
 from rqcrawl.fetch.cookies import Cookies
 from rqcrawl.fetch.deadline import Watch
-from rqcrawl.fetch.guard import exception_chain, find_refusal, networks
-from rqcrawl.fetch.transport import CrawlAdapter
+from rqcrawl.fetch.guard import AddressRefused, check_url, networks
 from rqcrawl.parse.urls import InvalidURL, canonicalize
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
@@ -39,16 +33,16 @@ class Response:
     status: int
     content_type: str
     body: bytes | None  # None when the page is not HTML (not downloaded)
-    headers: Mapping[str, str]  # case-insensitive; urllib3's, whose getlist keeps each line
+    headers: Mapping[str, str]  # case-insensitive, getlist keeps each line (clients.base.Headers)
     redirect_to: str | None = None  # a redirect not followed (fetch's `follow`): its target
 
 
 # Called with every HTTP response received (each redirect hop, errors too) and its decoded
 # body, or None when the body was not downloaded: how responses reach the WARC archive.
-Archive = Callable[[requests.Response, bytes | None], None]
+Archive = Callable[[HttpResponse, bytes | None], None]
 
 
-def no_archive(resp: requests.Response, body: bytes | None) -> None:
+def no_archive(resp: HttpResponse, body: bytes | None) -> None:
     """The Archive of a crawl without `warc_dir`."""
 
 
@@ -74,67 +68,49 @@ class FetchError(Exception):
         self.retry_after = retry_after
 
 
-_sessions: dict[tuple[bool, tuple[str, ...]], requests.Session] = {}
-
-
-def _forked() -> None:
-    """A forked child forgets the parent's sessions (their keep-alive sockets) now, while
-    their descriptors are the inherited ones (see rqcrawl.frontier.shards)."""
-    _sessions.clear()
-
-
-os.register_at_fork(after_in_child=_forked)
-
-
-def session(cfg: CrawlConfig) -> requests.Session:
-    """The process's keep-alive session, one per guard setting (`allow_private`,
-    `allow_networks`). Its own cookie jar refuses every cookie: a crawl's cookies are its
-    own (see cookies.py)."""
-    key = (cfg.allow_private, tuple(cfg.allow_networks))
-    if key not in _sessions:
-        s = requests.Session()
-        if not getproxies():
-            # requests looks for proxy variables (and ~/.netrc) again on every request, a
-            # quarter of its CPU per page. With no proxy set, only the CA bundle variables
-            # matter, read once here; and no .netrc credentials go to crawled sites.
-            s.trust_env = False
-            env = os.environ
-            s.verify = env.get("REQUESTS_CA_BUNDLE") or env.get("CURL_CA_BUNDLE") or True
-        s.cookies.set_policy(DefaultCookiePolicy(allowed_domains=[]))
-        allowed = networks(cfg.allow_networks)
-        s.mount("http://", CrawlAdapter(not cfg.allow_private, allowed))
-        s.mount("https://", CrawlAdapter(not cfg.allow_private, allowed))
-        _sessions[key] = s
-    return _sessions[key]
-
-
 def send(
-    cfg: CrawlConfig,
-    method: str,
-    url: str,
-    headers: Mapping[str, str],
-    cookies: requests.cookies.RequestsCookieJar | None = None,
-    data: bytes | None = None,
-) -> requests.Response:
-    """One request, streamed, redirects not followed, through the session's adapter (the
-    guard, the deadline's watch) with the session's headers and the crawl's timeouts.
-    `Session.request` is skipped: what it adds per request (merging settings through a
-    runtime Protocol check, hooks, its own cookie jar, redirect bookkeeping) is none of a
-    crawler's business and cost a fifth of a fetch's CPU. Proxy variables still apply."""
-    s = session(cfg)
-    prepared = requests.PreparedRequest()
-    prepared.prepare(
-        method=method, url=url, headers={**s.headers, **headers}, cookies=cookies, data=data
-    )
-    env = s.merge_environment_settings(url, {}, True, s.verify, None) if s.trust_env else {}
-    return s.get_adapter(url).send(
-        prepared,
-        stream=True,
-        timeout=(cfg.connect_timeout, cfg.read_timeout),
-        verify=env.get("verify", s.verify),
-        cert=None,
-        proxies=env.get("proxies", {}),
-    )
+    cfg: CrawlConfig, method: str, url: str, headers: Mapping[str, str], data: bytes | None = None
+) -> HttpResponse:
+    """One request, streamed, redirects not followed, through the crawl's client (the
+    guard, the deadline's watch) with the crawl's timeouts, and through its proxy for the
+    host if any (see rqcrawl.fetch.proxies): the proxy's own address is the operator's
+    choice, the target's is checked here, for every client, before the proxy hears of it.
+    A proxy that dies is retired and the request goes to the next live one. Raises
+    TransportError."""
+    http = client(cfg.http_client, cfg.allow_private, cfg.allow_networks)
+    timeouts = (cfg.connect_timeout, cfg.read_timeout)
+    if not cfg.proxies:
+        proxy = proxies.from_environment(url)
+        if proxy:
+            _check_target(cfg, url)
+        return http.send(method, url, headers, timeouts, data, proxy)
+    _check_target(cfg, url)
+    pool = proxies.pool(cfg.proxies, cfg.proxy_max_failures, cfg.proxy_retry_seconds)
+    host = urlsplit(url).netloc
+    for _ in cfg.proxies:
+        proxy = pool.for_host(host)
+        try:
+            resp = http.send(method, url, headers, timeouts, data, proxy)
+        except TransportError as exc:
+            if not exc.proxy or not pool.failed(proxy, exc.kind == "connection_refused"):
+                raise
+            continue  # retired: the host moves to the next live proxy
+        pool.worked(proxy)
+        return resp
+    raise TransportError("proxy", f"no live proxy of {len(cfg.proxies)}", proxy=True)
+
+
+def _check_target(cfg: CrawlConfig, url: str) -> None:
+    """The guard's check of a target reached through a proxy (unless the crawl allows
+    private addresses)."""
+    if cfg.allow_private:
+        return
+    try:
+        check_url(url, networks(cfg.allow_networks))
+    except AddressRefused as exc:
+        raise TransportError("refused_address", exc.detail, refused=exc.detail) from None
+    except OSError as exc:  # socket.gaierror: a name that does not resolve
+        raise TransportError("dns", f"dns: {exc}") from None
 
 
 def fetch(
@@ -153,7 +129,8 @@ def fetch(
     target in `redirect_to` (a page's redirect target is a URL of the crawl of its own,
     which passes robots.txt and its host's politeness gate like any other).
 
-    `check_hop(url)` returns a skip reason or None. Only HTML bodies are downloaded unless
+    `check_hop(url)` returns a skip reason or None (or raises FetchError: a hop that could
+    not wait for its host's turn). Only HTML bodies are downloaded unless
     `any_type`; `truncate_at` keeps the first bytes of a longer body instead of refusing it
     (robots.txt). Every response received is passed to `archive`, except those whose body
     failed to download. `download_timeout` bounds the whole, redirects, headers and bodies
@@ -196,22 +173,22 @@ def _follow(
         if not resp.is_redirect:
             return _read(resp, url, current, cfg, watch, any_type, truncate_at, archive)
         archive(resp, None)
-        resp.close()
+        resp.release()
         try:
             target = canonicalize(resp.headers["location"], current)
         except InvalidURL as exc:
             message = f"bad redirect: {exc}"
-            raise FetchError("bad_redirect", message, status=resp.status_code) from None
+            raise FetchError("bad_redirect", message, status=resp.status) from None
         if not follow:
             ctype = resp.headers.get("content-type", "")
-            return Response(url, current, resp.status_code, ctype, None, resp.headers, target)
+            return Response(url, current, resp.status, ctype, None, resp.headers, target)
         if target in visited:
             raise FetchError("redirect_loop", f"redirect loop back to {target}")
         if len(visited) > cfg.max_redirects:
             raise FetchError("too_many_redirects", f"more than {cfg.max_redirects} redirects")
         reason = check_hop(target)
         if reason:
-            raise FetchError(reason, f"redirect to {target}: {reason}", status=resp.status_code)
+            raise FetchError(reason, f"redirect to {target}: {reason}", status=resp.status)
         visited.append(target)
         current = target
 
@@ -222,26 +199,26 @@ def _get(
     cookies: Cookies | None,
     watch: Watch,
     conditional: Mapping[str, str],
-) -> requests.Response:
+) -> HttpResponse:
+    headers = {"User-Agent": cfg.agent, **conditional}
+    cookie = cookies.header(url) if cookies else None
+    if cookie:
+        headers["Cookie"] = cookie
     try:
-        jar = cookies.jar(url) if cookies else None
-        headers = {"User-Agent": cfg.user_agent, **conditional}
-        resp = send(cfg, "GET", url, headers, jar)
-    except requests.RequestException as exc:
-        refused = find_refusal(exc)
-        if refused:
-            raise FetchError("refused_address", refused.detail) from None
+        resp = send(cfg, "GET", url, headers)
+    except TransportError as exc:
+        if exc.refused:
+            raise FetchError("refused_address", exc.refused) from None
         if watch.fired:
             raise _too_slow(cfg, None) from None
-        kind = failure_kind(exc) or "connection"
-        raise FetchError(kind, f"{kind}: {_short(exc)}", transient=True) from None
+        raise FetchError(exc.kind, str(exc), transient=True) from None
     if cookies:
         cookies.receive(resp)
     return resp
 
 
 def _read(
-    resp: requests.Response,
+    resp: HttpResponse,
     url: str,
     final: str,
     cfg: CrawlConfig,
@@ -250,14 +227,14 @@ def _read(
     truncate_at: int | None,
     archive: Archive,
 ) -> Response:
-    with resp:
-        status = resp.status_code
+    with resp:  # released on leaving: its connection kept for the next request
+        status = resp.status
         ctype = resp.headers.get("content-type", "")
         mime = ctype.split(";")[0].strip().lower()
         wanted = any_type or mime in HTML_TYPES or not mime  # no type: sniffed from the body
         if status == NOT_MODIFIED:  # the answer to a conditional GET: no body
             archive(resp, None)
-            return Response(url, final, status, ctype, None, resp.raw.headers)
+            return Response(url, final, status, ctype, None, resp.headers)
         if status >= 400 or not wanted:
             archive(resp, None)
         if status in TRANSIENT_STATUS:
@@ -271,15 +248,15 @@ def _read(
         if status >= 400:
             raise FetchError(f"http_{status}", f"HTTP {status}", status=status)
         if not wanted:
-            return Response(url, final, status, ctype, None, resp.raw.headers)
+            return Response(url, final, status, ctype, None, resp.headers)
         declared = resp.headers.get("content-length", "")
         if truncate_at is None and declared.isdigit() and int(declared) > cfg.max_body_bytes:
             raise FetchError("too_large", f"Content-Length {declared} over the cap", status=status)
         body = _body(resp, cfg, watch, truncate_at)
         archive(resp, body)
         if not (any_type or mime or sniff_html(body)):
-            return Response(url, final, status, ctype, None, resp.raw.headers)
-        return Response(url, final, status, ctype, body, resp.raw.headers)
+            return Response(url, final, status, ctype, None, resp.headers)
+        return Response(url, final, status, ctype, body, resp.headers)
 
 
 # What a body without a Content-Type must start with to be taken for HTML (the WHATWG MIME
@@ -304,59 +281,29 @@ def sniff_html(body: bytes) -> bool:
     return False
 
 
-def _body(
-    resp: requests.Response, cfg: CrawlConfig, watch: Watch, truncate_at: int | None
-) -> bytes:
+def _body(resp: HttpResponse, cfg: CrawlConfig, watch: Watch, truncate_at: int | None) -> bytes:
     """Read the decoded body; a cap on decoded bytes also stops decompression bombs. A body
     cut short by the deadline may look complete (a connection closed ends a body without
     length): the watch, not the read, says whether it was."""
     chunks, size = [], 0
     try:
-        for chunk in resp.iter_content(_CHUNK):
+        for chunk in resp.iter_bytes(_CHUNK):
             size += len(chunk)
             if truncate_at is not None and size >= truncate_at:
                 chunks.append(chunk)
                 return b"".join(chunks)[:truncate_at]
             if size > cfg.max_body_bytes:
                 raise FetchError(
-                    "too_large", f"body over {cfg.max_body_bytes} bytes", status=resp.status_code
+                    "too_large", f"body over {cfg.max_body_bytes} bytes", status=resp.status
                 )
             chunks.append(chunk)
-    except requests.RequestException as exc:
+    except TransportError as exc:
         if watch.fired:
-            raise _too_slow(cfg, resp.status_code) from None
-        kind = failure_kind(exc) or "read_error"
-        raise FetchError(kind, f"{kind}: {_short(exc)}", transient=True) from None
+            raise _too_slow(cfg, resp.status) from None
+        raise FetchError(exc.kind, str(exc), transient=True) from None
     if watch.fired:
-        raise _too_slow(cfg, resp.status_code)
+        raise _too_slow(cfg, resp.status)
     return b"".join(chunks)
-
-
-# Kinds of failed connection by exception type: the first kind that an exception of the
-# chain is an instance of. Never by the message, which can contain the URL (a refused
-# `http://host/getaddrinfo` is not a DNS failure). RemoteDisconnected (no answer at all) is
-# a ConnectionResetError; the other HTTPExceptions (a 1 MB header line, 101 headers, a
-# garbled status line) are the server's answer, not the network's fault.
-_FAILURE_KINDS: tuple[tuple[str, tuple[type[BaseException], ...]], ...] = (
-    ("dns", (socket.gaierror, urllib3.exceptions.NameResolutionError)),
-    ("tls", (ssl.SSLError, urllib3.exceptions.SSLError)),
-    ("connection_refused", (ConnectionRefusedError,)),
-    ("timeout", (TimeoutError, requests.Timeout, urllib3.exceptions.TimeoutError)),
-    ("connection_reset", (ConnectionResetError, ConnectionAbortedError, BrokenPipeError)),
-    ("read_error", (http.client.IncompleteRead,)),  # a body cut short
-    ("bad_response", (http.client.HTTPException, urllib3.exceptions.DecodeError)),
-)
-
-
-def failure_kind(exc: BaseException) -> str | None:
-    """What went wrong under a requests exception, by the types in its chain: dns, tls,
-    connection_refused, timeout, connection_reset, read_error or bad_response; None when no
-    type says."""
-    chain = list(exception_chain(exc))
-    for kind, types in _FAILURE_KINDS:
-        if any(isinstance(e, types) for e in chain):
-            return kind
-    return None
 
 
 def _too_slow(cfg: CrawlConfig, status: int | None) -> FetchError:
@@ -381,8 +328,3 @@ def retry_after(value: str | None) -> float | None:
     except (TypeError, ValueError, IndexError, OverflowError):
         return None
     return min(max(0.0, wait), RETRY_AFTER_MAX)
-
-
-def _short(exc: BaseException) -> str:
-    text = str(exc)
-    return text if len(text) < 200 else text[:197] + "..."

@@ -5,8 +5,11 @@ The verdict for a site (scheme://host:port) lives in one hash field of the crawl
 one robots.txt request, not one per worker: the job that finds it missing claims the fetch
 (a key with a TTL), and the site's other URLs wait CLAIM_POLL at a time until it is known.
 As RFC 9309 asks: a 4xx means no rules (allow all); a 5xx, a 429 or an unreachable server
-means "wait and try again", never "crawl blindly"; after `retries` more failures the site's
-pages are recorded as failed.
+means complete disallow *while* it lasts: the site's URLs wait and robots.txt is asked again
+with back-off (retry_base x 2^n, at most max_backoff_delay) for as long as the crawl has URLs
+of the site, so a site that comes back is crawled; an ask that fails `robots_patience` seconds
+or more after the first failed one has the site's waiting pages recorded as failed (the gate
+decides, see rqcrawl.workers.gate).
 """
 
 from __future__ import annotations
@@ -14,8 +17,10 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from functools import cached_property
+from typing import Protocol
 from urllib.parse import urlsplit
 
 from protego import Protego
@@ -23,17 +28,18 @@ from redis import Redis
 
 from rqcrawl.config import CrawlConfig
 from rqcrawl.fetch.http import FetchError, fetch
-from rqcrawl.frontier.keys import CrawlKeys
-from rqcrawl.workers.lru import LRU
+from rqcrawl.lru import LRU
 
 MAX_BYTES = 500 * 1024  # RFC 9309: parse at least the first 500 KiB
 CLAIM_POLL = 0.5  # seconds a URL waits while another job fetches its site's robots.txt
+HopCheck = Callable[[str], str | None]  # fetch's check of a redirect hop
 
 
 @dataclass
 class Robots:
     """One site's robots.txt verdict. `kind`: rules (parse `body`), allow (no usable file),
-    unavailable (try again at `retry_at`), failed (gave up after `attempts`)."""
+    unavailable (`attempts` asks in a row failed, the first answered at `since`, the last for
+    `reason`; asked again at `retry_at`, which is also when the verdict expires)."""
 
     kind: str
     expires: float
@@ -41,6 +47,8 @@ class Robots:
     retry_at: float = 0.0
     attempts: int = 0
     error: str = ""
+    since: float = 0.0
+    reason: str = ""
 
     @cached_property
     def _parser(self) -> Protego | None:
@@ -58,14 +66,33 @@ class Robots:
     def crawl_delay(self, user_agent: str) -> float | None:
         return None if self._parser is None else self._parser.crawl_delay(user_agent)
 
+    def given_up(self, now: float, cfg: CrawlConfig) -> bool:
+        """Whether the site's waiting pages fail: robots.txt still unavailable robots_patience
+        seconds after the first failed ask, or a host name that does not resolve after
+        `retries` more asks (no server there to come back: a typo in a seed is said in
+        seconds, not minutes)."""
+        if self.kind != "unavailable":
+            return False
+        unresolved = self.reason == "dns" and self.attempts > cfg.retries
+        return unresolved or now >= self.since + cfg.robots_patience
+
     def due(self, now: float) -> bool:
         """Whether robots.txt must be (re)fetched before the site's next page."""
-        return now >= self.expires or (self.kind == "unavailable" and now >= self.retry_at)
+        return now >= self.expires
 
 
 def site_of(url: str) -> str:
     parts = urlsplit(url)
     return f"{parts.scheme}://{parts.netloc}"
+
+
+class RobotsKeys(Protocol):
+    """The names of the crawl's robots.txt keys (rqcrawl.frontier.keys.CrawlKeys has them):
+    fetch/ sits below the frontier, so it names the keys it needs rather than importing them."""
+
+    robots: str  # hash: site -> verdict
+
+    def robots_claim(self, site: str) -> str: ...
 
 
 class RobotsCache:
@@ -74,7 +101,7 @@ class RobotsCache:
 
     SITES_KEPT = 1000
 
-    def __init__(self, redis: Redis, crawl_keys: CrawlKeys, cfg: CrawlConfig):
+    def __init__(self, redis: Redis, crawl_keys: RobotsKeys, cfg: CrawlConfig):
         self.redis = redis
         self.cfg = cfg
         self.keys = crawl_keys
@@ -97,9 +124,11 @@ class RobotsCache:
         ttl = math.ceil(self.cfg.download_timeout) + 5
         return bool(self.redis.set(self.keys.robots_claim(site), holder, nx=True, ex=ttl))
 
-    def fetch(self, site: str, previous: Robots | None) -> Robots:
-        """Download the site's robots.txt now, share the verdict and end the claim."""
-        robots = self._download(site, previous.attempts if previous else 0)
+    def fetch(self, site: str, previous: Robots | None, pace_hop: HopCheck) -> Robots:
+        """Download the site's robots.txt now, share the verdict and end the claim.
+        `pace_hop(url)` is called before each redirect hop: the hop waits its host's turn
+        there (the caller knows the hosts' pace), or raises FetchError."""
+        robots = self._download(site, previous, pace_hop)
         with self.redis.pipeline(transaction=False) as pipe:
             pipe.hset(self.key, site, json.dumps(asdict(robots)))
             pipe.delete(self.keys.robots_claim(site))
@@ -107,25 +136,30 @@ class RobotsCache:
         self._local.put(site, robots)
         return robots
 
-    def _download(self, site: str, attempts: int) -> Robots:
+    def _download(self, site: str, previous: Robots | None, pace_hop: HopCheck) -> Robots:
         try:
             resp = fetch(
-                site + "/robots.txt", self.cfg, lambda hop: None, any_type=True,
-                truncate_at=MAX_BYTES,
-            )  # fmt: skip
+                site + "/robots.txt", self.cfg, pace_hop, any_type=True, truncate_at=MAX_BYTES
+            )
         except FetchError as exc:
             now = time.time()  # after the answer: the backoff counts from the server's reply
-            expires = now + self.cfg.robots_ttl
             # 4xx, refused, redirect trouble: no usable rules (a 429/503 asking to wait too
-            # long is not one: unavailable, tried again within max_retry_after)
+            # long is not one: unavailable, asked again within max_retry_after)
             if not exc.transient and exc.reason != "retry_after_too_long":
-                return Robots("allow", expires, error=str(exc))
-            if attempts >= self.cfg.retries:
-                return Robots("failed", expires, attempts=attempts + 1, error=str(exc))
-            asked = min(exc.retry_after or 0.0, self.cfg.max_retry_after)
-            wait = max(asked, self.cfg.retry_base * 2**attempts)
-            return Robots(
-                "unavailable", expires, retry_at=now + wait, attempts=attempts + 1, error=str(exc)
-            )
+                return Robots("allow", now + self.cfg.robots_ttl, error=str(exc))
+            return self._unavailable(previous, exc, now)
         expires = time.time() + self.cfg.robots_ttl
         return Robots("rules", expires, body=(resp.body or b"").decode("utf-8", "replace"))
+
+    def _unavailable(self, previous: Robots | None, exc: FetchError, now: float) -> Robots:
+        """The verdict after a failed ask: asked again after retry_base x 2^n (n: the asks
+        that failed before, in a row), at most max_backoff_delay or the Retry-After asked."""
+        failing = previous is not None and previous.kind == "unavailable"
+        attempts = previous.attempts if failing else 0
+        backoff = min(self.cfg.retry_base * 2**attempts, self.cfg.max_backoff_delay)
+        retry_at = now + max(min(exc.retry_after or 0.0, self.cfg.max_retry_after), backoff)
+        since = previous.since if failing else now
+        return Robots(
+            "unavailable", retry_at, retry_at=retry_at, attempts=attempts + 1, error=str(exc),
+            since=since, reason=exc.reason,
+        )  # fmt: skip

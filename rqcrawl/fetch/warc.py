@@ -34,6 +34,7 @@ import io
 import os
 import re
 import socket
+import threading
 import time
 from collections.abc import Callable
 from importlib.metadata import version
@@ -41,12 +42,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-import requests
-
 from rqcrawl.config import CrawlConfig
+from rqcrawl.fetch.clients.base import HttpResponse
 from rqcrawl.fetch.http import Archive, no_archive
+from rqcrawl.lru import LRU
 from rqcrawl.parse.changes import Prior
-from rqcrawl.workers.lru import LRU
 
 if TYPE_CHECKING:  # warcio only for crawls that archive (a tenth of a stock job's imports)
     from warcio.statusandheaders import StatusAndHeaders
@@ -64,7 +64,8 @@ def _safe(text: str) -> str:
 
 
 class WarcFiles:
-    """The WARC files one worker writes for one crawl, rotated by size."""
+    """The WARC files one worker process writes for one crawl, rotated by size; its slots
+    (threads) share them, one record pair at a time."""
 
     def __init__(self, directory: Path, crawl: str, worker: str, max_bytes: int):
         self.directory = directory
@@ -76,34 +77,41 @@ class WarcFiles:
         )
         self._file: io.BufferedWriter | None = None
         self._writer: WARCWriter | None = None
+        self._lock = threading.Lock()
 
-    def write(
-        self, resp: requests.Response, body: bytes | None, last_digest: str | None = None
-    ) -> None:
+    def write(self, resp: HttpResponse, body: bytes | None, last_digest: str | None = None) -> None:
         """Archive `resp` (and its request) with `body`, or its headers only when None; as a
         revisit when it is a 304 or its body's SHA-1 is `last_digest` (the last visit's)."""
-        writer = self._writer or self._open()
-        writer.write_request_response_pair(
-            _request_record(writer, resp), _record(writer, resp, body, last_digest)
-        )
-        if self._file.tell() >= self.max_bytes:
-            self.close()
+        with self._lock:
+            writer = self._writer or self._open()
+            writer.write_request_response_pair(
+                _request_record(writer, resp), _record(writer, resp, body, last_digest)
+            )
+            self._rotate()
 
     def write_conversion(self, url: str, html: str) -> None:
         """Archive the DOM a browser rendered from the response of `url` (rqcrawl.render.browser),
         as a `conversion` record: what the page became, beside what the server sent."""
-        writer = self._writer or self._open()
         payload = html.encode("utf-8")
-        record = writer.create_warc_record(
-            url, "conversion", payload=io.BytesIO(payload), length=len(payload),
-            warc_content_type="text/html; charset=utf-8",
-            warc_headers_dict={"WARC-Refers-To-Target-URI": url},
-        )  # fmt: skip
-        writer.write_record(record)
-        if self._file.tell() >= self.max_bytes:
-            self.close()
+        with self._lock:
+            writer = self._writer or self._open()
+            record = writer.create_warc_record(
+                url, "conversion", payload=io.BytesIO(payload), length=len(payload),
+                warc_content_type="text/html; charset=utf-8",
+                warc_headers_dict={"WARC-Refers-To-Target-URI": url},
+            )  # fmt: skip
+            writer.write_record(record)
+            self._rotate()
 
     def close(self) -> None:
+        with self._lock:
+            self._close()
+
+    def _rotate(self) -> None:
+        if self._file.tell() >= self.max_bytes:
+            self._close()
+
+    def _close(self) -> None:
         if self._file is not None:
             self._file.close()
             self._file = self._writer = None
@@ -140,9 +148,9 @@ class WarcFiles:
         return self.directory / f"{self.crawl}-{stamp}-{serial:05d}-{self.owner}.warc.gz", True
 
 
-def _record(writer: WARCWriter, resp: requests.Response, body: bytes | None, last: str | None):
+def _record(writer: WARCWriter, resp: HttpResponse, body: bytes | None, last: str | None):
     """The response's record: a revisit when it repeats the last visit, else a response."""
-    if resp.status_code == 304:
+    if resp.status == 304:
         return _revisit_record(writer, resp, {"WARC-Profile": NOT_MODIFIED_PROFILE})
     sha1 = hashlib.sha1(body).digest() if body is not None and last else None
     if sha1 is not None and sha1.hex() == last:
@@ -154,14 +162,14 @@ def _record(writer: WARCWriter, resp: requests.Response, body: bytes | None, las
     return _response_record(writer, resp, body)
 
 
-def _revisit_record(writer: WARCWriter, resp: requests.Response, headers: dict):
+def _revisit_record(writer: WARCWriter, resp: HttpResponse, headers: dict):
     headers["WARC-Refers-To-Target-URI"] = resp.url
     return writer.create_warc_record(
         resp.url, "revisit", http_headers=_http_headers(resp, []), warc_headers_dict=headers
     )
 
 
-def _response_record(writer: WARCWriter, resp: requests.Response, body: bytes | None):
+def _response_record(writer: WARCWriter, resp: HttpResponse, body: bytes | None):
     extra, length = {}, []
     if body is None:
         extra["WARC-Truncated"] = "unspecified"
@@ -180,28 +188,26 @@ def _response_record(writer: WARCWriter, resp: requests.Response, body: bytes | 
     )
 
 
-def _http_headers(resp: requests.Response, length: list[tuple[str, str]]) -> StatusAndHeaders:
+def _http_headers(resp: HttpResponse, length: list[tuple[str, str]]) -> StatusAndHeaders:
     """The response's status line and headers as received, but for those of the wire (see
     the module docstring), with `length` as its Content-Length, if any."""
-    headers = [(k, v) for k, v in resp.raw.headers.items() if k.lower() not in _WIRE_HEADERS]
-    http_version = resp.raw.version or 11
+    headers = [(k, v) for k, v in resp.headers.lines if k.lower() not in _WIRE_HEADERS]
     from warcio.statusandheaders import StatusAndHeaders
 
     return StatusAndHeaders(
-        f"{resp.status_code} {resp.reason or ''}".strip(),
-        headers + length,
-        protocol=f"HTTP/{http_version // 10}.{http_version % 10}",
+        f"{resp.status} {resp.reason}".strip(), headers + length, protocol=resp.http_version
     )
 
 
-def _request_record(writer: WARCWriter, resp: requests.Response):
+def _request_record(writer: WARCWriter, resp: HttpResponse):
     req = resp.request
-    headers = [("Host", urlsplit(req.url).netloc), *req.headers.items()]
+    parts = urlsplit(req.url)
+    path = parts.path or "/"
+    path += f"?{parts.query}" if parts.query else ""
+    headers = [("Host", parts.netloc), *req.headers.items()]
     from warcio.statusandheaders import StatusAndHeaders
 
-    status = StatusAndHeaders(
-        f"{req.method} {req.path_url} HTTP/1.1", headers, is_http_request=True
-    )
+    status = StatusAndHeaders(f"{req.method} {path} HTTP/1.1", headers, is_http_request=True)
     return writer.create_warc_record(
         req.url, "request", payload=io.BytesIO(b""), length=0, http_headers=status
     )
@@ -236,6 +242,16 @@ def _files(crawl: str, cfg: CrawlConfig, worker: str | None) -> WarcFiles:
     return _open_files.get(key) or _open_files.put(
         key, WarcFiles(Path(cfg.warc_dir), crawl, worker or f"pid{os.getpid()}", cfg.warc_max_bytes)
     )
+
+
+def crawl_files(directory: str | os.PathLike, crawl: str) -> list[Path]:
+    """The WARC files of `crawl` in `directory` (every worker's, by the names WarcFiles gives
+    them), in name order; none if the directory does not exist."""
+    name = re.compile(re.escape(crawl) + r"-\d{14}-\d{5}-[A-Za-z0-9_.-]+\.warc\.gz")
+    folder = Path(directory)
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.iterdir() if name.fullmatch(p.name) and p.is_file())
 
 
 def forget(crawl: str) -> None:

@@ -30,12 +30,13 @@ import mmh3
 from redis import Redis
 from redis.exceptions import ResponseError
 
+from rqcrawl.config import optimal_size
 from rqcrawl.frontier import scripts
 
 MAX_SHARD_BITS = 2**32  # a Redis string holds at most 512 MB
 KEY_BYTES = 80  # Redis's own cost of one key (dict entry, object, name), for choosing a layout
-# Bit operations (or their equivalent in other work) in one Lua call: about 1-5 us each on a
-# busy machine with the filter's pages cold, so that one call keeps Redis under ~10 ms.
+# Bit operations (or their equivalent in other work) in one Lua call: few enough that one call
+# keeps Redis under about 10 ms (docs/changelog.md has what one costs).
 MAX_POSITIONS = 1024
 
 T = TypeVar("T")
@@ -47,15 +48,6 @@ def batches(items: Sequence[T], cost: int) -> Iterator[Sequence[T]]:
     size = max(1, MAX_POSITIONS // cost)
     for start in range(0, len(items), size):
         yield items[start : start + size]
-
-
-def optimal_size(capacity: int, error_rate: float) -> tuple[int, int]:
-    """(bits, hashes) of the optimal filter for `capacity` items at `error_rate`."""
-    if capacity < 1 or not 0 < error_rate < 1:
-        raise ValueError("capacity must be >= 1 and error_rate between 0 and 1")
-    bits = math.ceil(-capacity * math.log(error_rate) / math.log(2) ** 2)
-    hashes = max(1, round(bits / capacity * math.log(2)))
-    return bits, hashes
 
 
 def allocation(size: int) -> int:
@@ -130,6 +122,12 @@ class BloomFilter:
         self.shard_bits, shards = shard_layout(self.bits, shard_limit)
         prefix = name if "{" in name else f"{{{name}}}"
         self.keys = [f"{prefix}:{i}" for i in range(shards)]
+        self.count_key = f"{prefix}:bits_set"
+
+    @property
+    def script_keys(self) -> list[str]:
+        """The keys the scripts take: the shards, then the count of set bits (BLOOM_LIB)."""
+        return [*self.keys, self.count_key]
 
     @property
     def size(self) -> str:
@@ -159,7 +157,7 @@ class BloomFilter:
         out: list[bool] = []
         for batch in batches(urls, self.hashes):
             found = scripts.BLOOM_BATCH(
-                self.redis, tail_keys=self.keys, tail_args=self.flat_positions(batch),
+                self.redis, tail_keys=self.script_keys, tail_args=self.flat_positions(batch),
                 shard_bits=self.shard_bits, size=self.size, k=self.hashes, add=int(add),
             )  # fmt: skip
             out += [bool(x) for x in found]
@@ -167,10 +165,7 @@ class BloomFilter:
 
     def stats(self) -> dict:
         """Size, fill ratio and the false-positive rate a lookup would see right now."""
-        with self.redis.pipeline(transaction=False) as pipe:
-            for key in self.keys:
-                pipe.bitcount(key)
-            set_bits = sum(pipe.execute())
+        set_bits = self._bits_set()
         fill = set_bits / self.bits
         return {
             "kind": "lua",
@@ -185,6 +180,17 @@ class BloomFilter:
             "estimated_items": _estimated_items(set_bits, self.bits, self.hashes),
             "estimated_false_positive_rate": fill**self.hashes,
         }
+
+    def _bits_set(self) -> int:
+        """The count the scripts keep; counted here only for a filter made before it was
+        kept and not added to since (an add counts it once, scripts.BLOOM_LIB)."""
+        kept = self.redis.get(self.count_key)
+        if kept is not None:
+            return int(kept)
+        with self.redis.pipeline(transaction=False) as pipe:
+            for key in self.keys:
+                pipe.bitcount(key)
+            return sum(pipe.execute())
 
 
 class NativeBloomFilter(BloomFilter):
@@ -202,6 +208,10 @@ class NativeBloomFilter(BloomFilter):
         self.shard_bits = 0  # tells the scripts to use BF.* (scripts.BLOOM_LIB)
         prefix = name if "{" in name else f"{{{name}}}"
         self.keys = [f"{prefix}:bf"]
+
+    @property
+    def script_keys(self) -> list[str]:
+        return self.keys
 
     @property
     def size(self) -> str:

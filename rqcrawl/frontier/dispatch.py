@@ -1,17 +1,20 @@
-"""The frontier's RQ side: released URLs become RQ jobs, deferred ones wake up, lost ones
+"""The frontier's RQ side: released URLs become RQ jobs, parked ones come back, lost ones
 come back.
 
-The crawl's state and its changes (admission, the level barrier, the window, leases,
-deferral) belong to rqcrawl.frontier.state; this module turns what a change released into RQ jobs of
-the queue `crawl`, with tiny JSON-friendly arguments (crawl, url, depth), so that a stock
-`rq worker crawl` serves any crawl.
+The crawl's state and its changes (admission, each host's queue and pace, exact depth, the
+window, leases, parking) belong to rqcrawl.frontier.state; this module turns what a change
+released into RQ jobs of the queue `crawl`, with tiny JSON-friendly arguments (crawl, url,
+depth), so that a stock `rq worker crawl` serves any crawl. A URL is released when its host
+may take a request, so a job rarely finds its host busy.
 
-A URL whose host is not ready (politeness, robots.txt) stays in flight but leaves RQ: it waits
-in the state's `later` set (its next job shown in RQ's deferred registry) and is released
-again as a new job of the same attempt (a new `turn`) by whichever comes first: a job starting
-on any worker, the release thread of `rqcrawl.workers.CrawlWorker`, or the crawl's waker job,
-which workers without that thread (the card's stock `rq worker crawl`) queue when they park a
-URL: no RQ scheduler is needed. A retry waits there too, as the next attempt.
+A host's next URL is due when its pace allows (a second after its last request ended, at
+default settings): whichever comes first releases it: the end of a job (in its finish step),
+a job starting on any worker, the release thread of `rqcrawl.workers.CrawlWorker` (woken for
+the hosts its own jobs freed), or the crawl's waker job, which workers without that thread
+(the card's stock `rq worker crawl`) queue when something is due later: no RQ scheduler is
+needed. A retry, or a URL whose site's robots.txt is not ready, is parked in the state's
+`later` (its next job shown in RQ's deferred registry) until its time, then waits for its
+host like the others.
 
 The recovery pass (every REAP_EVERY seconds) requeues a URL whose lease ran out (its worker
 died) within seconds, where RQ itself notices a dead worker's job only when its heartbeat
@@ -37,47 +40,52 @@ from rq.job import Job, JobStatus
 from rq.registry import DeferredJobRegistry, FinishedJobRegistry, StartedJobRegistry
 
 from rqcrawl.config import CrawlConfig
-from rqcrawl.fetch.robots import site_of
-from rqcrawl.frontier import keys, levels, shards
+from rqcrawl.defaults import (
+    DRAIN_BATCH,
+    PUMP_BATCH,
+    PUMP_EVERY,
+    RELEASE_GRACE,
+    WAKER_SPAN,
+    WAKER_YIELD,
+)
+from rqcrawl.fetch.robots import Robots, site_of
+from rqcrawl.frontier import keys, levels, shards, sitemaps
 from rqcrawl.frontier.outage import TableUnavailable
+from rqcrawl.frontier.records import record
 from rqcrawl.frontier.state import (
     RENDER_TURN,
-    Children,
+    Claim,
     CrawlState,
     Ended,
+    Ending,
     InFlight,
     Released,
+    Slot,
     StaleCrawl,
     outcome_counts,
 )
-from rqcrawl.ops.sinks import record
-from rqcrawl.parse import sitemaps
+from rqcrawl.parse import rendering
 from rqcrawl.parse.changes import Content, Prior
 from rqcrawl.parse.urls import host_of
-from rqcrawl.render import choice
+from rqcrawl.untrusted import inert
 
 if TYPE_CHECKING:
     from rqcrawl.frontier.tasks import TaskTable
 
-LOST_AFTER = 30  # seconds a released URL may go without a live RQ job before it is requeued
+# Seconds a released URL may go without a live RQ job before it is requeued: at least as
+# long as its slot waits for its job (state.RELEASE_GRACE).
+LOST_AFTER = RELEASE_GRACE
 # A dead worker's URL is queued again LEASE to LEASE + REAP_EVERY seconds after its death.
 _LIVE = {"queued", "started", "scheduled", "deferred"}
-PUMP_EVERY = 2.0  # seconds between two pumps of a crawl's due revisits (by any process)
-PUMP_BATCH = 500  # due URLs taken from the task table per transaction
-DRAIN_BATCH = 500  # links moved from a shard's outbox to their shards per round
 JOB_FUNC = "rqcrawl.workers.jobs.crawl_url"
 RENDER_FUNC = "rqcrawl.render.render_url"  # a page the browser renders (queue crawl-render)
-SITEMAP_FUNC = "rqcrawl.workers.jobs.crawl_sitemap"  # a sitemap entry (parse.sitemaps)
+SITEMAP_FUNC = "rqcrawl.workers.jobs.crawl_sitemap"  # a sitemap entry (frontier.sitemaps)
 log = logging.getLogger(__name__)
 WAKER_FUNC = "rqcrawl.workers.jobs.await_deferred"
-# Told the due time of every URL this process parks: the release thread of
+# Told when a host freed by this process, or a URL it parks, is due: the release thread of
 # rqcrawl.workers.CrawlWorker, which sleeps up to its MAX_SLEEP between two looks at the
-# parked URLs, and would release one parked for sooner than that up to MAX_SLEEP late.
-_park_watchers: list[Callable[[float], None]] = []
-# Seconds a waker job (stock workers) goes on releasing deferred URLs as they come due, while
-# no other job waits for a worker: each waker is a fork and the crawler's imports in a stock
-# worker, so one runs for a while rather than one per deferral.
-WAKER_SPAN = 5.0
+# crawls, and would release a URL due sooner than that up to MAX_SLEEP late.
+_due_watchers: list[Callable[[float], None]] = []
 
 
 def _crawl_func(url: str) -> str:
@@ -112,11 +120,18 @@ class CompactJob(Job):
         super().set_status(status, pipeline=pipeline)
 
 
-def watch_parks(watcher: Callable[[float], None]) -> Callable[[], None]:
-    """Call `watcher` with the due time of every URL this process parks from now on;
-    returns what stops it."""
-    _park_watchers.append(watcher)
-    return lambda: _park_watchers.remove(watcher)
+def watch_due(watcher: Callable[[float], None]) -> Callable[[], None]:
+    """Call `watcher` with the time a host this process freed may go next, or a URL it
+    parks comes due, from now on; returns what stops it."""
+    _due_watchers.append(watcher)
+    return lambda: _due_watchers.remove(watcher)
+
+
+def _tell_due(at: float) -> None:
+    """Tell the watchers (watch_due) that something is due at `at` (0: nothing)."""
+    if at > 0:
+        for watcher in _due_watchers:
+            watcher(at)
 
 
 class Frontier:
@@ -131,81 +146,110 @@ class Frontier:
         self.render_queue = Queue(keys.RENDER_QUEUE, connection=redis, job_class=CompactJob)
 
     def seed(self, urls: list[str], priority: int = 0) -> int:
-        """Admit `urls` at depth 0 and `priority`, and their sites' first sitemap documents
-        (rqcrawl.parse.sitemaps) unless the crawl reads none, and queue what the window allows;
+        """Admit `urls` at depth 0 and `priority`, with their sites' sitemaps unless the crawl
+        reads none (rqcrawl.frontier.sitemaps: those robots.txt names, read when it is
+        fetched; /sitemap.xml with `sitemap_probe`; `sitemap_urls`), and queue what is due;
         returns how many URLs were new to the crawl."""
+        reading = self.cfg.sitemaps and self.cfg.max_depth >= 1
+        sites = sorted({site_of(u) for u in urls})
+        if reading and self.cfg.obey_robots:  # (marked before a job can fetch robots.txt)
+            self.state.expect_robots_sitemaps(sites, priority)
         admitted, released = self.state.seed(urls, priority)
-        if self.cfg.sitemaps and self.cfg.max_depth >= 1:
-            roots = {site_of(u): sitemaps.entry(sitemaps.root(site_of(u))) for u in urls}
+        if reading:
+            named = [(site_of(d), sitemaps.entry(d)) for d in self.cfg.sitemap_urls]
+            if self.cfg.sitemap_probe:
+                named += [(site, sitemaps.entry(sitemaps.root(site))) for site in sites]
             cap = self.cfg.max_sitemaps_per_host
-            released += self.state.hold_sitemaps(roots.items(), priority, cap)[1]
+            released += self.state.hold_sitemaps(named, priority, cap)[1]
         self._enqueue(released)
         return admitted
 
+    def sitemaps_named(self, site: str, robots: Robots) -> None:
+        """Hold the sitemaps the robots.txt of seed site `site` names, once per crawl (the
+        seed left a mark for them): read by the job that fetched robots.txt, they cost no
+        request and no turn of the host's pace of their own."""
+        priority = self.state.take_robots_sitemaps(site)
+        if priority is None:
+            return
+        robots_url = site + "/robots.txt"
+        found = sitemaps.named_in(robots_url, robots.sitemaps(), self.cfg)
+        named = [(site_of(d), sitemaps.entry(d)) for d in found.sitemaps]
+        cap = self.cfg.max_sitemaps_per_host
+        self._enqueue(self.state.hold_sitemaps(named, priority, cap)[1])
+
     def resume(self) -> None:
-        """Clear the crawl's halt and queue the held URLs of the current level."""
+        """Clear the crawl's halt and queue what is due."""
         self._enqueue(self.state.resume())
 
-    def claim(
-        self, url: str, rq_job_id: str, reply: list | None = None
-    ) -> tuple[InFlight | None, bool]:
-        """The URL's inflight entry if this job is its live attempt and turn (the job then
-        holds the URL's lease), else None, and whether the crawl is paused; queues the
-        deferred URLs that are due. Raises StaleCrawl if the crawl is not this Frontier's.
-        `reply`: the claim's reply, when the worker already sent it (CrawlState.claim)."""
+    def claim(self, url: str, rq_job_id: str, reply: list | None = None) -> Claim:
+        """CrawlState.claim for the job (its entry is None unless the job is the URL's live
+        attempt and turn); queues what the claim released. Raises StaleCrawl if the crawl
+        is not this Frontier's. `reply`: the claim's reply, when the worker already sent it."""
         claim = self.state.claim(url, rq_job_id, reply)
         self._enqueue(claim.due)
         if claim.stale:
             raise StaleCrawl(self.crawl)
-        return claim.entry, claim.paused
+        return claim
+
+    def free_slot(self, url: str, slot: Slot) -> None:
+        """Free the slot of a job that did not end its URL (it failed, or was cut short),
+        and queue what that released."""
+        self._enqueue(self.state.free_slot(url, slot))
 
     def finish(
-        self,
-        url: str,
-        counts: dict[str, int],
-        record: dict,
-        children: Children,
-        child_depth: int,
-        content: Content | None = None,
-        priority: int = 0,
-        via: str = "",
+        self, url: str, ending: Ending, priority: int = 0, content: Content | None = None
     ) -> None:
         """End `url` for good (CrawlState.finish) and queue what that released. With
-        revisits, the visit is first written to the task table, which schedules the next
-        one, and the record gets its visit number and change: a worker dying between the
-        two leaves the URL in flight, fetched again, rather than ended with no next visit.
-        A page whose body an earlier URL of the crawl had is recorded `duplicate_of` it and
-        its links are not admitted: they were with the first. `content`: what a fetched
-        visit saw of the page; `priority`: the URL's (its links' is inherited from it).
-        `via`: the children are a redirect's target (rqcrawl.fetch.hops), which keeps the
-        priority."""
-        if self.cfg.revisit:
+        revisits, the visit is first written to the task table (`priority`: the URL's),
+        which schedules the next one, and the record gets its visit number and change: a
+        worker dying between the two leaves the URL in flight, fetched again, rather than
+        ended with no next visit. A page whose body an earlier URL of the crawl had is
+        recorded `duplicate_of` it and its links are not admitted: they were with the first
+        (unless it is a seed: the first may be from an earlier run of the crawl, another
+        Redis, whose links this one never admitted).
+        `content`: what a fetched visit saw of the page."""
+        record = ending.record
+        if self.cfg.revisit and record is not None:
             visited = self.table.visited(
-                self.crawl, url, child_depth - (0 if via else 1), record["outcome"],
-                record["status"], content, self.cfg, priority,
+                self.crawl, url, record["depth"], record["outcome"], record["status"], content,
+                self.cfg, priority,
             )  # fmt: skip
             record["visit"], record["change"] = visited.visit, visited.change
             if visited.similarity is not None:
                 record["similarity"] = visited.similarity
             if visited.duplicate_of:
-                record["duplicate_of"], children = visited.duplicate_of, []
-        child_priority = priority if via else self.state.inherited(priority)
-        self._ended(
-            self.state.finish(url, counts, record, children, child_depth, child_priority, via)
-        )
+                record["duplicate_of"] = visited.duplicate_of
+                if record["depth"] > 0:  # a seed's links are followed: the user named it
+                    ending = replace(ending, children=[], links=None, cut=())
+        ended = self.state.finish(url, ending)
+        if ended.duplicate_of and record is not None:  # found by the finish step (Ending)
+            record["duplicate_of"] = ended.duplicate_of
+        self._ended(ended)
+
+    def child_priority(self, priority: int, via: str = "") -> int:
+        """The priority of the links of a URL of `priority`: inherited, or the same for a
+        redirect's target (`via`)."""
+        return priority if via else self.state.inherited(priority)
 
     def _ended(self, ended: Ended) -> None:
         """Queue what ending a URL released, and what it calls for: a drain of the links
-        it sent to other shards, the level's coordination, a recovery pass."""
+        it sent to the outbox, the level's coordination over shards, the records left to
+        settle, a recovery pass; and tell the release thread when the host it freed may go
+        next."""
         self._enqueue(ended.released)
+        _tell_due(ended.next_at)
         if ended.sent:
             self.drain()
-        if ended.level_done:
+        if ended.level_up and self.state.shards is not None:
             levels.coordinate(self.peers)
+        if ended.settling:
+            self.release_due()
         if ended.reap_due:
             self.reap()
 
-    def finish_sitemap(self, url: str, entry: InFlight, found: sitemaps.Found) -> None:
+    def finish_sitemap(
+        self, url: str, entry: InFlight, found: sitemaps.Found, slot: Slot | None = None
+    ) -> None:
         """End the sitemap entry `url` for good: admit its pages at depth 1 (at most
         `max_sitemap_urls` admitted per site, grouped by priority), hold the sitemaps it
         names (at most `max_sitemaps_per_host` per site), then end it, and queue what that
@@ -229,6 +273,7 @@ class Frontier:
             listed = self.state.admit_listed(children, 1, priority, "sitemap")
             released += listed.released
             sent, admitted = sent or bool(listed.sent), admitted + listed.admitted
+        # (read again after a worker died, its known pages are lowered to depth 1 if deeper)
         self.state.return_sitemap_urls(site, taken - admitted)
         cap = self.cfg.max_sitemaps_per_host  # no more can be held: a site's cap
         named = [(site_of(d), sitemaps.entry(d)) for d in found.sitemaps[:cap]]
@@ -242,7 +287,7 @@ class Frontier:
             self.drain()
         if self.cfg.revisit:
             self._revisit_sitemap(url, entry, found, counts)
-        self._ended(self.state.finish(url, counts, None, [], 1))
+        self._ended(self.state.finish(url, Ending(dict(counts), None, [], 1, slot=slot)))
 
     def _revisit_sitemap(
         self, url: str, entry: InFlight, found: sitemaps.Found, counts: Counter
@@ -261,7 +306,10 @@ class Frontier:
 
     @cached_property
     def peers(self) -> list[Frontier]:
-        """The frontier of every shard of the crawl, in shard order (this one among them)."""
+        """The frontier of every shard of the crawl, in shard order (this one among them;
+        alone for a crawl on one Redis)."""
+        if not self.cfg.shards:
+            return [self]
         own = self.state.index
         return [
             self if i == own else Frontier(shards.connect(url), self.crawl, self.cfg)
@@ -269,10 +317,12 @@ class Frontier:
         ]
 
     def drain(self) -> int:
-        """Admit the links waiting in this shard's outbox on their own shards and queue what
-        that releases there, then drop them from the outbox: a drain that dies in between
-        leaves them to the next one, whose admissions are no-ops of the Bloom filter.
-        Returns how many links were moved (0 also when another drain holds the outbox)."""
+        """Admit the links waiting in this shard's outbox on their own shards (links to
+        other shards' hosts, and links sent again one deeper when their page was found
+        shorter) and queue what that releases there, then drop them from the outbox: a
+        drain that dies in between leaves them to the next one, whose admissions are no-ops
+        of the Bloom filter. Returns how many links were moved (0 also when another drain
+        holds the outbox)."""
         moved = 0
         while True:
             token = uuid.uuid4().hex
@@ -284,7 +334,8 @@ class Frontier:
                 by_shard.setdefault(link.shard, []).append(link)
             for shard, group in by_shard.items():
                 peer = self.peers[shard]
-                peer._enqueue(peer.state.admit(group).released)
+                admitted = peer.state.admit(group)
+                peer._enqueue(admitted.released)
             if not all([self.peers[shard].state.replicated() for shard in by_shard]):
                 self.state.trim_outbox(token, 0)  # kept: the next drain admits them again
                 return moved
@@ -294,35 +345,49 @@ class Frontier:
                 return moved
 
     def advance(self, level: int) -> None:
-        """Raise this shard's level past `level` (rqcrawl.frontier.levels), queue its URLs."""
-        self._enqueue(self.state.advance(level))
+        """Raise this shard's level to `level` (rqcrawl.frontier.levels), settle the records
+        that made final and queue what is due."""
+        settling, released = self.state.advance(level)
+        self._enqueue(released)
+        if settling:
+            self.release_due()
 
     def prior(self, url: str) -> Prior | None:
         """What the last visit of `url` left for a conditional GET, in a crawl with
         revisits (one primary-key SELECT), else None."""
         return self.table.prior(self.crawl, url) if self.cfg.revisit else None
 
-    def retry_later(self, url: str, entry: InFlight, delay: float, why: str = "") -> bool:
+    def retry_later(
+        self, url: str, entry: InFlight, delay: float, slot: Slot, why: str = ""
+    ) -> bool:
         """Park the next attempt of `url` until `delay` seconds from now, at that exact time
-        (like a deferral, not on RQ's scheduler's whole seconds); False if the job was
-        stale. `why` is kept for `rqcrawl inspect` until the attempt is due."""
+        (not on RQ's scheduler's whole seconds), then it waits for its host like the others;
+        False if the job was stale. `slot`: how its request ended. `why` is kept for
+        `rqcrawl inspect` until the attempt is due."""
         nxt = replace(entry, released_at=time.time() + delay, attempt=entry.attempt + 1, turn=0)
-        if not self._park(url, entry, nxt, keys.RETRIES):
+        if not self._park(url, entry, nxt, slot, keys.RETRIES):
             return False
         if why:
             self.state.note_retry(url, why, delay)
         return True
 
-    def defer(self, url: str, entry: InFlight, until: float) -> bool:
-        """Park `url` until `until` without using a worker; False if the job was stale."""
-        return self._park(url, entry, replace(entry, released_at=until, turn=entry.turn + 1))
+    def defer(self, url: str, entry: InFlight, until: float, slot: Slot) -> bool:
+        """Park `url` until `until` without using a worker (its site's robots.txt is not
+        ready, or its host had no slot for a job that came late); False if the job was
+        stale."""
+        return self._park(url, entry, replace(entry, released_at=until, turn=entry.turn + 1), slot)
 
-    def _park(self, url: str, entry: InFlight, nxt: InFlight, counter: str = "") -> bool:
-        if not self.state.park(url, entry, nxt, counter):
+    def _park(
+        self, url: str, entry: InFlight, nxt: InFlight, slot: Slot, counter: str = ""
+    ) -> bool:
+        parked = self.state.park(url, entry, nxt, slot, counter)
+        if parked is None:
             return False
-        self._show_parked(url, nxt, "retry" if counter else "deferred")
-        for watcher in _park_watchers:
-            watcher(nxt.released_at)
+        if nxt.released_at > time.time():
+            self._show_parked(url, nxt, "retry" if counter else "deferred")
+            _tell_due(nxt.released_at)
+        self._enqueue(parked.released)
+        _tell_due(parked.next_at)
         return True
 
     def _show_parked(self, url: str, nxt: InFlight, why: str) -> None:
@@ -332,7 +397,7 @@ class Frontier:
         (a cancel)."""
         kwargs = self._job_kwargs(url, nxt)
         at = datetime.fromtimestamp(nxt.released_at, UTC).strftime("%H:%M:%S")
-        kwargs["description"] += f" ({why}: waits until {at} UTC)"
+        kwargs["description"] += inert(f" ({why}: waits until {at} UTC)")
         job = self.queue.create_job(_crawl_func(url), status=JobStatus.DEFERRED, **kwargs)
         life = max(0, int(nxt.released_at - time.time())) + LOST_AFTER
         with self.redis.pipeline(transaction=False) as pipe:
@@ -348,8 +413,9 @@ class Frontier:
     def ensure_waker(self) -> None:
         """Queue the crawl's waker job (await_deferred) unless one is queued or running. A
         worker without the release thread of rqcrawl.workers.CrawlWorker (the card's stock
-        `rq worker crawl`, no scheduler) calls it when it parks a URL: the parked URLs then
-        come back even when no other job would start."""
+        `rq worker crawl`, no scheduler) calls it when something of the crawl is due later
+        (a host's next turn, a parked URL): it is then released on time even when no other
+        job would start."""
         if not self.state.claim_waker():
             return
         self.queue.enqueue_call(
@@ -363,15 +429,25 @@ class Frontier:
         )
 
     def await_deferred(self) -> int:
-        """The waker job's work: for WAKER_SPAN seconds at most, queue the deferred URLs as
-        they come due, until other jobs wait in the queue (this worker is then needed for
-        them; their starts release due URLs too); then queue the next waker while URLs are
-        still parked. Returns how many URLs it queued."""
+        """The waker job's work: for WAKER_SPAN seconds at most, queue what comes due as it
+        does, while jobs of the crawl are in flight or something is due later, and until
+        released jobs wait in the queue for WAKER_YIELD (every worker is busy: their starts
+        release due URLs too, and this worker is needed for them); then queue the next waker
+        while something is still due later. Returns how many URLs it queued."""
         released, end = 0, time.time() + WAKER_SPAN
-        while (nxt := self.next_due()) is not None and self.queue.count == 0:
-            if time.time() >= end:
+        waiting_since = None
+        while time.time() < end:
+            nxt = self.next_due()
+            if nxt is None and not self.state.unfinished():
                 break
-            time.sleep(max(0.0, min(nxt, end) - time.time()))
+            if self.queue.count:
+                waiting_since = waiting_since or time.monotonic()
+                if time.monotonic() - waiting_since >= WAKER_YIELD:
+                    break
+            else:
+                waiting_since = None
+            pause = 0.1 if nxt is None else nxt - time.time()
+            time.sleep(min(max(0.0, pause), end - time.time(), 0.1 if self.queue.count else 1.0))
             released += self.release_due()
         self.state.drop_waker()
         if self.next_due() is not None:
@@ -379,13 +455,19 @@ class Frontier:
         return released
 
     def release_due(self) -> int:
-        """Queue the deferred URLs whose time has come; returns how many."""
-        due = self.state.take_due()
+        """Queue what is due (hosts whose turn came, parked URLs whose time came), settling
+        held-back records the level made final on the way; returns how many URLs were
+        queued."""
+        settling, due = self.state.take_due()
         self._enqueue(due)
+        while settling:
+            settling, more = self.state.take_due()
+            self._enqueue(more)
+            due += more
         return len(due)
 
     def next_due(self) -> float | None:
-        """When the earliest deferred URL may run, if any is waiting."""
+        """When the next host may go or the next parked URL comes due, if any waits."""
         return self.state.next_due()
 
     @cached_property
@@ -436,18 +518,17 @@ class Frontier:
             return {self: due}
         placed: dict[Frontier, list] = {}
         for row in due:
-            shard = self.state.shards.index_of(host_of(sitemaps.target(row[0])))
-            placed.setdefault(self.peers[shard], []).append(row)
+            placed.setdefault(self.peers[self.state.shard_of(row[0])], []).append(row)
         return placed
 
     def _enqueue(self, entries: Released, at_front: bool = False) -> None:
-        """Create the RQ jobs of released URLs in one pipeline (`at_front`: at the head of
-        the queue, for a URL that already waited)."""
+        """Create the RQ jobs of released URLs in one pipeline, the highest priority first
+        (`at_front`: at the head of the queue, for a URL that already waited)."""
         if not entries:
             return
         by_queue: dict[Queue, list] = {}
         parked = []
-        for u, e in entries:
+        for u, e in sorted(entries, key=lambda pair: -pair[1].priority):  # hosts due together
             rendered = e.rendered or (self.cfg.render and self._rendered(u))
             queue, func = (
                 (self.render_queue, RENDER_FUNC) if rendered else (self.queue, _crawl_func(u))
@@ -468,31 +549,25 @@ class Frontier:
 
     def _rendered(self, url: str) -> bool:
         """Whether `url` goes straight to the render queue (a `render` pattern names it)."""
-        return not sitemaps.document(url) and choice.matches(url, self.cfg)
+        return not sitemaps.document(url) and rendering.matches(url, self.cfg.render)
 
-    def hand_off(self, url: str, entry: InFlight) -> bool:
+    def hand_off(self, url: str, entry: InFlight, slot: Slot) -> bool:
         """Give `url`, claimed as `entry` by a plain job that found it needs the browser
-        (render = "auto"), to a new job on the render queue, as a browser's turn of the same
-        attempt (state.RENDER_TURN); False if the job was stale. A worker dying in between
-        leaves the URL with no RQ job: the recovery pass brings it back as a plain job."""
+        (render = "auto"), to a job on the render queue, as a browser's turn of the same
+        attempt (state.RENDER_TURN), released when its host may take the browser's request
+        (its plain request ended as `slot` says); False if the job was stale."""
         nxt = replace(entry, released_at=time.time(), turn=RENDER_TURN + entry.turn)
-        if not self.state.hand_off(url, entry, nxt):
-            return False
-        data = Queue.prepare_data(RENDER_FUNC, at_front=True, **self._job_kwargs(url, nxt))
-        with self.redis.pipeline() as pipe:
-            pipe.delete(Job.key_for(data.job_id))
-            self.render_queue.enqueue_many([data], pipeline=pipe)
-            pipe.execute()
-        return True
+        return self._park(url, entry, nxt, slot)
 
     def _job_kwargs(self, url: str, entry: InFlight) -> dict:
-        """Job hygiene: tiny JSON-friendly args, a dashboard-readable description, a short
-        result life (the crawl's records hold the outcome)."""
+        """Job hygiene: tiny JSON-friendly args, a dashboard-readable description (inert:
+        rq-dashboard shows it unescaped), a short result life (the crawl's records hold the
+        outcome)."""
         short = url if len(url) <= 120 else url[:117] + "..."
         return {
             "args": (self.crawl, url, entry.depth),
             "job_id": entry.job_id(self.crawl, url),
-            "description": f"{self.crawl} d{entry.depth} {short}",
+            "description": inert(f"{self.crawl} d{entry.depth} {short}"),
             "result_ttl": self.cfg.job_ttl,
             "failure_ttl": self.cfg.failure_ttl,
             "timeout": self.cfg.job_timeout,
@@ -526,25 +601,37 @@ class Frontier:
                     self._give_up(url, entry)
                 except TableUnavailable as exc:  # its record waits for the table: next pass
                     log.warning("crawl %s: %s not recorded lost yet: %s", self.crawl, url, exc)
-            elif self.state.requeue(url, entry, nxt):
-                # at the head of the queue: a dead worker's URL has waited a lease already,
-                # and must not wait again behind a window of queued jobs
-                self._enqueue([(url, nxt)], at_front=True)
-        if self.cfg.shards:  # a drain or a level's end that a dead worker left undone
+                continue
+            # at the head of its host's queue, and of RQ's once released: a dead worker's
+            # URL has waited a lease already, and must not wait again behind other jobs
+            released = self.state.requeue(url, entry, nxt)
+            if released:
+                self._enqueue(released, at_front=True)
+        # a drain (or, over shards, a level's end) that a dead worker left undone
+        if self.cfg.shards:
             levels.coordinate(self.peers)
+        else:
+            self.drain()
         return len(lost)
 
     def _jobless(self, entries: Released) -> Released:
-        """Those of the in-flight URLs whose RQ job is neither pending nor running."""
+        """Those of the in-flight URLs whose RQ job is neither pending nor running: gone,
+        ended, or `queued` but in no queue (taken from it by a worker that died before the
+        job started: it waits in that worker's intermediate list until RQ's own cleanup,
+        minutes later)."""
         with self.redis.pipeline(transaction=False) as pipe:
             for url, entry in entries:
-                pipe.hget(Job.key_for(entry.job_id(self.crawl, url)), "status")
+                job_id = entry.job_id(self.crawl, url)
+                pipe.hget(Job.key_for(job_id), "status")
+                queue = self.render_queue if entry.rendered else self.queue
+                pipe.lpos(queue.key, job_id)
             found = pipe.execute()
-        return [
-            pair
-            for pair, status in zip(entries, found, strict=True)
-            if status is None or status.decode() not in _LIVE
-        ]
+        lost = []
+        for pair, status, place in zip(entries, found[::2], found[1::2], strict=True):
+            state = status.decode() if status is not None else None
+            if state not in _LIVE or (state == JobStatus.QUEUED and place is None):
+                lost.append(pair)
+        return lost
 
     def _give_up(self, url: str, entry: InFlight) -> None:
         """Record `url` as lost after its last attempt, unless a worker took it meanwhile."""
@@ -557,4 +644,4 @@ class Frontier:
         attempts = entry.attempt + 1
         lost = record(url, "lost", entry.depth, error=message, attempts=attempts, reason="lost")
         counts = {keys.FAILED: 1} | outcome_counts(host_of(url), {keys.FAILED: 1}, lost, None)
-        self.finish(url, counts, lost, [], entry.depth + 1, priority=entry.priority)
+        self.finish(url, Ending(counts, lost, [], entry.depth + 1), entry.priority)

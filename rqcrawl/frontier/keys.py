@@ -34,16 +34,32 @@ class CrawlKeys:
         self.config = self._key("config")  # string: the crawl's settings (JSON)
         self.counters = self._key("counters")  # hash: the fields below
         self.host_pages = self._key("host_pages")  # hash: host -> admitted, "kind|host" -> n
-        self.held = self._key("held")  # list of "depth url": admitted, not yet released, at
-        # priority 0; `held:P` the same at priority P (made in scripts.HELD_LIB)
-        self.priorities = self._key("priorities")  # zset: the priorities with a held list
+        # Admitted URLs wait in one sorted set per politeness key (a host, or "ip:ADDR"): the
+        # key's name is `qprefix` + key (see scripts.FRONTIER_LIB for all of the below)
+        self.qprefix = self._key("q", "")
+        self.qkeys = self._key("qkeys")  # set: the keys that have URLs waiting
+        self.ready = self._key("ready")  # zset: key -> when its next request may start
+        self.blocked = self._key("blocked")  # set: keys whose first URL waits for the level
+        self.pending = self._key("pending")  # hash: depth -> URLs not yet ended at it
+        self.spec = self._key("spec")  # hash: url -> depth of a held-back record
+        self.sprefix = self._key("spec", "")  # + depth: hash url -> held-back record (JSON)
+        self.lowered = self._key("lowered")  # hash: url -> depth of an in-flight URL found
+        # shorter
+        self.parked = self._key("parked")  # hash: url -> key of a URL waiting in `later`
+        self.lprefix = self._key("leases", "")  # + key: zset url -> expiry of a slot in use
+        # (or of a waiting robots.txt hop's, scripts.HOP_TURN)
         self.inflight = self._key("inflight")  # hash: url -> state.InFlight
         self.later = self._key("later")  # zset: in-flight URLs parked until their score
         self.leased = self._key("leased")  # zset: url -> lease expiry of the job holding it
         self.items = self._key("items")  # stream: one record per ended URL
+        # hash: follower -> JSON {file, offset} of the batch it writes (frontier.delivery)
+        self.followers = self._key("followers")
+        # + follower: a lock with a TTL held by the running follower of that name (its token
+        # "host:pid:random"), so that a second one on the same output is refused
+        self.fprefix = self._key("following", "")
         self.reap_lock = self._key("reap")  # string with a TTL: a recovery pass ran lately
         self.bloom = self._key("bloom")  # prefix of the Bloom filter's shards (`:0`, `:1`...)
-        self.hosts = self._key("hosts")  # hash: host -> politeness "ready booked step"
+        self.hosts = self._key("hosts")  # hash: key -> politeness "ready fetch backoff base"
         self.robots = self._key("robots")  # hash: site -> robots.txt verdict (JSON)
         self.forked = self._key("forked")  # string with a TTL: a forking worker ran a job
         self.waker = self._key("waker")  # string with a TTL: a waker job is queued or running
@@ -56,15 +72,19 @@ class CrawlKeys:
         # hash: url -> JSON list of the redirects that led to it (rqcrawl.fetch.hops), until it ends
         self.via = self._key("via")
         # hash: sitemap document URL -> 1 (held once), "docs|site" and "urls|site" -> how many
-        # documents were held and page URLs admitted for the site (rqcrawl.parse.sitemaps' caps)
+        # documents were held and page URLs admitted for the site (rqcrawl.frontier.sitemaps' caps)
         self.sitemaps = self._key("sitemaps")
+        # hash: a fetched page's body digest (SHA-1, 20 bytes) -> the first URL that had it
+        # (detect_duplicates: rqcrawl.frontier.state.Ending)
+        self.digests = self._key("digests")
 
     def _key(self, *parts: str) -> str:
         return self.prefix + ":".join(parts)
 
-    def host_leases(self, host: str) -> str:
-        """zset: the leases of the requests in progress to `host` (politeness)."""
-        return self._key("leases", host)
+    def host_leases(self, key: str) -> str:
+        """zset: the slots in use of politeness key `key` (URL, or a waiting robots.txt hop's
+        holder -> lease expiry)."""
+        return self.lprefix + key
 
     def robots_claim(self, site: str) -> str:
         """string with a TTL: the job fetching the site's robots.txt (one at a time)."""
@@ -83,7 +103,10 @@ LAST_CLAIM_AT = "last_claim_at"  # when a job of the crawl last started
 PAUSED_AT = "paused_at"  # set while halted (also when cancelled)
 CANCELLED_AT = "cancelled_at"
 PURGING_AT = "purging_at"  # set on every shard before a purge deletes any (control.purge)
-LEVEL = "level"  # the depth being released
+LEVEL = "level"  # the settled level: no URL of depth <= it + 1 can be found shorter
+SETTLED = "settled"  # the deepest depth whose held-back records were all emitted
+HELD = "held"  # admitted URLs waiting in their keys' queues
+LOWERED = "lowered"  # depths lowered when a shorter path turned up (exact depth)
 SHARD = "shard"  # this Redis's index among the crawl's shards (rqcrawl.frontier.shards)
 ADMITTED = "admitted"
 # max_pages over shards (state.CrawlState.take_pages): the first shard's count of pages granted

@@ -23,8 +23,7 @@ from contextlib import contextmanager
 
 from redis import Redis
 
-LEASE = 6.0  # seconds a lease lasts unless renewed
-RENEW_EVERY = LEASE / 3  # a lease survives two late or failed renewals
+from rqcrawl.defaults import LEASE, RENEW_EVERY
 
 log = logging.getLogger(__name__)
 

@@ -12,8 +12,6 @@ the database answers again the crawl goes on where it was.
 
 from __future__ import annotations
 
-TABLE_WAIT = 10.0  # seconds a URL waits when its task table did not answer
-
 
 class TableUnavailable(Exception):
     """The task table's database did not answer (connection refused, lost, timed out)."""

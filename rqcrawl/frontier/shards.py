@@ -8,7 +8,7 @@ of them). It is a dozen lines with blake2b from the standard library, so no libr
 
 A shard holds its hosts' frontier, Bloom filter, politeness, robots.txt verdicts, records and
 its own RQ queue `crawl`; the crawl's settings (with the shard list) are stored in every
-shard, and each shard knows its own index (CrawlState.shard_index), never derived from the URL
+shard, and each shard knows its own index (state.shard_index), never derived from the URL
 a worker was started with (`localhost` and `127.0.0.1` are the same server).
 """
 
@@ -22,7 +22,7 @@ from fnmatch import fnmatchcase
 from redis import Redis
 
 from rqcrawl.config import CrawlConfig
-from rqcrawl.frontier.redisurl import client
+from rqcrawl.redisurl import client
 
 
 @dataclass(frozen=True)
@@ -32,14 +32,17 @@ class ShardMap:
     urls: tuple[str, ...]
     rules: tuple[tuple[str, int], ...] = field(default=())  # (host glob, shard index), in order
 
-    def index_of(self, host: str) -> int:
+    def index_of(self, host: str, key: str | None = None) -> int:
         """The shard of `host`: the first rule that matches it, else the shard whose URL
-        scores highest with the host (rendezvous hashing)."""
+        scores highest with its politeness `key` (rendezvous hashing; the host itself unless
+        hosts are paced by address: hosts of one address then share a shard, and their
+        queue and pace there)."""
         host = host.lower()
         for pattern, index in self.rules:
             if fnmatchcase(host, pattern):
                 return index
-        return max(range(len(self.urls)), key=lambda i: _weight(self.urls[i], host))
+        placed = key or host
+        return max(range(len(self.urls)), key=lambda i: _weight(self.urls[i], placed))
 
 
 def _weight(shard: str, host: str) -> int:

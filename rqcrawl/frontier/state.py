@@ -1,41 +1,48 @@
 """A crawl's state in Redis, and every change of it: the one owner of a crawl's keys.
 
-Admitted URLs wait in Redis lists, one per priority (`held` for priority 0, entries "depth url";
-see scripts.HELD_LIB), and are released only while fewer than `window` are in flight, and only
-at the current level: level d+1 starts once every URL of level d has ended. Within a level the
-higher priority goes first (a list per priority keeps a held URL's memory that of a list entry,
-and a release step O(batch + priorities)); a page's links are held at `inherited` of its
-priority. So a URL is always first discovered along a shortest
-path, its depth is exact whatever the number of workers, and RQ holds at most `window` jobs
-of a crawl at a time. A released URL has an entry in `inflight` (InFlight) until it ends.
+Admitted URLs wait in one queue per politeness key (a host, or its address with
+`politeness_by = "ip"`), lowest depth first, then highest priority. A key is `ready` when its
+next request may start (its pace: the delay in force since its last request ended) and it
+has a free slot (`host_concurrency`); releasing takes the first URL of each due key, takes a
+slot of the key for it and makes it an RQ job (rqcrawl.frontier.dispatch). So RQ holds the
+URLs that can be fetched now, a job rarely finds its host busy, and one slow host holds up
+no other: each key goes at its own pace. A released URL has an entry in `inflight`
+(InFlight) until it ends; at most `window` have jobs at once.
 
-A broad crawl may opt out (`exact_depth = false`): held URLs are then released highest
-priority first, each priority in the order found, whatever their depth, so no host's long
-level holds up the others; a URL keeps the depth at which it was first found. A URL parked in
-`later` then leaves room in the window (it has no RQ job), so one slow host's deferred URLs
-cannot fill the window and starve the other hosts. Finishing stays exact either way: a crawl
-is over when nothing is held and nothing is in flight.
+Exact depth without a barrier (docs/explanation/exact-depth.md): a URL's depth is its shortest
+click distance from a seed. Hosts do not wait for each other, so a URL can be found first
+along a longer path; when a shorter one turns up, the URL is lowered where it is (waiting,
+in flight, or ended with its record held back) and an ended page's links are sent again one
+deeper. What can still change is bounded by the settled level L: the least depth of a URL
+not yet ended. No URL of depth <= L + 1 can be found shorter any more, so a record of a
+deeper URL is held back in Redis (with the page's links) until L catches up, and the records
+in the stream are final. `max_ahead` bounds the held-back records: at the bound, and with
+budgets (max_pages...) or `max_ahead = 0`, only URLs of depth L are released (the level
+barrier of a breadth-first crawl). `exact_depth = false` keeps the depth at which a URL was
+first found, and holds nothing back.
 
-One Lua step ends a URL (scripts.FINISH): it forgets it from `inflight`, records its outcome,
-admits its children through the Bloom filter and releases the next URLs, all atomically. A
-crashed worker therefore either did all of that or none of it. A page with more links than
-one call should take (Redis runs nothing else meanwhile) has them admitted by earlier calls of
-the same script that only admit, and ends with the last batch; a worker dying between two
-calls leaves the URL in flight, so it is fetched again and the links already admitted are
-no-ops of the Bloom filter's check-and-add.
+One Lua step ends a URL (scripts.FINISH): it forgets it from `inflight`, frees its slot,
+records its outcome, admits its children through the Bloom filter (and lowers the known ones
+found shorter) and releases the next URLs, all atomically. A crashed worker therefore either
+did all of that or none of it. A page with more links than one call should take (Redis runs
+nothing else meanwhile) has them admitted by earlier calls of the same script that only
+admit, and ends with the last batch; a worker dying between two calls leaves the URL in
+flight, so it is fetched again and the links already admitted are no-ops of the Bloom
+filter's check-and-add.
 
-A job that starts on a URL takes a short lease on it (`leased`), renewed while it works
-(rqcrawl.frontier.leases); a URL whose lease ran out belongs to a dead worker. A URL whose host is
-not ready, or whose retry is not due, waits in `later` (still in flight) until its time.
+A job that starts on a URL takes a short lease on it (`leased`) and on its slot, renewed while
+it works (rqcrawl.frontier.leases); a URL whose lease ran out belongs to a dead worker. A URL
+whose retry is not due, or whose site's robots.txt is not ready, waits in `later` (still in
+flight, its slot freed) until its time, then goes back to the head of its key's queue.
 
-In a crawl over several Redis servers (rqcrawl.frontier.shards) this is one shard's state: the same
-step appends a page's links to other shards' hosts to the shard's `outbox` (Outgoing), from
-which a drain admits them on their shard, and the level is raised by rqcrawl.frontier.levels for the
-whole crawl rather than by the finish step.
+In a crawl over several Redis servers (rqcrawl.frontier.shards) this is one shard's state: the
+same step appends a page's links to other shards' hosts to the shard's `outbox` (Outgoing),
+from which a drain admits them on their shard, and the settled level is the whole crawl's,
+raised by rqcrawl.frontier.levels rather than by the finish step.
 
 Key names and counter fields are spelled in rqcrawl.frontier.keys, the Lua in
-rqcrawl.frontier.scripts; the RQ
-side (jobs of released URLs, wake-ups, the recovery pass) is rqcrawl.frontier.dispatch's.
+rqcrawl.frontier.scripts; the RQ side (jobs of released URLs, wake-ups, the recovery pass) is
+rqcrawl.frontier.dispatch's.
 """
 
 from __future__ import annotations
@@ -44,55 +51,50 @@ import hashlib
 import json
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from redis import Redis
 from redis.client import Pipeline
-from redis.exceptions import NoScriptError
 
 from rqcrawl.config import CrawlConfig
-from rqcrawl.config import load as load_config
+from rqcrawl.defaults import (
+    CLAIM_NOTE_EVERY,
+    DUE_BATCH,
+    FORKED_TTL,
+    HOP_HOLD,
+    KNOWN_MAX,
+    LEASE,
+    OTHERS_EVERY,
+    OUTBOX_LOCK,
+    PAGE_BLOCK,
+    RATE_BUCKET,
+    REAP_EVERY,
+    RECENT,
+    RELEASE_GRACE,
+    REPLICA_WAIT_MS,
+    SHARE_FLOOR,
+    WAKER_TTL,
+)
+from rqcrawl.fetch.politeness import GateKeys
 from rqcrawl.frontier import keys, scripts
 from rqcrawl.frontier.bloom import BloomFilter, NativeBloomFilter, batches
+from rqcrawl.frontier.configs import load as load_config
 from rqcrawl.frontier.keys import CrawlKeys
-from rqcrawl.frontier.leases import LEASE
-from rqcrawl.frontier.redisurl import behind_sentinel
+from rqcrawl.frontier.records import skip_template
 from rqcrawl.frontier.shards import connect, shard_map
-from rqcrawl.ops.sinks import skip_template
-from rqcrawl.parse.sitemaps import target
+from rqcrawl.frontier.sitemaps import target
 from rqcrawl.parse.urls import host_of
+from rqcrawl.redisurl import behind_sentinel
 
-REAP_EVERY = 5  # seconds between two recovery passes of one crawl
-REPLICA_WAIT_MS = 2000  # most a drain waits for a shard's replica (see replicated)
-DUE_BATCH = 500  # deferred URLs released per call
-# Seconds between two notes of a claim's time by one process: `status` warns of idle workers
-# only after stats.IDLE_WARN (a minute), and a note per job was a Redis command per page.
-CLAIM_NOTE_EVERY = 1.0
-# URLs this process has passed through the Bloom filter (at most this many, about 5 MB): they
-# are in it for good, so they are not sent again. Pages of a site repeat most of their links,
-# and each link costs k bit operations in Redis.
-KNOWN_MAX = 50_000
-# Redis work per child besides its k bit operations (a budget check, RPUSH and HINCRBY, or
-# XADD of its record), in the bit operations of bloom.MAX_POSITIONS: sizes admission batches.
-CHILD_COST = 4
+# Redis work per child besides its k bit operations (a budget check, its queue and its key's
+# schedule, or the look-ups of a known child), in the bit operations of
+# bloom.MAX_POSITIONS: sizes admission batches.
+CHILD_COST = 6
 # Upper bounds (seconds) of the fetch-latency histogram, Prometheus style (+Inf implied).
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
-RATE_BUCKET = 10  # seconds per `rate:N` counter of fetched pages (the recent rate)
-RECENT = 60  # seconds of rate buckets kept (and over which `status` reports the recent rate)
-# URLs a crawl admits before max_host_share applies: a small crawl is not cut by it.
-SHARE_FLOOR = 100
-# max_pages over shards: pages a shard takes from the crawl's first shard at a time (see
-# scripts.GRANT_PAGES), so that budgets cost one round trip to it per block, not per page.
-PAGE_BLOCK = 50
 NEEDS_PAGES = 2  # what scripts.FINISH returns first when this shard must take pages
-# Seconds a process counts on its last read of the URLs the other shards admitted, for
-# max_host_share over shards (a round trip per other shard, not per page).
-OTHERS_EVERY = 1.0
-FORKED_TTL = 60  # seconds a job run by a forking worker keeps the `status` warning up
-WAKER_TTL = 60  # seconds a lost waker job (its worker killed) keeps others from being queued
-OUTBOX_LOCK = 30  # seconds a drain of a shard's outbox holds it (a dead drain's is taken over)
 
 Children = Sequence[tuple[str | None, str]]  # (verdict, url): a verdict refuses the URL
 # Turns from here on are the browser's: a URL handed to the render queue (Frontier.hand_off)
@@ -109,7 +111,7 @@ class InFlight:
     entry (nor of its comparisons)."""
 
     depth: int
-    released_at: float
+    released_at: float = field(compare=False)  # (the frontier's to set: see same_entry)
     attempt: int
     turn: int = 0
     priority: int = 0
@@ -130,11 +132,6 @@ class InFlight:
         """Whether the URL's jobs are the render queue's (see RENDER_TURN)."""
         return self.turn >= RENDER_TURN
 
-    @property
-    def booked(self) -> bool:
-        """Whether the URL waited for a politeness slot in this attempt (deferred)."""
-        return self.turn % RENDER_TURN > 0
-
     def encode(self) -> str:
         return f"{self.depth} {self.released_at!r} {self.attempt} {self.turn} {self.priority}"
 
@@ -148,13 +145,62 @@ Released = list[tuple[str, InFlight]]  # URLs that became in flight: they need R
 
 
 @dataclass(frozen=True)
+class Slot:
+    """How a job's hold of a slot of its politeness key ended, for the key's pace
+    (scripts.FRONTIER_LIB, free_slot): the request's `seconds` (-1: none was made), the
+    adaptive throttle's `answer` ('push' for 429/503 or a Retry-After, 'ok' for a success,
+    '-' otherwise) and `retry_after`, the key's base delay as now known (`base`: the setting
+    or its Crawl-delay; -1: unchanged), and a time before which the key takes no request."""
+
+    key: str
+    seconds: float = -1.0
+    answer: str = "-"
+    retry_after: float = 0.0
+    base: float = -1.0
+    not_before: float = 0.0
+
+    def encode(self) -> str:
+        return (
+            f"{self.key} {self.seconds!r} {self.answer} {self.retry_after!r} {self.base!r} "
+            f"{self.not_before!r}"
+        )
+
+
+@dataclass(frozen=True)
+class Ending:
+    """What ending a URL writes in one atomic step (CrawlState.finish): the `counts` to add,
+    its `record` (None: none), its `children` admitted at `child_depth` and `child_priority`
+    (`via`: they are a redirect's target, led to by that JSON list of redirects,
+    rqcrawl.fetch.hops), the end of its request's `slot`, and, for a page whose record may be
+    held back (exact depth), all its `links` and those `cut` by max_depth, which a shorter
+    path found later sends again. `digest`: the body digest of a fetched page, when the
+    crawl detects duplicates: a page whose body an earlier URL of the crawl had is recorded
+    `duplicate_of` it and admits none of its new links (the first page's were), each call
+    of the finish step checking it (scripts.FINISH)."""
+
+    counts: dict[str, int]
+    record: dict | None
+    children: Children = ()
+    child_depth: int = 1
+    child_priority: int = 0
+    via: str = ""
+    slot: Slot | None = None
+    links: Children | None = None
+    cut: Children = ()
+    digest: bytes = b""
+
+
+@dataclass(frozen=True)
 class Claim:
     """What a starting job learns in one round trip (CrawlState.claim)."""
 
     entry: InFlight | None  # None: the URL ended, or a newer job replaced this one
     paused: bool
-    due: Released  # deferred URLs whose time has come, taken out of `later`
+    due: Released  # URLs released meanwhile (see scripts.CLAIM)
     stale: bool  # the crawl was purged and created again since this state was made
+    wait_until: float | None = None  # its key has no slot now: come back then
+    lowered: int | None = None  # the URL was found shorter: its depth now
+    level: int = 0  # the settled level when the job started
 
 
 @dataclass(frozen=True)
@@ -163,13 +209,15 @@ class Snapshot:
     crawl, in one round trip."""
 
     counters: dict[str, int | float]
-    in_flight: list[str]  # URLs (at most `window`)
+    in_flight: list[str]  # URLs (at most `window` with jobs, and the parked ones)
     held: int
     deferred: int
     hosts: dict[str, dict[str, int]]  # host -> admitted, fetched, failed, skipped
-    pace: dict[str, tuple[float, ...]]  # host -> politeness (ready, booked, step, ...)
+    pace: dict[str, tuple[float, ...]]  # key -> politeness (ready, fetch, backoff, base)
     forked: bool  # a forking worker ran a job of the crawl lately
     bloom: dict = field(default_factory=dict)
+    held_back: int = 0  # records held back until the level settles them
+    outbox: int = 0  # links waiting to be admitted (on another shard, or one deeper)
 
     def count(self, name: str) -> int | float:
         return self.counters.get(name, 0)
@@ -182,22 +230,26 @@ class Snapshot:
 @dataclass(frozen=True)
 class Ended:
     """What one end (or seeding, or resume) did: URLs new to the crawl, the released URLs,
-    whether a recovery pass is due, and in a crawl over several shards whether this shard
-    has nothing in flight (the level may be over: rqcrawl.frontier.levels) and how many links went
-    to its outbox for other shards."""
+    whether a recovery pass is due, whether the level rose (over several shards: whether
+    this shard has nothing pending at the crawl's level, which may be over:
+    rqcrawl.frontier.levels), how many links went to the outbox, whether held-back records
+    are left to settle, and when the key it freed may go next (0: none)."""
 
     admitted: int
     released: Released
     reap_due: bool = False
-    level_done: bool = False
+    level_up: bool = False
     sent: int = 0
+    settling: bool = False
+    next_at: float = 0.0
+    duplicate_of: str = ""  # the ended page's body was first this URL's (Ending.digest)
 
 
 @dataclass(frozen=True)
 class Outgoing:
-    """A link to a host of another shard, waiting in the outbox of the shard that found it:
-    entries "shard priority depth verdict source via url" ('-': no verdict, no source, no
-    via; an entry of an earlier version has no source field, or no via field)."""
+    """A link waiting in a shard's outbox, to be admitted on its shard (another shard's host,
+    or a link sent again one deeper when its page was found shorter): entries
+    "shard priority depth verdict source via url" ('-': no verdict, no source, no via)."""
 
     shard: int
     priority: int
@@ -209,12 +261,8 @@ class Outgoing:
 
     @classmethod
     def parse(cls, raw: bytes) -> Outgoing:
-        fields = raw.decode().split(" ")  # a canonical URL has no space, nor its JSON list
-        if len(fields) == 5:
-            fields.insert(4, "-")
-        if len(fields) == 6:
-            fields.insert(5, "-")
-        shard, priority, depth, verdict, source, via, url = fields
+        # the URL last, whatever it holds (a JSON list of redirects has no space)
+        shard, priority, depth, verdict, source, via, url = raw.decode().split(" ", 6)
         return cls(
             int(shard), int(priority), int(depth), None if verdict == "-" else verdict, url,
             "" if source == "-" else source, "" if via == "-" else via,
@@ -229,23 +277,28 @@ class Outgoing:
 
 @dataclass(frozen=True)
 class LevelView:
-    """What the level coordinator reads of one shard (rqcrawl.frontier.levels): `version` changes
-    with every admission and every URL given back, so two equal views mean nothing moved."""
+    """What the level coordinator reads of one shard (rqcrawl.frontier.levels): its level,
+    the least depth it has pending (None: none), its in-flight, waiting, outbox and held-back
+    counts, and `version`, which changes with every admission and every URL given back, so
+    two equal views mean nothing moved."""
 
     level: int
+    lowest: int | None
     in_flight: int
     held: int
     outbox: int
-    version: tuple[int, int]
+    held_back: int
+    version: tuple[int, int, int]
     halted: bool
 
 
 @dataclass(frozen=True)
 class UrlFacts:
     """Where one URL is in this shard's state (CrawlState.url_facts), for `rqcrawl inspect`:
-    its in-flight entry, when its deferral ends (`later`), its lease's expiry, its held
-    place (priority, depth), the reason of a retry, whether the Bloom filter has seen it,
-    the level, and its site's robots.txt verdict and whether a job is fetching that now."""
+    its in-flight entry, when its deferral ends (`later`), its lease's expiry, its place in
+    its key's queue (priority, depth), the reason of a retry, whether the Bloom filter has
+    seen it, the level, and its site's robots.txt verdict and whether a job is fetching that
+    now, its key's next start and whether the key waits for the level."""
 
     entry: InFlight | None
     later_at: float | None
@@ -257,6 +310,9 @@ class UrlFacts:
     paused: bool
     robots: dict | None
     robots_fetching: bool
+    key_ready_at: float | None = None
+    key_blocked: bool = False
+    held_back_at: int | None = None  # its record is held back at this depth
 
 
 @dataclass(frozen=True)
@@ -284,7 +340,7 @@ class CrawlState:
         self.crawl = crawl
         self.cfg = cfg
         self.keys = CrawlKeys(crawl)
-        self.known: set[str] = set()  # see KNOWN_MAX
+        self.known: dict[str, int] = {}  # url -> least depth sent (see KNOWN_MAX)
         # Not behind a Sentinel: a failover loses what the old primary acknowledged last, so
         # links sent then must be sent again when their page is fetched again.
         self.remembers = not behind_sentinel(redis)
@@ -292,6 +348,10 @@ class CrawlState:
         self.claim_noted_at = 0.0  # see claim
         self.shards = shard_map(cfg)  # None: the crawl lives in this Redis alone
         self.others_read: tuple[float, int] = (0.0, 0)  # see admitted_elsewhere
+        self.gate_key = GateKeys(cfg)  # host -> its politeness key
+        # Seconds ahead of its host's turn a URL may be released (its job then waits for the
+        # turn): a forking worker's job takes that long to start (defaults.FORK_LEAD).
+        self.lead = 0.0
 
     @cached_property
     def index(self) -> int:
@@ -309,34 +369,83 @@ class CrawlState:
         kind = NativeBloomFilter if self.cfg.bloom_filter == "native" else BloomFilter
         return kind(self.redis, self.keys.bloom, self.cfg.bloom_capacity, self.cfg.bloom_error_rate)
 
+    def key_of(self, url: str) -> str:
+        """The politeness key of `url` (a crawl entry: a page, or a sitemap document)."""
+        return self.gate_key(host_of(target(url)))
+
+    @property
+    def strict(self) -> bool:
+        """Whether only URLs of the level are released (budgets: the breadth-first order
+        decides which pages they keep)."""
+        cfg = self.cfg
+        return bool(cfg.max_pages or cfg.max_pages_per_host or cfg.max_host_share)
+
+    def frontier_names(self) -> dict:
+        """The keys and arguments every frontier script takes (scripts.FRONTIER_KEYS and
+        FRONTIER_ARGS), by name."""
+        k, cfg = self.keys, self.cfg
+        pace = (
+            f"{cfg.delay!r} {cfg.host_concurrency} {cfg.delay_factor!r} "
+            f"{cfg.max_backoff_delay!r} {RELEASE_GRACE!r} {int(cfg.adaptive_throttle)} "
+            f"{self.lead!r}"
+        )
+        levels = (
+            f"{int(cfg.exact_depth)} {int(self.strict)} {cfg.max_ahead} "
+            f"{int(self.shards is not None)} {cfg.max_depth} {self.index}"
+        )
+        return dict(
+            counters=k.counters, inflight=k.inflight, ready=k.ready, blocked=k.blocked,
+            qkeys=k.qkeys, hosts=k.hosts, later=k.later, parked=k.parked, pending=k.pending,
+            spec=k.spec, lowered=k.lowered, items=k.items, outbox=k.outbox, leased=k.leased,
+            qprefix=k.qprefix, lprefix=k.lprefix, sprefix=k.sprefix, pace=pace, levels=levels,
+            now=repr(time.time()), window=self.cfg.window, undelivered=cfg.max_undelivered,
+        )  # fmt: skip
+
     # -- admission and ending -------------------------------------------------------------
 
     def seed(self, urls: list[str], priority: int = 0) -> tuple[int, Released]:
         """Admit `urls` at depth 0 and `priority` (budgets apply, trap rules do not) and
-        release what the window allows; returns how many were new to the crawl, and the
-        released URLs."""
+        release what is due; returns how many were new to the crawl, and the released
+        URLs."""
         self.redis.hsetnx(self.keys.counters, keys.STARTED_AT, repr(time.time()))
-        ended = self._end("", "", None, [(None, u) for u in urls], 0, priority)
+        ended = self._end("", Ending({}, None, [(None, u) for u in urls], 0, priority))
         return ended.admitted, ended.released
 
     def admit_listed(self, children: Children, depth: int, priority: int, source: str) -> Ended:
         """Admit `children` at `depth` and `priority` like a page's links without ending any
         URL: a sitemap's URLs, noted as coming from `source`."""
-        return self._end("", "", None, children, depth, priority, source)
+        return self._end("", Ending({}, None, children, depth, priority), source)
 
     def hold_sitemaps(
         self, entries: Iterable[tuple[str, str]], priority: int, cap: int
     ) -> tuple[int, Released]:
         """Hold sitemap entries (site, entry) at depth 0 (scripts.HOLD_SITEMAPS: once each,
-        at most `cap` per site) and release what the window allows; returns how many the
-        cap refused, and the released URLs."""
-        k = self.keys
-        held, capped = scripts.HOLD_SITEMAPS(
-            self.redis, tail_args=[part for pair in entries for part in pair],
-            counters=k.counters, held=k.held, priorities=k.priorities, sitemaps=k.sitemaps,
-            cap=cap, priority=priority,
+        at most `cap` per site) and release what is due; returns how many the cap refused,
+        and the released URLs."""
+        triples = [part for site, e in entries for part in (site, self.key_of(e), e)]
+        _, capped, *released = scripts.HOLD_SITEMAPS(
+            self.redis, tail_args=triples, sitemaps=self.keys.sitemaps, cap=cap,
+            priority=priority, **self.frontier_names(),
         )  # fmt: skip
-        return capped, self._end("", "", None, [], 0).released if held else []
+        return capped, _pairs(released)
+
+    def expect_robots_sitemaps(self, sites: Iterable[str], priority: int) -> None:
+        """Mark seed `sites` whose robots.txt's sitemaps are to be read (at `priority`), by
+        the job that fetches it (Frontier.sitemaps_named); a site marked before keeps its."""
+        with self.redis.pipeline(transaction=False) as pipe:
+            for site in sites:
+                pipe.hsetnx(self.keys.sitemaps, f"robots|{site}", priority)
+            pipe.execute()
+
+    def take_robots_sitemaps(self, site: str) -> int | None:
+        """The priority of `site`'s mark (expect_robots_sitemaps), taken (deleted, in one
+        transaction: once); None when the site has none (not a seed site, or taken). Other
+        sites leave nothing behind."""
+        with self.redis.pipeline() as pipe:
+            pipe.hget(self.keys.sitemaps, f"robots|{site}")
+            pipe.hdel(self.keys.sitemaps, f"robots|{site}")
+            mark, taken = pipe.execute()
+        return int(mark) if taken else None
 
     def take_sitemap_urls(self, site: str, n: int, cap: int) -> int:
         """How many of `n` more sitemap URLs `site` may still give (at most `cap` admitted
@@ -353,158 +462,145 @@ class CrawlState:
         if n:
             self.redis.hincrby(self.keys.sitemaps, f"urls|{site}", -n)
 
-    def finish(
-        self,
-        url: str,
-        counts: dict[str, int],
-        record: dict,
-        children: Children,
-        child_depth: int,
-        child_priority: int = 0,
-        via: str = "",
-    ) -> Ended:
-        """End `url` for good: add `counts` to the counters, record it, and admit `children`
-        at `child_priority` (a refused one is recorded once as skipped). `via`: the children
-        are a redirect's target, led to by that JSON list of redirects (rqcrawl.fetch.hops)."""
-        increments = " ".join(f"{name} {n}" for name, n in counts.items() if n)
-        return self._end(url, increments, record, children, child_depth, child_priority, via=via)
+    def finish(self, url: str, ending: Ending) -> Ended:
+        """End `url` for good with what `ending` writes (a refused child is recorded once as
+        skipped)."""
+        return self._end(url, ending)
 
     def inherited(self, priority: int) -> int:
         """The priority of a page's links: `priority_share` of the page's, rounded toward 0
         (so a seed's priority fades with the clicks from it unless the share is 1)."""
         return int(priority * self.cfg.priority_share)
 
-    def _end(
-        self,
-        done: str,
-        increments: str,
-        record: dict | None,
-        children: Children,
-        depth: int,
-        priority: int = 0,
-        source: str = "",
-        via: str = "",
-    ) -> Ended:
-        """End `done` (unless '') and admit `children`, in batches of bounded Redis time, the
-        URL ending with the last one (see the module docstring). Links to other shards'
-        hosts go to the outbox with the last one."""
-        children = [c for c in children if c[1] not in self.known]
-        children, foreign = self._split(children, depth, priority, source, via)
+    def _end(self, done: str, ending: Ending, source: str = "") -> Ended:
+        """End `done` (unless '') and admit the children of `ending`, in batches of bounded
+        Redis time, the URL ending with the last one (see the module docstring). Links to
+        other shards' hosts go to the outbox with the last one."""
+        depth = ending.child_depth
+        children = [c for c in ending.children if self.known.get(c[1], depth + 1) > depth]
+        children, foreign = self._split(children, ending, source)
         parts = list(batches(children, self.bloom.hashes + CHILD_COST)) or [[]]
-        admitted, released = 0, []
+        admitted, released, sent, dup = 0, [], 0, ""
         for part in parts[:-1]:
-            ended = self._finish_call(done, False, "", None, part, depth, priority, [], source, via)
+            only = replace(ending, counts={}, record=None, slot=None, links=None, cut=())
+            ended = self._finish_call(done, False, only, part, [], source)
             if ended is None:  # a stale job: the URL ended meanwhile, its links are not ours
                 return Ended(admitted, released)
-            admitted += ended.admitted
-            released += ended.released
-        last = self._finish_call(
-            done, True, increments, record, parts[-1], depth, priority, foreign, source, via
-        )
+            admitted, released = admitted + ended.admitted, released + ended.released
+            sent += ended.sent
+            dup = dup or ended.duplicate_of
+        last = self._finish_call(done, True, ending, parts[-1], foreign, source)
         if last is None:
             return Ended(admitted, released)
-        return Ended(
-            admitted + last.admitted, released + last.released, last.reap_due, last.level_done,
-            last.sent,
-        )  # fmt: skip
+        return replace(last, admitted=admitted + last.admitted,
+                       released=released + last.released, sent=sent + last.sent,
+                       duplicate_of=dup or last.duplicate_of)  # fmt: skip
 
     def _split(
-        self, children: Children, depth: int, priority: int, source: str, via: str = ""
+        self, children: Children, ending: Ending, source: str
     ) -> tuple[Children, list[Outgoing]]:
         """The children of this shard's hosts, and the others for the outbox."""
         if self.shards is None:
             return children, []
         local, foreign = [], []
         for verdict, url in children:
-            shard = self.shards.index_of(host_of(url))
+            shard = self.shard_of(url)
             if shard == self.index:
                 local.append((verdict, url))
             else:
-                foreign.append(Outgoing(shard, priority, depth, verdict, url, source, via))
+                depth, priority = ending.child_depth, ending.child_priority
+                foreign.append(Outgoing(shard, priority, depth, verdict, url, source, ending.via))
         return local, foreign
+
+    def shard_of(self, url: str) -> int:
+        """The shard of the host of `url` (placed by its politeness key)."""
+        host = host_of(target(url))
+        return self.shards.index_of(host, self.gate_key(host)) if self.shards else self.index
+
+    def _links(self, links: Children | None) -> str:
+        """A page's links as the finish step keeps them with a held-back record: a JSON list
+        of "shard verdict url" ('' for none)."""
+        if not links:
+            return ""
+        return json.dumps([f"{self.shard_of(u)} {v or '-'} {u}" for v, u in links])
 
     def _finish_call(
         self,
         done: str,
         final: bool,
-        increments: str,
-        record: dict | None,
+        ending: Ending,
         children: Children,
-        child_depth: int,
-        child_priority: int,
         foreign: list[Outgoing],
-        source: str = "",
-        via: str = "",
+        source: str,
     ) -> Ended | None:
         """One run of scripts.FINISH; None if `done` had already ended (a stale job)."""
         urls = [u for _, u in children]
         while True:
-            ended, admitted, reap_due, level_done, *released = self._finish_script(
-                done, final, increments, record, children, child_depth, child_priority,
-                foreign, source, urls, via,
-            )  # fmt: skip
-            if ended != NEEDS_PAGES:
+            reply = self._finish_script(done, final, ending, children, foreign, source, urls)
+            if reply[0] != NEEDS_PAGES:
                 break
-            self.take_pages(admitted)  # (then: how many it needs)
-        if not ended:  # the script stopped before the Bloom filter (the URL had ended)
+            self.take_pages(reply[1])  # (then: how many it needs)
+        ok, admitted, reap_due, level_up, sent, settling, next_at, dup, *released = reply
+        if not ok:  # the script stopped before the Bloom filter (the URL had ended)
             return None
-        if self.remembers:
+        if self.remembers and not dup:  # (a duplicate's links were not admitted)
             if len(self.known) > KNOWN_MAX:
                 self.known.clear()
-            self.known.update(urls)
-            self.known.update(o.url for o in foreign)
-        released = [_held_entry(raw) for raw in released]
-        return Ended(admitted, released, bool(reap_due), bool(level_done), len(foreign))
+            depth = ending.child_depth
+            for url in [*urls, *(o.url for o in foreign)]:
+                self.known[url] = min(self.known.get(url, depth), depth)
+        return Ended(
+            admitted, _pairs(released), bool(reap_due), bool(level_up), sent, bool(settling),
+            float(next_at), dup.decode(),
+        )  # fmt: skip
 
     def _finish_script(
         self,
         done: str,
         final: bool,
-        increments: str,
-        record: dict | None,
+        ending: Ending,
         children: Children,
-        child_depth: int,
-        child_priority: int,
         foreign: list[Outgoing],
         source: str,
         urls: list[str],
-        via: str,
     ) -> list:
         """One run of scripts.FINISH, its reply as is."""
-        k = self.keys
+        k, record = self.keys, ending.record
+        tail: list = []
+        for verdict, u in children:
+            host = host_of(target(u))
+            tail += (verdict or "-", self.gate_key(host), host, u)
         return scripts.FINISH(
             self.redis,
-            tail_keys=self.bloom.keys,
-            tail_args=[
-                *(arg for verdict, u in children for arg in (verdict or "-", host_of(u), u)),
-                *self.bloom.flat_positions(urls),
-            ],
-            counters=k.counters, inflight=k.inflight, held=k.held, items=k.items,
-            reap_lock=k.reap_lock, host_pages=k.host_pages, later=k.later, leased=k.leased,
-            revisiting=k.revisiting, priorities=k.priorities, outbox=k.outbox,
-            sitemapped=k.sitemapped, via=k.via, done=done, final=int(final), source=source,
-            child_via=via,
-            increments=increments,
+            tail_keys=self.bloom.script_keys,
+            tail_args=[*tail, *self.bloom.flat_positions(urls)],
+            reap_lock=k.reap_lock, host_pages=k.host_pages, revisiting=k.revisiting,
+            sitemapped=k.sitemapped, via=k.via, digests=k.digests, done=done, final=int(final),
+            digest=ending.digest,
+            increments=" ".join(f"{name} {n}" for name, n in ending.counts.items() if n),
             record=json.dumps(record, separators=(",", ":")) if record else "",
-            child_depth=child_depth,
-            child_priority=child_priority,
-            window=self.cfg.window,
+            rec_depth=record["depth"] if record else -1,
+            child_depth=ending.child_depth,
+            child_priority=ending.child_priority,
+            source=source,
+            child_via=ending.via,
+            links=self._links(ending.links) if final else "",
+            cut=self._links(ending.cut) if final else "",
+            slot=(ending.slot or Slot(self.key_of(done))).encode() if final and done else "",
             shard_bits=self.bloom.shard_bits,
             k=self.bloom.hashes,
-            now=repr(time.time()),
             reap_every=REAP_EVERY,
             max_pages=self.cfg.max_pages,
             max_host_pages=self.cfg.max_pages_per_host,
             max_host_share=repr(self.cfg.max_host_share),
             share_floor=SHARE_FLOOR,
-            skip_record=skip_template(child_depth, source),
+            skip_record=skip_template(ending.child_depth, source),
             skip_prefix=keys.SKIPPED,
             n=len(children),
             size=self.bloom.size,
-            sharded=int(self.shards is not None),
             foreign=json.dumps([o.encode() for o in foreign]) if foreign else "",
-            exact=int(self.cfg.exact_depth),
             others=self.admitted_elsewhere(),
+            **self.frontier_names(),
         )  # fmt: skip
 
     def take_pages(self, need: int) -> None:
@@ -543,19 +639,16 @@ class CrawlState:
         return others
 
     def readmit(self, due: Iterable[tuple[str, int, int]]) -> tuple[int, Released]:
-        """Put URLs due for a revisit (url, depth, priority) back in the held lists, bypassing
-        the Bloom filter, except those already waiting for their revisit or in flight, and
-        release what the window allows; returns how many were readmitted, and the released
-        URLs. They join the end of their priority's list: the level barrier applies to them as
-        to new URLs."""
-        k = self.keys
-        added = scripts.READMIT(
-            self.redis,
-            tail_args=[f"{priority} {depth} {url}" for url, depth, priority in due],
-            counters=k.counters, inflight=k.inflight, held=k.held, revisiting=k.revisiting,
-            priorities=k.priorities,
+        """Put URLs due for a revisit (url, depth, priority) back in their keys' queues,
+        bypassing the Bloom filter, except those already waiting for their revisit or in
+        flight, and release what is due; returns how many were readmitted, and the released
+        URLs."""
+        entries = [f"{priority} {depth} {self.key_of(url)} {url}" for url, depth, priority in due]
+        added, *released = scripts.READMIT(
+            self.redis, tail_args=entries, revisiting=self.keys.revisiting,
+            **self.frontier_names(),
         )  # fmt: skip
-        return added, self._end("", "", None, [], 0).released if added else []
+        return added, _pairs(released)
 
     def cancelled(self) -> bool:
         return bool(self.redis.hexists(self.keys.counters, keys.CANCELLED_AT))
@@ -568,13 +661,13 @@ class CrawlState:
 
     def claim(self, url: str, job_id: str, reply: list | None = None) -> Claim:
         """The URL's entry if the job `job_id` is its live attempt and turn (the job then
-        takes the URL's lease), whether the crawl is paused, and the deferred URLs that are
-        due (released in the same call, so that busy workers keep deferrals on time).
-        `reply`: the claim's reply already got (the recommended worker sends claim_call
-        with the job's start, in its round trip)."""
+        takes the URL's lease, and its key's slot if it may make its request now), whether
+        the crawl is paused, and the URLs released meanwhile (in the same call, so that busy
+        workers keep parked URLs on time). `reply`: the claim's reply already got (the
+        recommended worker sends claim_call with the job's start, in its round trip)."""
         if reply is None:
             reply = scripts.CLAIM(self.redis, **self.claim_call(url, job_id))
-        raw, paused, identity, due, sitemapped, via = reply
+        raw, paused, identity, due, sitemapped, via, go, lowered, level = reply
         entry = InFlight.parse(raw) if raw is not None else None
         if entry is not None and entry.job_id(self.crawl, url) != job_id:
             entry = None
@@ -582,7 +675,12 @@ class CrawlState:
             entry = replace(entry, source="sitemap")
         if entry is not None and via:
             entry = replace(entry, via=tuple(json.loads(via)))
-        return Claim(entry, bool(paused), _pairs(due), not self.same_crawl(identity))
+        go = go.decode() if isinstance(go, bytes) else str(go)
+        wait = float(go) if entry is not None and go not in ("0", "1") else None
+        return Claim(
+            entry, bool(paused), _pairs(due), not self.same_crawl(identity), wait,
+            int(lowered) if lowered is not None else None, int(level),
+        )  # fmt: skip
 
     def claim_call(self, url: str, job_id: str) -> dict:
         """The keys and arguments by name of the claim of `url` by the job `job_id`
@@ -594,9 +692,9 @@ class CrawlState:
         if note:
             self.claim_noted_at = now
         return dict(
-            inflight=k.inflight, leased=k.leased, counters=k.counters, later=k.later,
-            sitemapped=k.sitemapped, via=k.via, url=url, attempt=attempt, turn=turn,
-            expiry=repr(now + LEASE), now=repr(now), limit=DUE_BATCH, note=int(note),
+            sitemapped=k.sitemapped, via=k.via, url=url, key=self.key_of(url), attempt=attempt,
+            turn=turn, expiry=repr(now + LEASE), limit=DUE_BATCH, note=int(note),
+            **self.frontier_names(),
         )  # fmt: skip
 
     def same_crawl(self, identity: bytes | None) -> bool:
@@ -608,41 +706,55 @@ class CrawlState:
             self.identity = identity
         return identity is None or identity == self.identity
 
-    def park(self, url: str, entry: InFlight, nxt: InFlight, counter: str = "") -> bool:
-        """Replace the job's `entry` by `nxt`, waiting in `later` until nxt.released_at
-        (a deferral, or with counter keys.RETRIES a retry); False if the job was stale."""
-        k = self.keys
-        return bool(
-            scripts.PARK(
-                self.redis, inflight=k.inflight, later=k.later, leased=k.leased,
-                counters=k.counters, url=url, expected=entry.encode(), entry=nxt.encode(),
-                until_at=repr(nxt.released_at), counter=counter,
-            )
+    def park(
+        self, url: str, entry: InFlight, nxt: InFlight, slot: Slot, counter: str = ""
+    ) -> Ended | None:
+        """Replace the job's `entry` by `nxt`, waiting in `later` until nxt.released_at (a
+        deferral, or with counter keys.RETRIES a retry; a time come already: at the head of
+        its key's queue), the job's `slot` freed; None if the job was stale, else what that
+        released and when the key may go next."""
+        ok, next_at, *released = scripts.PARK(
+            self.redis, url=url, key=slot.key, expected=entry.encode(), entry=nxt.encode(),
+            until_at=repr(nxt.released_at), counter=counter, slot=slot.encode(),
+            **self.frontier_names(),
         )  # fmt: skip
+        return Ended(0, _pairs(released), next_at=float(next_at)) if ok else None
 
-    def hand_off(self, url: str, entry: InFlight, nxt: InFlight) -> bool:
-        """Replace the job's `entry` by `nxt`, the entry of the job it hands the URL to (see
-        Frontier.hand_off); False if the job was stale."""
-        k = self.keys
-        return bool(
-            scripts.HAND_OFF(
-                self.redis, inflight=k.inflight, leased=k.leased, url=url,
-                expected=entry.encode(), entry=nxt.encode(),
-            )
-        )  # fmt: skip
-
-    def take_due(self) -> Released:
-        """Take the deferred URLs whose time has come out of `later`."""
-        k = self.keys
-        due = scripts.DUE(
-            self.redis, later=k.later, inflight=k.inflight, now=repr(time.time()), limit=DUE_BATCH
+    def free_slot(self, url: str, slot: Slot) -> Released:
+        """Free the slot of a job that did not end its URL (it failed, or was cut short);
+        returns what that released."""
+        return _pairs(
+            scripts.FREE_SLOT(self.redis, url=url, slot=slot.encode(), **self.frontier_names())
         )
-        return _pairs(due)
+
+    def hop_turn(self, key: str, ended: str, own: bool, holder: str) -> float:
+        """0 when a robots.txt redirect hop to politeness key `key` may go now, else when to
+        ask again (scripts.HOP_TURN); `ended`: the key of the request that just ended;
+        `holder`: the name of the hop's hold of a slot of another key while it waits."""
+        at = scripts.HOP_TURN(
+            self.redis, key=key, ended=ended, own=int(own), holder=holder, hold_for=HOP_HOLD,
+            **self.frontier_names(),
+        )  # fmt: skip
+        return float(at)
+
+    def hop_ended(self, key: str) -> None:
+        """A robots.txt redirect hop to politeness key `key` ended (scripts.HOP_ENDED)."""
+        scripts.HOP_ENDED(self.redis, key=key, **self.frontier_names())
+
+    def take_due(self) -> tuple[bool, Released]:
+        """Bring parked URLs whose time came back to their keys' queues, go on settling
+        held-back records, and release what is due: whether records are left to settle,
+        and the released URLs."""
+        settling, *released = scripts.DUE(self.redis, limit=DUE_BATCH, **self.frontier_names())
+        return bool(settling), _pairs(released)
 
     def next_due(self) -> float | None:
-        """When the earliest deferred URL may run, if any is waiting."""
-        first = self.redis.zrange(self.keys.later, 0, 0, withscores=True)
-        return first[0][1] if first else None
+        """When the next key may go or the next parked URL comes due, if any waits."""
+        with self.redis.pipeline(transaction=False) as pipe:
+            pipe.zrange(self.keys.ready, 0, 0, withscores=True)
+            pipe.zrange(self.keys.later, 0, 0, withscores=True)
+            firsts = [found[0][1] for found in pipe.execute() if found]
+        return min(firsts) if firsts else None
 
     def claim_waker(self) -> bool:
         """True for the one caller that is to queue the crawl's waker job (see
@@ -655,13 +767,11 @@ class CrawlState:
 
     def put_back(self, url: str, entry: InFlight) -> bool:
         """For a job whose claim saw the crawl paused: True if the crawl is halted, `url`
-        then being given back to its held list unfetched (or dropped if cancelled)."""
-        k = self.keys
+        then being given back to its key's queue unfetched (or dropped if cancelled)."""
         return bool(
             scripts.PUT_BACK(
-                self.redis, counters=k.counters, inflight=k.inflight, held=k.held,
-                priorities=k.priorities, url=url, expected=entry.encode(), depth=entry.depth,
-                priority=entry.priority,
+                self.redis, url=url, key=self.key_of(url), expected=entry.encode(),
+                **self.frontier_names(),
             )
         )  # fmt: skip
 
@@ -693,44 +803,45 @@ class CrawlState:
         self.redis.hset(self.keys.counters, keys.PURGING_AT, repr(time.time()))
 
     def resume(self) -> Released:
-        """Clear the halt and release the held URLs of the current level."""
+        """Clear the halt and release what is due."""
         self.redis.hdel(self.keys.counters, keys.PAUSED_AT)
-        return self._end("", "", None, [], 0).released
+        return self.take_due()[1]
 
     def cancel(self) -> tuple[int, Released] | None:
-        """Halt for good and drop the held, in-flight and deferred URLs in one step; None if
-        already cancelled, else how many were held and the dropped in-flight URLs."""
+        """Halt for good and drop the waiting, in-flight and parked URLs in one step (records
+        held back are emitted first); None if already cancelled, else how many were waiting
+        and the dropped in-flight URLs."""
         k = self.keys
         out = scripts.CANCEL(
-            self.redis, counters=k.counters, inflight=k.inflight, held=k.held, later=k.later,
-            revisiting=k.revisiting, priorities=k.priorities, sitemapped=k.sitemapped,
-            via=k.via, now=repr(time.time()),
+            self.redis, revisiting=k.revisiting, sitemapped=k.sitemapped, via=k.via,
+            **self.frontier_names(),
         )  # fmt: skip
         if out is None:
             return None
         return out[0], _pairs(out[1:])
 
     def delete(self) -> int:
-        """Delete every key of the crawl (a handful: the Bloom filter is split into at most
-        512 MB shards) and unlist it; returns how many keys were deleted."""
+        """Delete every key of the crawl (a handful per host: its queue and its slots) and
+        unlist it; returns how many keys were deleted."""
         match = glob_escape(self.keys.prefix) + "*"
         names = list(self.redis.scan_iter(match=match, count=1000))
         deleted = self.redis.unlink(*names) if names else 0
         self.redis.srem(keys.CRAWLS, self.crawl)
         return deleted
 
-    # -- several shards (rqcrawl.frontier.levels) -------------------------------------------------
+    # -- several shards (rqcrawl.frontier.levels) -----------------------------------------
 
     def admit(self, links: list[Outgoing]) -> Ended:
-        """Admit links that another shard found (its outbox) as if found here: the Bloom
-        filter makes a second admission of the same link a no-op."""
+        """Admit links from the outbox (another shard's, or this one's links sent again one
+        deeper) as if found here: the Bloom filter makes a second admission a no-op, and
+        lowers a known URL found shorter."""
         ended = Ended(0, [])
         by_origin: dict[tuple[int, int, str, str], Children] = {}
         for o in links:
             origin = (o.depth, o.priority, o.source, o.via)
             by_origin.setdefault(origin, []).append((o.verdict, o.url))
         for (depth, priority, source, via), children in by_origin.items():
-            step = self._end("", "", None, children, depth, priority, source, via)
+            step = self._end("", Ending({}, None, children, depth, priority, via), source)
             ended = Ended(ended.admitted + step.admitted, ended.released + step.released)
         return ended
 
@@ -748,8 +859,11 @@ class CrawlState:
         lock is still `token`'s; the lock stays otherwise (see scripts.TRIM_OUTBOX)."""
         k = self.keys
         return bool(
-            scripts.TRIM_OUTBOX(self.redis, outbox=k.outbox, lock=k.outbox_lock, token=token, n=n)
-        )
+            scripts.TRIM_OUTBOX(
+                self.redis, outbox=k.outbox, lock=k.outbox_lock, pending=k.pending,
+                token=token, n=n,
+            )
+        )  # fmt: skip
 
     def replicated(self, timeout_ms: int = REPLICA_WAIT_MS) -> bool:
         """Whether what was written to this shard so far reached a replica, when it has any
@@ -770,35 +884,36 @@ class CrawlState:
     def level_view(self) -> LevelView:
         """This shard as the level coordinator sees it, in one round trip."""
         k = self.keys
-
-        def queue(pipe: Pipeline) -> None:
-            fields = (keys.LEVEL, keys.ADMITTED, keys.PUT_BACK, keys.PAUSED_AT)
+        with self.redis.pipeline(transaction=False) as pipe:
+            fields = (keys.LEVEL, keys.ADMITTED, keys.PUT_BACK, keys.PAUSED_AT, keys.HELD)
             pipe.hmget(k.counters, *fields)
+            pipe.hgetall(k.pending)
             pipe.hlen(k.inflight)
             pipe.llen(k.outbox)
-            scripts.HELD.queue(pipe, held=k.held, priorities=k.priorities)
-
-        (level, admitted, put_back, paused), flying, outbox, held = self._with_held(queue)
-        version = (int(admitted or 0), int(put_back or 0))
-        return LevelView(int(level or 0), flying, held, outbox, version, paused is not None)
-
-    def advance(self, level: int) -> Released:
-        """Raise this shard's level past `level` if it is still there with nothing in flight
-        (scripts.ADVANCE), and release the next level."""
-        k = self.keys
-        out = scripts.ADVANCE(
-            self.redis, counters=k.counters, inflight=k.inflight, held=k.held,
-            priorities=k.priorities, level=level, window=self.cfg.window, now=repr(time.time()),
+            pipe.hlen(k.spec)
+            (level, admitted, put_back, paused, held), pending, flying, outbox, back = (
+                pipe.execute()
+            )
+        depths = [int(d) for d, n in pending.items() if int(n) > 0]
+        version = (int(admitted or 0), int(put_back or 0), sum(int(n) for n in pending.values()))
+        return LevelView(
+            int(level or 0), min(depths, default=None), flying, int(held or 0), outbox, back,
+            version, paused is not None,
         )  # fmt: skip
-        return [_held_entry(raw) for raw in out]
+
+    def advance(self, level: int) -> tuple[bool, Released]:
+        """Raise this shard's level to `level` (scripts.ADVANCE) and go on settling: whether
+        records are left to settle, and the released URLs."""
+        _, settling, *released = scripts.ADVANCE(self.redis, level=level, **self.frontier_names())
+        return bool(settling), _pairs(released)
 
     # -- recovery -------------------------------------------------------------------------
 
     def recovery_candidates(self, lost_after: float) -> tuple[list[str], Released, Released]:
         """For the recovery pass: URLs whose lease expired though they ended (the lease is
         only to be dropped), in-flight URLs whose lease expired (their worker died), and
-        in-flight URLs with no lease, not waiting in `later`, released over `lost_after`
-        seconds ago (their job may have failed or never been enqueued)."""
+        in-flight URLs with no lease, not parked and not back in their key's queue, released
+        over `lost_after` seconds ago (their job may have failed or never been enqueued)."""
         k = self.keys
         now = time.time()
         with self.redis.pipeline(transaction=False) as pipe:
@@ -816,20 +931,29 @@ class CrawlState:
             (url, e) for url, e in entries.items()
             if url not in leases and url not in waiting and e.released_at < now - lost_after
         ]  # fmt: skip
-        return orphans, lost, unleased
+        return orphans, lost, self._not_queued(unleased)
 
-    def requeue(self, url: str, entry: InFlight | None, nxt: InFlight | None) -> bool:
-        """Replace `url`'s in-flight `entry` by `nxt` unless the URL ended, was requeued or
-        had its lease renewed meanwhile (then False); an expired lease is dropped either way
-        (None, None: only that)."""
-        k = self.keys
-        return bool(
-            scripts.REQUEUE(
-                self.redis, inflight=k.inflight, counters=k.counters, later=k.later,
-                leased=k.leased, url=url, expected=entry.encode() if entry else "",
-                entry=nxt.encode() if nxt else "", now=repr(time.time()),
-            )
+    def _not_queued(self, entries: Released) -> Released:
+        """Those of the in-flight `entries` that are not back in their key's queue (a
+        parked URL whose time came waits there for its key)."""
+        if not entries:
+            return []
+        with self.redis.pipeline(transaction=False) as pipe:
+            for url, _ in entries:
+                pipe.zscore(self.keys.qprefix + self.key_of(url), url)
+            queued = pipe.execute()
+        return [pair for pair, score in zip(entries, queued, strict=True) if score is None]
+
+    def requeue(self, url: str, entry: InFlight | None, nxt: InFlight | None) -> Released | None:
+        """Replace `url`'s in-flight `entry` by `nxt`, back at the head of its key's queue,
+        unless the URL ended, was requeued or had its lease renewed meanwhile (then None);
+        an expired lease is dropped either way (None, None: only that). Returns what was
+        released."""
+        ok, *released = scripts.REQUEUE(
+            self.redis, url=url, key=self.key_of(url), expected=entry.encode() if entry else "",
+            entry=nxt.encode() if nxt else "", **self.frontier_names(),
         )  # fmt: skip
+        return _pairs(released) if ok else None
 
     def still_lost(self, url: str, entry: InFlight) -> bool:
         """Whether `url` is still in flight as `entry` with no live lease (before giving it
@@ -838,7 +962,8 @@ class CrawlState:
             pipe.hget(self.keys.inflight, url)
             pipe.zscore(self.keys.leased, url)
             current, lease = pipe.execute()
-        return current == entry.encode().encode() and (lease is None or lease < time.time())
+        same = current is not None and InFlight.parse(current) == entry
+        return same and (lease is None or lease < time.time())
 
     def reap_due(self) -> bool:
         """Take the recovery pass's turn unless one ran in the last REAP_EVERY seconds (the
@@ -847,62 +972,52 @@ class CrawlState:
 
     # -- reading --------------------------------------------------------------------------
 
+    def at_bound(self) -> bool:
+        """Whether the records stream holds max_undelivered records: then no URL is released
+        (scripts.FRONTIER_LIB's release) until a follower drains it (rqcrawl.ops.follow)."""
+        return self.redis.xlen(self.keys.items) >= self.cfg.max_undelivered
+
     def unfinished(self) -> int:
-        """URLs in flight or held: 0 exactly when the crawl has nothing left (cheaper than a
-        snapshot, for polling)."""
-
-        def queue(pipe: Pipeline) -> None:
-            pipe.hlen(self.keys.inflight)
-            scripts.HELD.queue(pipe, held=self.keys.held, priorities=self.keys.priorities)
-
-        return sum(self._with_held(queue))
+        """URLs in flight, waiting or in the outbox, and records held back: 0 exactly when
+        the crawl has nothing left (cheaper than a snapshot, for polling)."""
+        k = self.keys
+        with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hlen(k.inflight)
+            pipe.hget(k.counters, keys.HELD)
+            pipe.llen(k.outbox)
+            pipe.hlen(k.spec)
+            flying, held, outbox, back = pipe.execute()
+        return flying + int(held or 0) + outbox + back
 
     def snapshot(self) -> Snapshot:
         """The crawl's counters and queues in one round trip (rate buckets older than RECENT
         are pruned here, so the counters hash stays small however long the crawl runs)."""
         k = self.keys
-
-        def queue(pipe: Pipeline) -> None:
+        with self.redis.pipeline(transaction=False) as pipe:
             pipe.hgetall(k.counters)
-            pipe.hkeys(k.inflight)  # at most `window` URLs
-            scripts.HELD.queue(pipe, held=k.held, priorities=k.priorities)
+            pipe.hkeys(k.inflight)  # at most `window` URLs with jobs, and the parked ones
             pipe.zcard(k.later)
             pipe.hgetall(k.host_pages)
             pipe.hgetall(k.hosts)
             pipe.exists(k.forked)
-
-        raw, flying, held, deferred, host_pages, pace, forked = self._with_held(queue)
+            pipe.hlen(k.spec)
+            pipe.llen(k.outbox)
+            raw, flying, deferred, host_pages, pace, forked, back, outbox = pipe.execute()
         counters = {f.decode(): float(v) if b"." in v else int(v) for f, v in raw.items()}
         self._prune_rates(counters)
         return Snapshot(
             counters=counters,
             in_flight=[url.decode() for url in flying],
-            held=held,
+            held=int(counters.get(keys.HELD, 0)),
             deferred=deferred,
             hosts=_per_host(host_pages),
-            pace={
-                # "ready booked step fetch backoff base" (scripts._HOST_STATE)
-                host.decode(): tuple(float(x) for x in v.split())
-                for host, v in pace.items()
-            },
+            # "ready fetch backoff base" (scripts.FRONTIER_LIB)
+            pace={key.decode(): tuple(float(x) for x in v.split()) for key, v in pace.items()},
             forked=bool(forked),
             bloom=self.bloom.stats(),
+            held_back=back,
+            outbox=outbox,
         )
-
-    def _with_held(self, queue: Callable[[Pipeline], None]) -> list:
-        """Run the pipeline that `queue` fills, which counts the held URLs with scripts.HELD
-        (loaded first if a restarted Redis forgot it)."""
-
-        def run() -> list:
-            with self.redis.pipeline(transaction=False) as pipe:
-                queue(pipe)
-                return pipe.execute()
-
-        try:
-            return run()
-        except NoScriptError:
-            scripts.load(self.redis, scripts.HELD)
-            return run()
 
     def _prune_rates(self, counters: dict) -> None:
         first = int(time.time()) // RATE_BUCKET - RECENT // RATE_BUCKET
@@ -919,34 +1034,31 @@ class CrawlState:
         self.redis.set(self.keys.retry_reason(url), why, ex=max(1, round(delay) + RECENT))
 
     def url_facts(self, url: str, site: str) -> UrlFacts:
-        """Where `url` is in this shard, in two round trips (one to find the priorities):
-        a held URL is found by LPOS of its possible entries "depth url" in each priority's
-        list, from the level to max_depth (an operator's look-up, O(held) in Redis)."""
-        k = self.keys
-        priorities = [int(p) for p in self.redis.zrange(k.priorities, 0, -1)]
-        level = int(self.redis.hget(k.counters, keys.LEVEL) or 0)
-        depths = range(0 if not self.cfg.exact_depth else level, self.cfg.max_depth + 1)
-        lists = [(p, k.held if p == 0 else f"{k.held}:{p}") for p in priorities]
+        """Where `url` is in this shard, in one round trip."""
+        k, key = self.keys, self.key_of(url)
         with self.redis.pipeline(transaction=False) as pipe:
             pipe.hget(k.inflight, url)
             pipe.zscore(k.later, url)
             pipe.zscore(k.leased, url)
             pipe.get(k.retry_reason(url))
-            pipe.hexists(k.counters, keys.PAUSED_AT)
+            pipe.hmget(k.counters, keys.PAUSED_AT, keys.LEVEL)
             pipe.hget(k.robots, site)
             pipe.exists(k.robots_claim(site))
-            for _, name in lists:
-                for depth in depths:
-                    pipe.lpos(name, f"{depth} {url}")
-            raw, later, lease, why, paused, robots, fetching, *found = pipe.execute()
-        places = [(p, d) for p, _ in lists for d in depths]
-        held = next((at for at, pos in zip(places, found, strict=True) if pos is not None), None)
+            pipe.zscore(k.qprefix + key, url)
+            pipe.zscore(k.ready, key)
+            pipe.sismember(k.blocked, key)
+            pipe.hget(k.spec, url)
+            (raw, later, lease, why, (paused, level), robots, fetching, score, ready_at,
+             blocked, back) = pipe.execute()  # fmt: skip
         return UrlFacts(
             entry=InFlight.parse(raw) if raw is not None else None,
-            later_at=later, lease_until=lease, held=held,
+            later_at=later, lease_until=lease,
+            held=split_score(score) if score is not None and score >= 0 else None,
             retry_reason=why.decode() if why else None,
-            seen=self.bloom.contains_many([url])[0], level=level, paused=bool(paused),
-            robots=json.loads(robots) if robots else None, robots_fetching=bool(fetching),
+            seen=self.bloom.contains_many([url])[0], level=int(level or 0),
+            paused=paused is not None, robots=json.loads(robots) if robots else None,
+            robots_fetching=bool(fetching), key_ready_at=ready_at, key_blocked=bool(blocked),
+            held_back_at=int(back) if back is not None else None,
         )  # fmt: skip
 
     def ended_record(self, url: str, limit: int) -> dict | None:
@@ -982,21 +1094,20 @@ class CrawlState:
         ]
 
     def host_facts(self, hosts: list[str]) -> HostFacts:
-        """Deferred URLs per host, and for `hosts` their live requests, the robots.txt
+        """Parked URLs per host, and for `hosts` their live requests, the robots.txt
         verdicts of their sites (http and https) and which of those are being fetched, in
         one round trip (`later` holds in-flight URLs only: about the window at most)."""
-        k, now = self.keys, time.time()
+        k = self.keys
         sites = [f"{scheme}://{host}" for host in hosts for scheme in ("http", "https")]
         with self.redis.pipeline(transaction=False) as pipe:
             pipe.zrange(k.later, 0, -1, withscores=True)
-            for host in hosts:
-                pipe.zcount(k.host_leases(host), now, "+inf")
             for site in sites:
                 pipe.exists(k.robots_claim(site))
             if sites:
                 pipe.hmget(k.robots, sites)
             later, *rest = pipe.execute()
-        running, claims = rest[: len(hosts)], rest[len(hosts) : len(hosts) + len(sites)]
+        running = self.running_requests(hosts)
+        claims = rest[: len(sites)]
         verdicts = rest[-1] if sites else []
         deferred, until = Counter(), {}
         for url, at in later:  # by score: the last one of a host is its latest
@@ -1020,16 +1131,28 @@ class CrawlState:
         return {site: json.loads(v) for site, v in zip(sites, found, strict=True) if v}
 
     def overdue(self, before: float) -> int:
-        """Deferred URLs whose time came before `before` and that nobody released yet."""
-        return self.redis.zcount(self.keys.later, "-inf", before)
+        """Hosts whose turn and parked URLs whose time came before `before`, that nobody
+        released yet."""
+        with self.redis.pipeline(transaction=False) as pipe:
+            pipe.zcount(self.keys.later, "-inf", before)
+            pipe.zcount(self.keys.ready, "-inf", before)
+            return sum(pipe.execute())
 
     def running_requests(self, hosts: list[str]) -> list[int]:
-        """Requests in progress per host (live politeness leases)."""
-        now = time.time()
-        with self.redis.pipeline(transaction=False) as pipe:
-            for host in hosts:
-                pipe.zcount(self.keys.host_leases(host), now, "+inf")
-            return pipe.execute()
+        """Jobs running per host (live leases of their URLs: a released URL whose job has
+        not started yet holds its host's slot, but no lease)."""
+        live = self.redis.zrangebyscore(self.keys.leased, time.time(), "+inf")
+        running = Counter(host_of(target(url.decode())) for url in live)
+        return [running[host] for host in hosts]
+
+
+DEPTH_UNIT, PRIO_MID = 2_097_152, 1_048_576  # a queue's scores (scripts.FRONTIER_LIB)
+
+
+def split_score(score: float) -> tuple[int, int]:
+    """(priority, depth) of a URL waiting in its key's queue, from its score."""
+    depth = int(score // DEPTH_UNIT)
+    return PRIO_MID - int(score - depth * DEPTH_UNIT), depth
 
 
 def outcome_counts(
@@ -1063,7 +1186,7 @@ def outcome_counts(
 
 def _link_counts(record: dict) -> dict[str, int]:
     """Links found on a fetched page, and on a seed's: a crawl that ends having found none
-    is told apart from a finished site (stats.thin_crawl_warnings)."""
+    is told apart from a finished site (stats.thin_crawl)."""
     found = record.get("outlinks") or 0
     if record["depth"] == 0 and not record.get("source"):
         return {keys.OUTLINKS: found, keys.SEED_PAGES: 1, keys.SEED_OUTLINKS: found}
@@ -1096,17 +1219,21 @@ def is_known(redis: Redis, crawl: str) -> bool:
 
 
 def busy_crawls(redis: Redis, names: Iterable[str]) -> list[tuple[str, bool, bytes | None]]:
-    """Per crawl: whether it has URLs in flight, and its identity (see same_crawl)."""
+    """Per crawl: whether it has URLs in flight or waiting, or records held back, and its
+    identity (see same_crawl)."""
     names = list(names)
     with redis.pipeline(transaction=False) as pipe:
         for name in names:
             k = CrawlKeys(name)
             pipe.hlen(k.inflight)
-            pipe.hget(k.counters, keys.STARTED_AT)
+            pipe.hmget(k.counters, keys.STARTED_AT, keys.HELD)
+            pipe.hlen(k.spec)
         found = pipe.execute()
     return [
-        (name, bool(size), identity)
-        for name, size, identity in zip(names, found[::2], found[1::2], strict=True)
+        (name, bool(flying or int(held or 0) or back), identity)
+        for name, flying, (identity, held), back in zip(
+            names, found[::3], found[1::3], found[2::3], strict=True
+        )
     ]
 
 
@@ -1129,9 +1256,3 @@ def _pairs(flat: list[bytes]) -> Released:
     return [
         (url.decode(), InFlight.parse(raw)) for url, raw in zip(flat[::2], flat[1::2], strict=True)
     ]
-
-
-def _held_entry(raw: bytes) -> tuple[str, InFlight]:
-    """A released held entry "priority depth url" (its in-flight entry is attempt 0, turn 0)."""
-    priority, depth, url = raw.decode().split(" ", 2)
-    return url, InFlight(int(depth), 0.0, 0, priority=int(priority))

@@ -11,9 +11,10 @@ A row is `scheduled` (due at `next_visit`), `queued` (taken by the pump into Red
 (its last visit was a skip: out of scope, robots.txt, not HTML, too large; skips are not
 revisited). The pump (Frontier.pump) takes due rows in batches, exactly once however many
 pumps run: `FOR UPDATE SKIP LOCKED` on PostgreSQL and MySQL, SQLite's single writer (BEGIN
-IMMEDIATE) otherwise. A row left `queued` for QUEUED_LEASE seconds is due again (its
-next_visit is then the end of that lease): its pump died between the database and Redis (Redis
-skips a URL that is already waiting for its revisit). A batch costs O(batch), not O(table):
+IMMEDIATE) otherwise (each database's own ways are in rqcrawl.frontier.dialects). A row left
+`queued` for QUEUED_LEASE seconds is due again (its next_visit is then the end of that
+lease): its pump died between the database and Redis (Redis skips a URL that is already
+waiting for its revisit). A batch costs O(batch), not O(table):
 the index (crawl, state, priority, next_visit) gives each priority's due rows in due order.
 
 A row keeps what the next visit needs (rqcrawl.parse.changes): the ETag and Last-Modified of the
@@ -22,6 +23,11 @@ digest and simhash of the last body for the change rule. The index on (crawl, di
 an earlier URL of the crawl with the same body: the visit is then a duplicate of it. Two URLs
 of one body whose first visits end at the same moment may both miss the other: content
 dedup is exact for pages visited one after the other, best effort for simultaneous ones.
+The digests table keeps a body's row while the URL that had it first still has it: a visit
+that finds a new body deletes the row of its old one, if it was that row's URL. The table
+then has at most one row per URL, however often pages change (it had one per distinct body
+ever seen), and a page is `duplicate_of` a URL that has its body now, not one that had it
+once: the next URL with that body becomes its first. Change labels read the URL's own row.
 
 The schedule (`schedule`, written here, a few lines): a URL is due again `interval` seconds
 after a visit. The interval starts at `revisit` and adapts within [revisit_min, revisit_max]:
@@ -39,12 +45,10 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
-import sqlite3
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import NamedTuple, ParamSpec, TypeVar
 
 from sqlalchemy import (
@@ -60,17 +64,13 @@ from sqlalchemy import (
     Text,
     and_,
     case,
-    create_engine,
     delete,
-    event,
     func,
     insert,
     inspect,
-    literal_column,
     select,
     update,
 )
-from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import (
     DBAPIError,
@@ -81,8 +81,14 @@ from sqlalchemy.exc import (
 )
 
 from rqcrawl.config import CrawlConfig
+from rqcrawl.defaults import (
+    ASK_DELAYS,
+    QUEUED_LEASE,
+    RETRY_DELAYS,
+)
+from rqcrawl.frontier.dialects import dialect_of
 from rqcrawl.frontier.outage import TableUnavailable
-from rqcrawl.ops.sinks import FAILED_OUTCOMES
+from rqcrawl.frontier.records import FAILED_OUTCOMES
 from rqcrawl.parse.changes import (
     CHANGED,
     NEW,
@@ -101,16 +107,7 @@ GONE_STATUSES = (404, 410)
 GROW = 1.5  # interval factor after an unchanged visit
 SHRINK = 2.0  # interval divisor after a changed visit
 MAX_BACKOFF = 8  # a failed visit waits interval x 2**failures, at most x MAX_BACKOFF
-QUEUED_LEASE = 300  # seconds after which a row taken by a pump that died is due again
-SQLITE_BUSY_TIMEOUT = 30  # seconds a SQLite writer waits for another (worker processes)
-CONNECT_TIMEOUT = 5  # seconds to open a connection to PostgreSQL or MySQL
-# Seconds between the tries of an operation whose database did not answer; after the last,
-# TableUnavailable (rqcrawl.frontier.outage).
-RETRY_DELAYS = (0.25, 0.5, 1.0, 2.0)
-ASK_DELAYS = (0.25,)  # the same for what a person asked (status, purge)
 CONNECTION_ERRORS = (OperationalError, InterfaceError, DisconnectionError)
-# The plain dialect names use the drivers of the extras `postgres` and `mysql`.
-DRIVERS = {"postgresql": "postgresql+psycopg", "mysql": "mysql+pymysql"}
 
 METADATA = MetaData()
 TASKS = Table(
@@ -220,6 +217,14 @@ class Visited(NamedTuple):
     similarity: float | None = None  # of a changed text to the last (rqcrawl.parse.changes)
 
 
+class TableExtent(NamedTuple):
+    """A crawl's rows in the table: how many, and when its first and last visits ended."""
+
+    rows: int
+    first_visit: float | None
+    last_visit: float | None
+
+
 def url_key(url: str) -> str:
     return hashlib.sha1(url.encode("utf-8")).hexdigest()
 
@@ -320,6 +325,8 @@ class TaskTable:
             }  # fmt: skip
             duplicate_of = similar = None
             if content is not None:
+                if known.digest and known.digest != content.digest:
+                    self._forget(conn, crawl, url, known.digest)
                 first = self._first_with(conn, crawl, url, content.digest)
                 duplicate_of = first if first != url else None
                 simhash = known.simhash if content.not_modified else content.simhash
@@ -343,15 +350,16 @@ class TaskTable:
         insert that does nothing if the digest has its row, then a locking read, which sees
         the row of a concurrent first visit once that commits (MySQL's snapshot would not)."""
         values = {"crawl": crawl, "digest": digest, "url": url}
-        backend = conn.dialect.name
-        if backend == "postgresql":
-            conn.execute(postgresql.insert(DIGESTS).values(values).on_conflict_do_nothing())
-        elif backend == "sqlite":
-            conn.execute(sqlite.insert(DIGESTS).values(values).on_conflict_do_nothing())
-        else:
-            conn.execute(mysql.insert(DIGESTS).values(values).prefix_with("IGNORE"))
+        conn.execute(dialect_of(conn.dialect.name).insert_new(DIGESTS, values))
         where = and_(DIGESTS.c.crawl == crawl, DIGESTS.c.digest == digest)
         return conn.execute(select(DIGESTS.c.url).where(where).with_for_update(read=True)).scalar()
+
+    @staticmethod
+    def _forget(conn, crawl: str, url: str, digest: str) -> None:
+        """Delete the digest row of a body that `url` had first and has no more (the
+        retention rule of the module docstring)."""
+        mine = (DIGESTS.c.crawl == crawl, DIGESTS.c.digest == digest, DIGESTS.c.url == url)
+        conn.execute(delete(DIGESTS).where(*mine))
 
     @crawling
     def prior(self, crawl: str, url: str) -> Prior | None:
@@ -463,6 +471,16 @@ class TaskTable:
             return conn.execute(query).scalar()
 
     @asking
+    def extent(self, crawl: str) -> TableExtent | None:
+        """The crawl's rows and their span of visits (None: it has no row)."""
+        query = select(
+            func.count(), func.min(TASKS.c.visited_at), func.max(TASKS.c.visited_at)
+        ).where(TASKS.c.crawl == crawl)
+        with self._reading() as conn:
+            found = TableExtent(*conn.execute(query).one())
+        return found if found.rows else None
+
+    @asking
     def delete(self, crawl: str) -> int:
         """Delete the crawl's rows (purge); returns how many."""
         with self.engine.begin() as conn:
@@ -472,10 +490,9 @@ class TaskTable:
 
 def _claim(conn, crawl: str, state: str, priority: int, now: float, limit: int) -> list:
     """Mark `queued` up to `limit` due rows of the crawl in `state` and of `priority`, the
-    earliest first, and return their url, depth and priority: one statement where the
-    database has UPDATE ... RETURNING (the rows it reads through the pump's index are the
-    rows it writes, nothing read twice), a locking read then an UPDATE by key on MySQL.
-    Rows locked by another pump are skipped (SQLite has one writer at a time)."""
+    earliest first, and return their url, depth and priority, skipping rows locked by another
+    pump: in one statement where the database has UPDATE ... RETURNING (rqcrawl.frontier.
+    dialects says how)."""
     due = (
         select(TASKS.c.key)
         .where(
@@ -488,24 +505,7 @@ def _claim(conn, crawl: str, state: str, priority: int, now: float, limit: int) 
         .limit(limit)
     )
     taken = update(TASKS).values(state=QUEUED, queued_at=now, next_visit=now + QUEUED_LEASE)
-    backend = conn.dialect.name
-    if backend == "sqlite" and sqlite3.sqlite_version_info >= (3, 35):  # RETURNING's first
-        # the rowids found in the index: no primary-key lookups
-        rowid = literal_column("rowid")
-        rowids = due.with_only_columns(rowid)
-        claim = taken.where(rowid.in_(rowids))
-    elif backend == "postgresql":  # materialized: `key IN (...)` may run the lock again
-        keys = due.with_for_update(skip_locked=True).cte("due").prefix_with("MATERIALIZED")
-        claim = taken.where(TASKS.c.crawl == crawl, TASKS.c.key == keys.c.key)
-    else:  # MySQL, MariaDB and SQLite before 3.35: no UPDATE ... RETURNING
-        columns = (TASKS.c.key, TASKS.c.url, TASKS.c.depth, TASKS.c.priority)
-        locked = due.with_only_columns(*columns).with_for_update(skip_locked=True)
-        rows = conn.execute(locked).all()
-        if rows:
-            keys = [r.key for r in rows]
-            conn.execute(taken.where(TASKS.c.crawl == crawl, TASKS.c.key.in_(keys)))
-        return rows
-    return conn.execute(claim.returning(TASKS.c.url, TASKS.c.depth, TASKS.c.priority)).all()
+    return dialect_of(conn.dialect.name).claim(conn, TASKS, due, taken, crawl)
 
 
 _engines: dict[str, Engine] = {}
@@ -525,7 +525,18 @@ def _forked() -> None:
         found.dispose(close=False)
 
 
-os.register_at_fork(after_in_child=_forked)
+def _forking() -> None:
+    """Before a fork, the parent closes its pooled SQLite connections: SQLite keeps the locks
+    of a database file per process, in memory the child inherits, so that a connection left
+    open across fork() makes the child's own connections wait on locks nobody holds (every
+    slot of a forked worker stuck at BEGIN IMMEDIATE for the busy timeout). They reopen on
+    the parent's next use."""
+    for found in _engines.values():
+        if dialect_of(found.dialect.name).closes_before_fork:
+            found.dispose()
+
+
+os.register_at_fork(before=_forking, after_in_child=_forked)
 
 
 def engine(url: str) -> Engine:
@@ -539,40 +550,9 @@ def engine(url: str) -> Engine:
 
 def _connect(url: str) -> Engine:
     parsed = make_url(url)
-    parsed = parsed.set(drivername=DRIVERS.get(parsed.drivername, parsed.drivername))
-    if parsed.get_backend_name() == "sqlite":
-        made = _sqlite(parsed)
-    else:
-        timeout = {"connect_timeout": CONNECT_TIMEOUT}
-        # READ COMMITTED on MySQL too (PostgreSQL's default): under REPEATABLE READ, pumps
-        # that skip each other's locked rows also found batches empty with rows still due.
-        made = create_engine(
-            parsed, pool_pre_ping=True, connect_args=timeout, isolation_level="READ COMMITTED"
-        )
+    dialect = dialect_of(parsed.get_backend_name())
+    made = dialect.engine(dialect.with_driver(parsed))
     _create_table(made)
-    return made
-
-
-def _sqlite(url) -> Engine:
-    """SQLite for several worker processes: WAL (readers never wait for the writer), a busy
-    timeout, and write transactions that take the lock at BEGIN (BEGIN IMMEDIATE), so that
-    two pumps never read the same due rows (SQLAlchemy's documented recipe)."""
-    if url.database and url.database != ":memory:":
-        Path(url.database).parent.mkdir(parents=True, exist_ok=True)
-    made = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT})
-
-    @event.listens_for(made, "connect")
-    def _on_connect(dbapi_conn, _record) -> None:
-        dbapi_conn.isolation_level = None  # the driver's own BEGIN would be deferred
-        dbapi_conn.execute("PRAGMA journal_mode=WAL")
-        dbapi_conn.execute("PRAGMA synchronous=NORMAL")  # WAL's own: a commit writes, no fsync
-        dbapi_conn.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT * 1000}")
-
-    @event.listens_for(made, "begin")
-    def _on_begin(conn) -> None:
-        read = conn.get_execution_options().get("rqcrawl_read")
-        conn.exec_driver_sql("BEGIN" if read else "BEGIN IMMEDIATE")
-
     return made
 
 

@@ -2,8 +2,8 @@
 
 A crawl is halted by the field `paused_at` of its counters hash: the frontier releases
 nothing while it is set, and a job of a halted crawl that starts puts its URL back on the
-held list instead of fetching it. Resume clears the field and releases again. Cancel is a
-halt for good (`cancelled_at` too) that drops the held list and the in-flight URLs. Purge
+host's queue instead of fetching it. Resume clears the field and releases again. Cancel is a
+halt for good (`cancelled_at` too) that drops the waiting and in-flight URLs. Purge
 deletes every key of the crawl and its RQ jobs, and nothing of any other crawl.
 
 Whoever can write to Redis can plant a job whose pickled data runs code when loaded, so
@@ -25,20 +25,19 @@ from rq.queue import Queue
 
 from rqcrawl import config
 from rqcrawl.config import CrawlConfig
-from rqcrawl.frontier import bloom, keys, levels, shards
+from rqcrawl.frontier import bloom, configs, keys, levels, shards
 from rqcrawl.frontier.dispatch import Frontier
 from rqcrawl.frontier.outage import TableUnavailable
 from rqcrawl.frontier.shards import shard_map
 from rqcrawl.frontier.state import CrawlState, glob_escape
 from rqcrawl.ops import stats
-from rqcrawl.parse.urls import host_of
 
 log = logging.getLogger(__name__)
 
 # RQ states of a job that no worker has started
 _PENDING = {JobStatus.QUEUED, JobStatus.SCHEDULED, JobStatus.DEFERRED}
 
-# The tail of a job id after `rqcrawl-{crawl}-`: a URL's job (frontier.InFlight.job_id:
+# The tail of a job id after `rqcrawl-{crawl}-`: a URL's job (state.InFlight.job_id:
 # 20 hex digits of SHA-1, attempt, turn) or a waker job (Frontier.ensure_waker). Neither tail
 # contains the other's shape, and none of its parts a `-`, so the crawl name is exact.
 _JOB_ID = re.compile(r"rqcrawl-(?P<crawl>.+)-(?:[0-9a-f]{20}-\d+-\d+|wake-\d+)")
@@ -134,13 +133,13 @@ def start(
     host's shard; `redis` is then not used unless it is one of them. Returns the config in
     force, how many seeds were new, and whether the crawl existed."""
     conns = _shards_of(redis, cfg)
-    stored = config.load(conns[0], crawl, fresh=True)
+    stored = configs.load(conns[0], crawl, fresh=True)
     if stored is None:
         cfg = _with_bloom_filter(cfg, conns)
-    if stored is None and config.save(conns[0], crawl, cfg):
+    if stored is None and configs.save(conns[0], crawl, cfg):
         try:
             for conn in conns[1:]:
-                config.save(conn, crawl, cfg)
+                configs.save(conn, crawl, cfg)
             admitted = _seed(conns, crawl, cfg, seeds, priority)
         except BaseException:
             for conn in conns:
@@ -148,7 +147,7 @@ def start(
                     discard(conn, crawl)
             raise
     else:
-        cfg = stored or config.load(conns[0], crawl, fresh=True)  # or another client made it
+        cfg = stored or configs.load(conns[0], crawl, fresh=True)  # or another client made it
         conns = _shards_of(conns[0], cfg)
         admitted = _seed(conns, crawl, cfg, seeds, priority)
     for conn in conns:
@@ -186,7 +185,7 @@ def _seed(conns: list[Redis], crawl: str, cfg: CrawlConfig, seeds: list[str], pr
     for index, conn in enumerate(conns):
         frontier = Frontier(conn, crawl, cfg)
         frontier.state.place(index)
-        mine = [s for s in seeds if placement.index_of(host_of(s)) == index]
+        mine = [s for s in seeds if frontier.state.shard_of(s) == index]
         admitted += frontier.seed(mine, priority)
     return admitted
 
@@ -232,7 +231,7 @@ def _delete_tasks(redis: Redis, crawl: str) -> int:
     """Delete the crawl's rows of its task table, found through its settings (so before
     they go); a crawl whose settings are unreadable has none that can be found."""
     try:
-        cfg = config.load(redis, crawl, fresh=True)
+        cfg = configs.load(redis, crawl, fresh=True)
     except config.ConfigError:
         return 0
     if not (cfg and cfg.db):

@@ -12,8 +12,10 @@ from rq.exceptions import NoSuchJobError
 from rq.job import Job
 
 from rqcrawl import config
+from rqcrawl.defaults import HOSTS_LIMIT, RECORDS_SEARCHED
+from rqcrawl.fetch.politeness import GateKeys
 from rqcrawl.fetch.robots import site_of
-from rqcrawl.frontier import shards
+from rqcrawl.frontier import configs, shards, sitemaps
 from rqcrawl.frontier.shards import shard_map
 from rqcrawl.frontier.state import (
     CrawlState,
@@ -28,22 +30,19 @@ from rqcrawl.ops.stats import (
     host_rows,
     observed_pace,
 )
-from rqcrawl.parse import sitemaps
 from rqcrawl.parse.urls import host_of
-
-RECORDS_SEARCHED = 1_000_000  # newest records `inspect` reads to find an ended URL's
 
 
 def url_status(redis: Redis, crawl: str, url: str) -> dict:
     """Where `url` is in crawl `crawl` and why, from the shard of its host (URLFrontier's
     GetURLStatus): `where` is held, queued, running, deferred, due, ended, seen or unknown;
     `why` says it in words. A crawl with revisits adds the URL's task-table row."""
-    cfg = config.load(redis, crawl, fresh=True)
+    cfg = configs.load(redis, crawl, fresh=True)
     if cfg is None:
         raise LookupError(f"no crawl named {crawl!r} in this Redis")
     host = host_of(sitemaps.target(url))
     placed = shard_map(cfg)
-    index = placed.index_of(host) if placed else 0
+    index = placed.index_of(host, GateKeys(cfg)(host)) if placed else 0
     conn = shards.connect(cfg.shards[index]) if placed else redis
     state = CrawlState(conn, crawl, cfg)
     facts = state.url_facts(url, site_of(sitemaps.target(url)))
@@ -53,17 +52,20 @@ def url_status(redis: Redis, crawl: str, url: str) -> dict:
         out |= _in_flight(state, url, facts, now)
     elif facts.held is not None:
         priority, depth = facts.held
-        barrier = (
-            f"waiting for level {depth} (the crawl is at level {facts.level})"
-            if cfg.exact_depth and depth > facts.level
-            else "waiting for room in the window"
-        )
         out |= {
             "where": "held",
             "depth": depth,
             "priority": priority,
-            "why": f"held at depth {depth}, priority {priority}: {barrier}"
+            "why": f"held at depth {depth}, priority {priority}: {_turn(facts, host, now)}"
             + (" (the crawl is paused)" if facts.paused else ""),
+        }
+    elif facts.held_back_at is not None:
+        out |= {
+            "where": "ended",
+            "depth": facts.held_back_at,
+            "why": f"ended at depth {facts.held_back_at}; its record waits until the crawl's "
+            f"level ({facts.level}) is past depth {facts.held_back_at - 2}, when no shorter "
+            "path can turn up",
         }
     else:
         out |= _not_in_flight(state, url, facts)
@@ -72,6 +74,15 @@ def url_status(redis: Redis, crawl: str, url: str) -> dict:
 
         out["task"] = TaskTable(cfg.db).row(crawl, url)
     return out
+
+
+def _turn(facts, host: str, now: float) -> str:
+    """When a waiting URL's host takes it: its place in its host's queue, and the host's."""
+    if facts.key_blocked:
+        return f"its host {host} waits for the crawl's level ({facts.level}) to move on"
+    if facts.key_ready_at is not None:
+        return f"its host {host} takes a request in {max(0.0, facts.key_ready_at - now):.1f} s"
+    return f"its host {host} is busy with other URLs (first in its queue go first)"
 
 
 def _in_flight(state: CrawlState, url: str, facts, now: float) -> dict:
@@ -229,15 +240,13 @@ def render_url(s: dict) -> str:
 
 # -- rqcrawl hosts ------------------------------------------------------------------------
 
-HOSTS_LIMIT = 20  # hosts `rqcrawl hosts` lists by default
-
 
 def hosts_report(redis: Redis, crawl: str, limit: int = HOSTS_LIMIT) -> dict:
     """Per host of the crawl (every shard's: URLFrontier's ListQueues), the `limit` with the
     most time left first: URLs waiting (held, queued or deferred), in flight, deferred,
     running, fetched, failed, the delay in force and its source, its pace, the next slot,
     and the state of its robots.txt."""
-    cfg = config.load(redis, crawl, fresh=True)
+    cfg = configs.load(redis, crawl, fresh=True)
     if cfg is None:
         raise LookupError(f"no crawl named {crawl!r} in this Redis")
     states = [CrawlState(conn, crawl, cfg) for conn in all_shards(redis, crawl)]
@@ -262,7 +271,7 @@ def hosts_report(redis: Redis, crawl: str, limit: int = HOSTS_LIMIT) -> dict:
 
 def robots_state(cfg: config.CrawlConfig, host: str, facts: list, now: float) -> str:
     """The host's robots.txt in words: off, being fetched, not fetched yet, rules, allow
-    (no usable file), unavailable until a retry, or failed."""
+    (no usable file), or unavailable (since when, and when it is asked again)."""
     if not cfg.obey_robots:
         return "off"
     sites = [f"{scheme}://{host}" for scheme in ("http", "https")]
@@ -273,9 +282,9 @@ def robots_state(cfg: config.CrawlConfig, host: str, facts: list, now: float) ->
         return "not fetched yet"
     kind = verdict["kind"]
     if kind == "unavailable":
-        return f"unavailable, retry in {max(0.0, verdict['retry_at'] - now):.0f} s"
-    if kind == "failed":
-        return f"failed after {verdict['attempts']} attempts"
+        down = now - verdict.get("since", now)
+        retry = max(0.0, verdict["retry_at"] - now)
+        return f"unavailable for {down:.0f} s ({verdict['attempts']} asks), retry in {retry:.0f} s"
     return "rules" if kind == "rules" else "allow (no usable file)"
 
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from redis import Redis
 
+from rqcrawl.config import ConfigError
 from rqcrawl.frontier import state
 from rqcrawl.ops import stats
 
@@ -172,10 +173,21 @@ def serve_from_env(redis: Redis) -> None:
     """The worker's opt-in endpoint: on RQCRAWL_METRICS_PORT, if set. A port already taken
     (another worker of this machine serves it) is logged, not fatal: any endpoint shows every
     crawl of the Redis."""
-    port = os.environ.get(PORT_ENV)
-    if not port:
+    port = port_from_env()
+    if port is None:
         return
     try:
-        serve(redis, int(port), os.environ.get(ADDR_ENV, "127.0.0.1"))
+        serve(redis, port, os.environ.get(ADDR_ENV, "127.0.0.1"))
     except (OSError, ValueError) as exc:
         log.warning("rqcrawl metrics: cannot serve on %s=%s: %s", PORT_ENV, port, exc)
+
+
+def port_from_env() -> int | None:
+    """RQCRAWL_METRICS_PORT as a port number (None: not set); ConfigError in one line when
+    it is none (a worker checks it as it starts)."""
+    raw = os.environ.get(PORT_ENV, "").strip()
+    if not raw:
+        return None
+    if not (raw.isdigit() and 1 <= int(raw) <= 65535):
+        raise ConfigError(f"{PORT_ENV} must be a port number from 1 to 65535, not {raw!r}")
+    return int(raw)

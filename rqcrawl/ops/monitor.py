@@ -3,8 +3,11 @@ progress bar of `rqcrawl crawl` on a terminal."""
 
 from __future__ import annotations
 
+import os
 import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TextIO
 
 from redis import Redis
@@ -21,29 +24,47 @@ def watch_status(
     returns the last status. On a terminal the block is redrawn in place, otherwise one
     summary line per refresh (readable in a log file)."""
     frontier = Frontier(conn, crawl, cfg)
-    tty = out.isatty()
-    drawn = 0
-    while True:
-        frontier.maybe_reap()
-        s = stats.status(conn, crawl)
-        if s is None:
-            raise LookupError(f"crawl {crawl} was purged")
-        if tty:
-            drawn = redraw(out, stats.render(s).splitlines(), drawn)
-        else:
+    with _view(out) as show:
+        while True:
+            frontier.maybe_reap()
+            s = stats.status(conn, crawl)
+            if s is None:
+                raise LookupError(f"crawl {crawl} was purged")
+            show(s)
+            if s["state"] in stats.OVER:
+                return s
+            time.sleep(interval)
+
+
+@contextmanager
+def _view(out: TextIO) -> Iterator[Callable[[dict], None]]:
+    """How a refresh is shown. On a terminal, rich's Live redraws the block: it wraps the
+    lines at the terminal's width itself, so it moves back over the screen rows they took
+    (counting lines instead left a stale copy of every line wider than the terminal).
+    Elsewhere, one timed summary line."""
+    if not out.isatty():
+
+        def line(s: dict) -> None:
             out.write(time.strftime("%H:%M:%S ") + stats.summary(s) + "\n")
-        out.flush()
-        if s["state"] in stats.OVER:
-            return s
-        time.sleep(interval)
+            out.flush()
 
+        yield line
+        return
+    # rich only on a terminal, as for the progress bar
+    from rich.console import Console
+    from rich.live import Live
+    from rich.text import Text
 
-def redraw(out: TextIO, lines: list[str], drawn: int) -> int:
-    """Overwrite the `drawn` lines written last with `lines`; returns how many are shown."""
-    if drawn:
-        out.write(f"\x1b[{drawn}F")  # to the start of the first line drawn
-    out.write("".join(line + "\x1b[K\n" for line in lines) + "\x1b[J")
-    return len(lines)
+    console = Console(file=out, highlight=False)
+
+    def redraw(s: dict) -> None:
+        # the size of `out`'s terminal now (rich would ask stdin's first, and once)
+        console.size = os.get_terminal_size(out.fileno())
+        live.update(Text(stats.render(s)), refresh=True)
+
+    with Live(console=console, auto_refresh=False, redirect_stdout=False,
+              redirect_stderr=False) as live:  # fmt: skip
+        yield redraw
 
 
 class ProgressBar:

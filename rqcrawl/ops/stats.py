@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import os
 import socket
 import time
 from collections import Counter
@@ -12,28 +11,25 @@ from redis import Redis
 from rq import Queue, Worker
 
 from rqcrawl import config
-from rqcrawl.fetch.politeness import pace_of
-from rqcrawl.fetch.robots import Robots
-from rqcrawl.frontier import keys
-from rqcrawl.frontier.levels import settled
-from rqcrawl.frontier.outage import TableUnavailable
-from rqcrawl.frontier.state import (
-    LATENCY_BUCKETS,
+from rqcrawl.defaults import (
+    DELAYS_READ,
+    GAP_CAP,
+    HOSTS_SHOWN,
+    IDLE_WARN,
+    OVERDUE,
     RATE_BUCKET,
     RECENT,
-    CrawlState,
-    Snapshot,
-    all_shards,
+    RECENT_ENDS,
 )
-from rqcrawl.parse import sitemaps
+from rqcrawl.fetch.politeness import pace_of
+from rqcrawl.fetch.robots import Robots
+from rqcrawl.frontier import configs, keys, sitemaps
+from rqcrawl.frontier.levels import settled
+from rqcrawl.frontier.outage import TableUnavailable
+from rqcrawl.frontier.state import LATENCY_BUCKETS, CrawlState, Snapshot, all_shards
 from rqcrawl.parse.urls import host_of
+from rqcrawl.processes import alive
 
-IDLE_WARN = 60  # seconds URLs may wait in RQ with no job of the crawl started before a warning
-HOSTS_SHOWN = 10  # hosts in `status`, those with the most time left first
-RECENT_ENDS = 2000  # newest records per shard read for the hosts' observed pace
-GAP_CAP = 3  # most a gap between two ends of a host counts, in its modelled time per URL
-OVERDUE = 10  # seconds a deferred URL may be late before `status` calls it a stall
-DELAYS_READ = 200  # hosts without URLs in flight whose Crawl-delay `status` reads
 # The recommended worker (runner.WORKER_CLASS; the runner imports this module).
 WORKER_HINT = f"RQ_WORKER_CLASS=rqcrawl.workers.CrawlWorker rq worker {keys.QUEUE_NAME}"
 
@@ -41,7 +37,7 @@ WORKER_HINT = f"RQ_WORKER_CLASS=rqcrawl.workers.CrawlWorker rq worker {keys.QUEU
 def failure_reason(reason: str, status: int | None) -> str:
     """One short, stable word per kind of failure (`http_404`, `http_5xx`, `timeout`, `dns`,
     `connection_refused`, `tls`, `bad_response`...), for the counters, `status` and
-    `rqcrawl failures`: a FetchError's own reason (fetch.failure_kind for connection
+    `rqcrawl failures`: a FetchError's own reason (fetch.clients.base.failure_kind for connection
     errors) is too fine for 5xx and timeouts."""
     if reason == "retry_after_too_long":  # a 429/503 asking to wait over max_retry_after
         return reason
@@ -57,20 +53,21 @@ def failure_reason(reason: str, status: int | None) -> str:
 def status(redis: Redis, crawl: str) -> dict | None:
     """The crawl's state and counters, or None when Redis holds no such crawl.
 
-    `finished` means nothing of the crawl is held, queued, scheduled or running: the inflight
-    hash and the held list are both empty (see rqcrawl.frontier.state for why that is exact). A
+    `finished` means nothing of the crawl is waiting, queued, parked or running, and no record
+    is held back (see rqcrawl.frontier.state for why that is exact). A
     crawl with revisits is then `idle` until its next visit (from the task table), never finished.
     A crawl over several shards is read from all of them (from any one): it is finished when
     they all are and no link waits to go from one to another (levels.settled).
     """
-    cfg = config.load(redis, crawl, fresh=True)
+    cfg = configs.load(redis, crawl, fresh=True)
     if cfg is None:
         return None
     states = [CrawlState(conn, crawl, cfg) for conn in all_shards(redis, crawl)]
     snap = combined([s.snapshot() for s in states])
     now = time.time()
     in_flight = len(snap.in_flight)
-    done = in_flight == 0 and snap.held == 0 and (len(states) == 1 or settled(states))
+    left = in_flight or snap.held or snap.held_back or snap.outbox
+    done = not left and (len(states) == 1 or settled(states))
     over = done and not cfg.revisit  # a crawl with revisits goes on while idle
     started = snap.counters.get(keys.STARTED_AT, now)
     end = snap.counters.get(keys.LAST_AT, started) if over else now
@@ -87,6 +84,7 @@ def status(redis: Redis, crawl: str) -> dict | None:
     workers = live_workers(states) if not done else []
     halted = keys.PAUSED_AT in snap.counters or keys.CANCELLED_AT in snap.counters
     stall = None if done or halted else stalled(states, cfg, snap, hosts, len(workers), now)
+    undelivered = [s.redis.xlen(s.keys.items) for s in states]
     return {
         "crawl": crawl,
         "shards": len(states),
@@ -105,7 +103,11 @@ def status(redis: Redis, crawl: str) -> dict | None:
         "deferred": snap.deferred,
         "held": snap.held,
         "exact_depth": cfg.exact_depth,
-        "level": snap.count(keys.LEVEL) if cfg.exact_depth else None,  # no levels: no barrier
+        # the settled level (every level once nothing is left); none with first-found depth
+        "level": (cfg.max_depth if done else min(snap.count(keys.LEVEL), cfg.max_depth))
+        if cfg.exact_depth
+        else None,
+        "held_back": snap.held_back,
         "max_depth": cfg.max_depth,
         "links_dropped": snap.family(keys.LINKS),
         "sitemaps": {
@@ -129,7 +131,9 @@ def status(redis: Redis, crawl: str) -> dict | None:
         "bloom": bloom,
         **revisit_status(crawl, cfg, snap),
         "thin_crawl": thin,
+        "undelivered": sum(undelivered),
         "warnings": bloom_warnings(bloom)
+        + (bound_warnings(crawl, cfg, undelivered) if not done else [])
         + ([thin] if thin else [])
         + (forked_warnings() if snap.forked else [])
         + (warnings(redis) if not done else [])
@@ -159,6 +163,7 @@ def combined(snaps: list[Snapshot]) -> Snapshot:
             else:
                 counters[name] = counters.get(name, 0) + value
     counters[keys.LEVEL] = min(snap.count(keys.LEVEL) for snap in snaps)
+    counters[keys.SETTLED] = min(snap.count(keys.SETTLED) for snap in snaps)
     counters.pop(keys.SHARD, None)
     return Snapshot(
         counters=counters,
@@ -169,6 +174,8 @@ def combined(snaps: list[Snapshot]) -> Snapshot:
         pace={host: p for snap in snaps for host, p in snap.pace.items()},
         forked=any(snap.forked for snap in snaps),
         bloom=max((snap.bloom for snap in snaps), key=lambda b: b["fill_ratio"]),
+        held_back=sum(snap.held_back for snap in snaps),
+        outbox=sum(snap.outbox for snap in snaps),
     )
 
 
@@ -223,13 +230,12 @@ def host_rows(
     flying = Counter(host_of(sitemaps.target(url)) for url in snap.in_flight)
     rows = []
     for host, n in snap.hosts.items():
-        # booked is the last slot promised, not the next (politeness.py)
-        ready, _, step, *_ = gate = snap.pace.get(host, (0.0, 0.0, 0.0))
+        gate = snap.pace.get(host, ())
+        in_force = pace_of(gate, cfg)  # the host's pace: slowed down by its answers?
         delay, source = delays.get(host, (cfg.delay, "setting"))
-        in_force = pace_of(gate, cfg)  # the gate's pace: slowed down by the host's answers?
         if in_force.delay > delay:
             delay, source = in_force.delay, in_force.why
-        request_s, per_url = host_pace(n, delay, step)
+        request_s, per_url = host_pace(n, in_force.fetch_s)
         url_s = url_seconds(request_s, per_url, delay, cfg.host_concurrency)
         url_s = paced(url_s, (observed or {}).get(host, []))
         remaining = max(0, n.get(keys.ADMITTED, 0) - _ended(n))
@@ -243,7 +249,7 @@ def host_rows(
                 "remaining": remaining,
                 "in_flight": flying[host],
                 "held": max(0, remaining - flying[host]),
-                "next_in_s": round(max(0.0, ready - now), 3),
+                "next_in_s": round(max(0.0, in_force.ready - now), 3),
                 "delay_s": delay,
                 "delay_source": source,
                 "request_s": round(request_s, 3),
@@ -261,8 +267,8 @@ def host_rows(
     for r, n in zip(head, running, strict=True):
         r["running"] = n
         if n:  # a request running longer than the host's mean so far: the pace is slower
-            ready = snap.pace.get(r["host"], (now,))[0]  # the last start + delay
-            _slower(r, now - (ready - r["delay_s"]), cfg.host_concurrency)
+            ready = snap.pace.get(r["host"], (now,))[0]  # it started after its last turn
+            _slower(r, now - ready, cfg.host_concurrency)
     rows.sort(key=_urgency)
     return rows
 
@@ -310,16 +316,15 @@ def _slower(row: dict, running_s: float, concurrency: int) -> None:
         row["eta_s"] = max(row["eta_s"], round(row["remaining"] * url_s, 1))
 
 
-def host_pace(counts: dict[str, int], delay: float, step: float) -> tuple[float, float]:
+def host_pace(counts: dict[str, int], fetch_s: float) -> tuple[float, float]:
     """(seconds a request to the host takes, requests per URL) from what its ended URLs
-    measured: their requests' mean duration, timeouts included (before any has ended: the
-    last request's, from the politeness `step` = delay + its duration), and their attempts
-    (retries)."""
+    measured: their requests' mean duration, timeouts included (before any has ended: its
+    smoothed fetch time, `fetch_s`), and their attempts (retries)."""
     timed, requests = counts.get(keys.HOST_TIMED, 0), counts.get(keys.HOST_REQUESTS, 0)
     if requests:
         request_s = counts.get(keys.HOST_BUSY_MS, 0) / 1000 / requests
     else:
-        request_s = max(0.0, step - delay)
+        request_s = fetch_s
     return request_s, requests / timed if timed else 1.0
 
 
@@ -363,7 +368,7 @@ def delay_in_force(
     where it comes from: "setting" (`delay`), "crawl-delay" (the site's robots.txt, capped at
     max_crawl_delay) or "back-off": the hook for a pace that the host's answers slowed down
     (adaptive throttling passes the host's current delay as `backoff`)."""
-    crawl_delay = Robots(**robots).crawl_delay(cfg.user_agent) if robots else None
+    crawl_delay = Robots(**robots).crawl_delay(cfg.agent) if robots else None
     delay, source = cfg.delay, "setting"
     capped = min(crawl_delay or 0.0, cfg.max_crawl_delay)
     if capped > delay:
@@ -397,19 +402,9 @@ def live_workers(states: list[CrawlState]) -> list[Worker]:
     found = []
     for s in states:
         for w in Worker.all(queue=Queue(keys.QUEUE_NAME, connection=s.redis)):
-            if w.hostname != here or w.pid is None or _process_exists(w.pid):
+            if w.hostname != here or w.pid is None or alive(w.pid):
                 found.append(w)
     return found
-
-
-def _process_exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
 
 
 def stalled(
@@ -428,10 +423,14 @@ def stalled(
     waiting = sum(h["remaining"] for h in hosts)
     last = max(snap.count(keys.LAST_AT), snap.count(keys.STARTED_AT))
     since = now - last
-    if not waiting or since < cfg.stall_after:
-        return None
+    if not waiting or (workers and since < cfg.stall_after):
+        return None  # (no worker at all is a fact, not a guess: said at once)
     reason, why = _stall_reason(states, cfg, snap, hosts, workers, now)
-    head = f"stalled: no URL ended for {since:.0f} s although {waiting} wait: "
+    head = (
+        f"stalled: no URL ended for {since:.0f} s although {waiting} wait: "
+        if workers
+        else f"{waiting} URL(s) wait and nothing serves them: "
+    )
     return {"reason": reason, "since_s": round(since, 1), "message": head + why}
 
 
@@ -450,9 +449,10 @@ def _stall_reason(
     late = sum(s.overdue(now - OVERDUE) for s in states)
     if late:
         return "unreleased", (
-            f"{late} deferred URL(s) are overdue and no worker released them (a stock "
-            "worker's waker job is gone, or every worker is busy); `rqcrawl status` releases "
-            f"them now, and the recommended worker's release thread always does: {WORKER_HINT}"
+            f"{late} host(s) or parked URL(s) are overdue and no worker released them (a "
+            "stock worker's waker job is gone, or every worker is busy); `rqcrawl status` "
+            "releases them now, and the recommended worker's release thread always does: "
+            f"{WORKER_HINT}"
         )
     running = sum(h.get("running", 0) for h in hosts)
     queued = len(snap.in_flight) - snap.deferred - running
@@ -463,17 +463,17 @@ def _stall_reason(
             f"{now - claimed:.0f} s and no request is running: busy with other queues' jobs, "
             "or stuck? (`rq info`, the workers' logs)"
         )
-    if snap.deferred and not queued and not running:
+    if not queued and not running:
         due = min(filter(None, (s.next_due() for s in states)), default=now)
         return "deferred", (
-            f"every URL in flight waits for its time (a retry, robots.txt or a host's "
-            f"politeness); the next is due in {max(0.0, due - now):.0f} s: `rqcrawl inspect`"
+            f"every URL waits for its time (a retry, robots.txt or its host's pace); the "
+            f"next is due in {max(0.0, due - now):.0f} s: `rqcrawl inspect`, `rqcrawl hosts`"
         )
     busy = [h for h in hosts if h["in_flight"]]
     if len(busy) == 1:
         h = busy[0]
         others = sum(r["remaining"] for r in hosts if r is not h)
-        held = f"; {others} URL(s) of other hosts wait for it" if others else ""
+        held = f"; {others} URL(s) of other hosts wait for their own turn" if others else ""
         return "one_host", (
             f"every URL in flight is of {h['host']}, which takes {h['url_s']:.1f} s per URL "
             f"(requests of {h['request_s']:.1f} s, delay {h['delay_s']:g} s from "
@@ -526,6 +526,19 @@ def warnings(redis: Redis) -> list[str]:
             "state and lose URLs; set maxmemory-policy noeviction"
         )
     return found
+
+
+def bound_warnings(crawl: str, cfg: config.CrawlConfig, undelivered: list[int]) -> list[str]:
+    """A shard whose records stream reached max_undelivered releases no URL (the bound that
+    keeps Redis from filling with records nobody takes, rqcrawl.ops.follow)."""
+    full = max(undelivered, default=0)
+    if full < cfg.max_undelivered:
+        return []
+    return [
+        f"held: {full} record(s) not yet delivered, the bound max_undelivered = "
+        f"{cfg.max_undelivered}; no new URL is released until a follower takes them "
+        f"(`rqcrawl export {crawl} --follow -o DIR/`) or the bound is raised"
+    ]
 
 
 def idle_warnings(counters: dict, waiting: int) -> list[str]:
@@ -641,15 +654,18 @@ def sitemap_line(maps: dict) -> str:
 
 
 def depth_lines(s: dict) -> list[str]:
-    """Held URLs and the depth: by level with the level barrier, first-found without."""
+    """Waiting URLs and the depth: the settled level and the records held back until it
+    moves on (exact depth), or first-found depth."""
     if s["exact_depth"]:
         return [
-            f"held       {s['held']} (admitted, waiting for their level)",
-            f"level      {s['level']} of max depth {s['max_depth']}",
+            f"held       {s['held']} (admitted, waiting for their host's turn)",
+            f"level      {s['level']} of max depth {s['max_depth']} (settled: every URL up to "
+            f"depth {s['level'] + 1} is at its shortest depth); "
+            f"{s['held_back']} record(s) held back until it moves on",
         ]
     return [
-        f"held       {s['held']} (admitted, waiting for room in the window)",
-        f"depth      first found, up to max depth {s['max_depth']} (no level barrier)",
+        f"held       {s['held']} (admitted, waiting for their host's turn)",
+        f"depth      first found, up to max depth {s['max_depth']}",
     ]
 
 

@@ -10,9 +10,8 @@ from dataclasses import dataclass, field
 
 from redis import Redis
 
-from rqcrawl import config
 from rqcrawl.fetch.robots import RobotsCache, site_of
-from rqcrawl.frontier import keys
+from rqcrawl.frontier import configs, keys
 from rqcrawl.frontier.state import CrawlState
 
 
@@ -50,9 +49,9 @@ class Timings:
 
 def crawl_moments(redis: Redis, crawl: str, seeds: list[str]) -> list[tuple[str, float]]:
     """The moments of a crawl that Redis keeps: when each seed site's robots.txt answered
-    (its first request, the verdict's expiry less robots_ttl) and when the crawl's last URL
-    ended (a sitemap probe's included)."""
-    cfg = config.load(redis, crawl, fresh=True)
+    (its first request, the verdict's expiry less robots_ttl; none while unavailable) and when
+    the crawl's last URL ended (a sitemap probe's included)."""
+    cfg = configs.load(redis, crawl, fresh=True)
     if cfg is None:
         return []
     state = CrawlState(redis, crawl, cfg)
@@ -60,7 +59,7 @@ def crawl_moments(redis: Redis, crawl: str, seeds: list[str]) -> list[tuple[str,
     found = []
     for site in sorted({site_of(url) for url in seeds}):
         verdict = robots.get(site) if cfg.obey_robots else None
-        if verdict is not None:
+        if verdict is not None and verdict.kind != "unavailable":  # (its expiry: the next ask)
             found.append((f"robots.txt of {site} answered", verdict.expires - cfg.robots_ttl))
     last = state.snapshot().counters.get(keys.LAST_AT)
     if last:

@@ -4,6 +4,7 @@ for by CSS or XPath selector."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -27,9 +28,18 @@ class Page:
 
 
 def decode(body: bytes, content_type: str | None) -> str:
-    """Body to text: HTTP charset, then BOM and <meta> charset, then a lenient fallback."""
-    _, text = html_to_unicode(content_type, body)
-    return text
+    """Body to text: HTTP charset, then BOM and <meta> charset, then a lenient fallback. A
+    charset that is no text encoding (`idna`, `rot13`, `unicode_escape`: a server chooses
+    it) falls back to UTF-8 with replacement characters, and lone surrogates (which lxml
+    refuses) are replaced: a page always decodes."""
+    try:
+        _, text = html_to_unicode(content_type, body)
+    except (LookupError, UnicodeError, ValueError):
+        text = body.decode("utf-8", errors="replace")
+    return _SURROGATE.sub("\ufffd", text)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 # Canonical links already met by this process, keyed by (context, href): the part of the base

@@ -45,6 +45,7 @@ class HookPage:
     text: str  # the decoded body
     selector: Selector  # the parsed body (parsel)
     depth: int
+    content: dict | None = None  # a copy of the record's content (`content` setting), when asked
 
 
 @dataclass

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -120,14 +121,25 @@ def _general(url: str, base: str | None) -> str:
     if not parts.hostname:
         raise InvalidURL("no host")
     host = parts.hostname.rstrip(".")
-    if ":" in host:  # an IPv6 literal, which urlsplit has checked
-        host = f"[{host}]"
+    if ":" in host:  # a bracketed literal: an IPv6 address, nothing else
+        host = f"[{_ipv6(host)}]"
     netloc = host if port in (None, _DEFAULT_PORTS[scheme]) else f"{host}:{port}"
     canonical = canonicalize_url(urlunsplit((scheme, netloc, parts.path or "/", parts.query, "")))
     name = urlsplit(canonical).hostname or ""  # empty: w3lib read a backslash as "/"
     if ":" not in name and not _HOST_NAME.fullmatch(name):
         raise InvalidURL(f"bad host {name!r}")
     return canonical
+
+
+def _ipv6(literal: str) -> str:
+    """An IPv6 literal as given, or InvalidURL: urlsplit lets RFC 3986's IPvFuture form
+    through (`[v1.anything]`, spaces, quotes and control characters included), which no
+    crawl can connect to and a terminal could be made to act on."""
+    try:
+        ipaddress.IPv6Address(literal.partition("%")[0])
+    except ValueError:
+        raise InvalidURL("bad host: not an IPv6 address in brackets") from None
+    return literal
 
 
 def host_of(url: str) -> str:
@@ -144,11 +156,18 @@ def in_scope(url: str, hosts: list[str]) -> bool:
 _PATH_PARAM = re.compile(r";([^/;=]*)(=[^/;]*)?")
 
 
+# Two or more slashes in a row: one in a path (Heritrix's strip-extra-slashes, Nutch's
+# normalizer). A site that answers `//a.html` as `/a.html` (most servers do) would otherwise
+# have every page of a tree crawled twice once one link (`href="\"`) leads under `//`.
+_SLASHES = re.compile(r"//+")
+
+
 @dataclass(frozen=True, eq=False)  # compared and hashed by identity: see param_filter
 class ParamFilter:
     """Parameters that name a session or a campaign rather than a page (`utm_source`,
     `jsessionid`...): one page reached with different ones would be crawled once per
     spelling. Names compare without case; a pattern ending in `*` is a prefix (`utm_*`).
+    With `collapse_slashes`, repeated slashes of the path become one (`/a//b` -> `/a/b`).
 
     w3lib's url_query_cleaner takes exact names only and leaves path parameters alone, so
     this is done here, on URLs that are already canonical (the query sorted, names decoded).
@@ -156,6 +175,7 @@ class ParamFilter:
 
     names: frozenset[str]
     prefixes: tuple[str, ...]
+    collapse_slashes: bool = False
 
     def matches(self, name: str) -> bool:
         name = unquote_plus(name).lower()
@@ -163,31 +183,39 @@ class ParamFilter:
 
     def __call__(self, url: str) -> str:
         """`url` (canonical) without the parameters this filter names, in its query and in
-        its path (`;jsessionid=...`)."""
-        if not (self.names or self.prefixes) or ("?" not in url and ";" not in url):
+        its path (`;jsessionid=...`), and with its path's repeated slashes collapsed."""
+        slashes = self.collapse_slashes and "//" in url.partition("?")[0][8:]
+        params = (self.names or self.prefixes) and ("?" in url or ";" in url)
+        if not (slashes or params):
             return url
         parts = urlsplit(url)
-        path = _PATH_PARAM.sub(lambda m: "" if self.matches(m[1]) else m[0], parts.path)
-        pairs = [p for p in parts.query.split("&") if p and not self.matches(p.split("=")[0])]
-        query = "&".join(pairs)
+        path, query = parts.path, parts.query
+        if slashes:
+            path = _SLASHES.sub("/", path)
+        if params:
+            path = _PATH_PARAM.sub(lambda m: "" if self.matches(m[1]) else m[0], path)
+            pairs = query.split("&")
+            query = "&".join(p for p in pairs if p and not self.matches(p.split("=")[0]))
         if path == parts.path and query == parts.query:
             return url
         return urlunsplit((parts.scheme, parts.netloc, path or "/", query, ""))
 
 
 @lru_cache(maxsize=256)
-def _param_filter(patterns: tuple[str, ...]) -> ParamFilter:
+def _param_filter(patterns: tuple[str, ...], collapse_slashes: bool) -> ParamFilter:
     lowered = [p.lower() for p in patterns]
     return ParamFilter(
         frozenset(p for p in lowered if not p.endswith("*")),
         tuple(p[:-1] for p in lowered if p.endswith("*")),
+        collapse_slashes,
     )
 
 
-def param_filter(patterns: Iterable[str]) -> ParamFilter:
-    """The filter of `patterns` (a crawl's `strip_params`). One object per list of patterns
-    in a process, so that caches keyed by it (extract's) hit."""
-    return _param_filter(tuple(patterns))
+def param_filter(patterns: Iterable[str], collapse_slashes: bool = False) -> ParamFilter:
+    """The filter of `patterns` (a crawl's `strip_params`), collapsing repeated slashes if
+    asked (`collapse_slashes`). One object per setting in a process, so that caches keyed by
+    it (extract's) hit."""
+    return _param_filter(tuple(patterns), collapse_slashes)
 
 
 def param_problem(pattern: str) -> str | None:

@@ -1,6 +1,6 @@
-"""Pages that only JavaScript builds: which pages go to a browser (`choice`, light enough
-for every worker), and the render worker that loads them in the system's Chromium with every
-request through the address guard (`browser`, which imports Playwright).
+"""Pages that only JavaScript builds: the render worker that loads them in the system's
+Chromium with every request through the address guard (`browser`, which imports Playwright).
+Which pages go to a browser is rqcrawl.parse.rendering's to say, light enough for every worker.
 
 `rqcrawl.render.RenderWorker` (the render queue's worker class) and `rqcrawl.render.render_url`
 (its job function) are imported on first use, so that plain workers never load Playwright.

@@ -7,7 +7,7 @@ Playwright), and the links and fields are extracted from the DOM the scripts bui
 
 The address guard holds inside the browser: every request of the page (the document itself,
 subresources, XHR and fetch, frames, redirects) is intercepted and made by us, through the
-crawl's guarded session (rqcrawl.fetch.http.session), then fulfilled into the page; the browser
+crawl's guarded client (rqcrawl.fetch.http.send), then fulfilled into the page; the browser
 itself connects to nothing. WebSockets are refused, service workers blocked, and the browser
 is pointed at a proxy that does not exist, so that whatever might slip past interception
 (a preconnect, WebRTC) has nowhere to go.
@@ -19,14 +19,18 @@ once its processes use `render_recycle_mb` MB.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
+import shutil
+import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from urllib.parse import urljoin
 
 import psutil
-import requests
 from playwright.sync_api import Browser, Playwright, Route, sync_playwright
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import Request as BrowserRequest
@@ -34,11 +38,11 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from rqcrawl.config import CrawlConfig
 from rqcrawl.fetch import warc
+from rqcrawl.fetch.clients.base import HttpResponse, TransportError
 from rqcrawl.fetch.deadline import Watch
-from rqcrawl.fetch.guard import find_refusal
 from rqcrawl.fetch.http import FetchError, Response, send
+from rqcrawl.parse.rendering import Rendered
 from rqcrawl.parse.urls import host_of
-from rqcrawl.render.choice import Rendered
 from rqcrawl.workers import jobs
 from rqcrawl.workers.worker import CrawlWorker
 
@@ -63,6 +67,16 @@ CHROMIUM_ARGS = [
     "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
     "--dns-prefetch-disable",
 ]
+# WebRTC's peer connections send UDP (STUN, TURN) past the proxy and the route, on Chromium
+# 156 whatever --force-webrtc-ip-handling-policy says: a page has none (the second line of
+# defence; the first is a browser with no network at all, `offline`).
+NO_WEBRTC = """
+for (const name of ["RTCPeerConnection", "webkitRTCPeerConnection", "RTCDataChannel",
+                    "RTCIceCandidate", "RTCSessionDescription"]) {
+  try { Object.defineProperty(window, name, {value: undefined, configurable: false}); }
+  catch (e) {}
+}
+"""
 MEDIA = frozenset({"image", "font", "media"})
 QUIET_S = 0.5  # what "the page went quiet" waits for (Playwright's networkidle: 500 ms)
 # Headers of a response that describe how it travelled, not its content: the body handed to
@@ -90,7 +104,7 @@ class PageBrowser:
             self._playwright = sync_playwright().start()
             self._driver = [p for p in psutil.Process().children() if p.pid not in before]
             self._browser = self._playwright.chromium.launch(
-                executable_path=self.executable, args=CHROMIUM_ARGS, headless=True
+                executable_path=offline(self.executable), args=CHROMIUM_ARGS, headless=True
             )
             self.pages = 0
             self.launches += 1
@@ -157,8 +171,9 @@ class PageBrowser:
         self, resp: Response, text: str, cfg: CrawlConfig, allows: Callable[[str], bool]
     ) -> Rendered:
         context = self._ensure().new_context(
-            user_agent=cfg.user_agent, service_workers="block", accept_downloads=False
+            user_agent=cfg.agent, service_workers="block", accept_downloads=False
         )
+        context.add_init_script(NO_WEBRTC)
         started = time.monotonic()
         try:
             pages = Interceptor(resp, text, cfg, allows)
@@ -229,10 +244,9 @@ class Interceptor:
             status, headers, body = guarded_request(
                 self.cfg, request.method, request.url, request.headers, request.post_data_buffer
             )
-        except requests.RequestException as exc:
-            refused = find_refusal(exc)
-            log.debug("page request %s: %s", request.url, refused.detail if refused else exc)
-            route.abort("addressunreachable" if refused else "failed")
+        except TransportError as exc:
+            log.debug("page request %s: %s", request.url, exc)
+            route.abort("addressunreachable" if exc.refused else "failed")
             return
         except FetchError:
             route.abort("failed")
@@ -247,28 +261,28 @@ def guarded_request(
     headers: Mapping[str, str],
     data: bytes | None,
 ) -> tuple[int, dict[str, str], bytes]:
-    """A request of a page, made as a fetch is (rqcrawl.fetch.http: the guarded session, its
+    """A request of a page, made as a fetch is (rqcrawl.fetch.http: the guarded client, its
     timeouts and deadline, max_body_bytes), redirects followed by hand so that every hop
-    connects through the guard. Raises requests' exceptions and FetchError."""
+    connects through the guard. Raises TransportError and FetchError."""
     sent = {k: v for k, v in headers.items() if k.lower() not in _NOT_FORWARDED}
-    sent["User-Agent"] = cfg.user_agent
+    sent["User-Agent"] = cfg.agent
     with Watch(cfg.download_timeout) as watch:
         for _ in range(cfg.max_redirects + 1):
             resp = send(cfg, method, url, sent, data=data)
             with resp:
                 if not resp.is_redirect:
-                    return resp.status_code, _content_headers(resp.headers), _body(resp, cfg)
-                url = requests.compat.urljoin(url, resp.headers["location"])
-                if resp.status_code in (301, 302, 303) and method != "HEAD":
+                    return resp.status, _content_headers(resp.headers), _body(resp, cfg)
+                url = urljoin(url, resp.headers["location"])
+                if resp.status in (301, 302, 303) and method != "HEAD":
                     method, data = "GET", None
         if watch.fired:
             raise FetchError("download_timeout", "page request over download_timeout")
     raise FetchError("too_many_redirects", f"more than {cfg.max_redirects} redirects")
 
 
-def _body(resp: requests.Response, cfg: CrawlConfig) -> bytes:
+def _body(resp: HttpResponse, cfg: CrawlConfig) -> bytes:
     chunks, size = [], 0
-    for chunk in resp.iter_content(_CHUNK):
+    for chunk in resp.iter_bytes(_CHUNK):
         size += len(chunk)
         if size > cfg.max_body_bytes:
             raise FetchError("too_large", f"body over {cfg.max_body_bytes} bytes")
@@ -289,9 +303,37 @@ def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
 
 
+@functools.cache
+def offline(executable: str) -> str:
+    """What to launch for `executable`: the browser in a network namespace of its own, with
+    no interface up (`unshare --net`, as root or with a user namespace), when this machine
+    allows one: every request of a page goes through our route and the address guard
+    anyway (Playwright talks to Chromium over a pipe), so the browser needs no network, and
+    nothing a page does (WebRTC's UDP, a socket Chromium opens itself) can leave it. Where
+    no namespace can be made, the browser itself, with NO_WEBRTC and the dead proxy."""
+    unshare = shutil.which("unshare")
+    for flags in (["--net"], ["--net", "--map-root-user"]):
+        if (
+            unshare
+            and subprocess.run([unshare, *flags, "true"], capture_output=True).returncode == 0
+        ):
+            wrapper = Path(tempfile.mkdtemp(prefix="rqcrawl-browser-")) / "chromium-offline"
+            wrapper.write_text(
+                f'#!/bin/sh\nexec {unshare} {" ".join(flags)} -- {executable} "$@"\n'
+            )
+            wrapper.chmod(0o700)
+            return str(wrapper)
+    log.warning(
+        "render: no network namespace on this machine; the browser keeps its network "
+        "(WebRTC is removed from pages, other requests go through the guard)"
+    )
+    return executable
+
+
 browser = PageBrowser()  # the process's one browser
 
 
+@jobs.inert_failures
 def render_url(crawl: str, url: str, depth: int) -> str:
     """Visit `url` of `crawl` at `depth` in the browser (the render queue's job function)."""
     return jobs.run_job(crawl, url, depth, browser.render)
@@ -299,7 +341,10 @@ def render_url(crawl: str, url: str, depth: int) -> str:
 
 class RenderWorker(CrawlWorker):
     """The crawl worker of the render queue: `rq worker crawl-render -w
-    rqcrawl.render.RenderWorker`; its browser is closed when it stops."""
+    rqcrawl.render.RenderWorker`; its browser is closed when it stops. One page at a time:
+    the browser, not the network, is what a render worker waits for."""
+
+    runs_slots = False
 
     def work(self, *args, **kwargs) -> bool:
         try:

@@ -63,8 +63,8 @@ class EmbeddedRedis:
                 "--save", "",
                 "--maxmemory-policy", "noeviction",
                 # An RQ job hash has a value over the default 64 bytes (its pickled call, or a
-                # long description): it would be a hashtable, about 1.4 KB a job instead of
-                # 0.6 KB (README, "Redis settings that matter").
+                # long description): it would be a hashtable, twice the memory of a compact
+                # one (docs/benchmarks.md, "Redis settings that matter").
                 "--hash-max-ziplist-value", "512",
                 "--logfile", "redis.log",
                 *self.extra,

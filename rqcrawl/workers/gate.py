@@ -1,8 +1,12 @@
-"""The gate before any request to a site, in this order: does robots.txt allow the URL (and
-is robots.txt known at all: the job that claims it fetches it, the others wait), and may the
-host take a request now (politeness). "Not yet" parks the URL in the frontier until its slot,
+"""The gate before any request to a site, in this order: did the job get a slot of its
+host (the frontier released the URL with one, at its host's turn or a moment before it; a
+job that came too late, or a recovered URL, takes a free one at its claim, or parks until
+its host has one), is robots.txt known (the job that claims its fetch does it, taking no
+turn of the host's pace; the others park until it is known; while it is unavailable all park
+until its next ask, and the first ask that fails robots_patience seconds after the first
+failed one fails them), and does it allow the URL. "Not yet" parks the URL in the frontier,
 so a worker never sleeps on a busy host; "no" is the URL's outcome (robots.txt refused it).
-A sitemap entry (rqcrawl.parse.sitemaps) passes the same gate for its document."""
+A sitemap entry (rqcrawl.frontier.sitemaps) passes the same gate for its document."""
 
 from __future__ import annotations
 
@@ -11,86 +15,112 @@ from dataclasses import dataclass
 
 from rq.job import Job
 
-from rqcrawl.fetch.politeness import Politeness
+from rqcrawl.fetch.http import FetchError
+from rqcrawl.fetch.politeness import answer, delay_for
 from rqcrawl.fetch.robots import CLAIM_POLL, Robots, site_of
-from rqcrawl.frontier import keys
-from rqcrawl.frontier.state import InFlight
-from rqcrawl.ops.sinks import record
-from rqcrawl.parse import sitemaps
-from rqcrawl.parse.urls import host_of
+from rqcrawl.frontier import keys, sitemaps
+from rqcrawl.frontier.records import record
+from rqcrawl.frontier.state import InFlight, Slot
 from rqcrawl.workers import settle
 from rqcrawl.workers.crawls import Crawl
 from rqcrawl.workers.settle import Passed
 from rqcrawl.workers.visit import Visit
 
 
-@dataclass
+@dataclass(frozen=True)
 class Go:
-    """The gate's yes: the job holds its host's slot from `started` and may make its request;
-    `robots` is the site's robots.txt (None when the crawl does not obey it)."""
+    """The gate's yes: the job holds a slot of its host's politeness `key` and may make its
+    request; `robots` is the site's robots.txt (None when the crawl does not obey it), `base`
+    the host's base delay as now known (the setting, or its Crawl-delay)."""
 
-    politeness: Politeness
-    host: str
-    lease: str
+    key: str
     robots: Robots | None
-    delay: float
-    started: float
+    base: float
 
-    def release(self, result: Visit | None = None, job: Job | None = None) -> None:
-        """Free the host's slot once the request ended: the visit's answer (status,
-        Retry-After) feeds the host's adaptive throttle. With the `job` of a worker that
-        sends writes with the job's success (worker.CrawlJob), the release goes there."""
-        status = result.record.get("status") if result else None
-        wait = result.retry_after if result else None
-        later = getattr(job, "on_success", None)
-        self.politeness.release(
-            self.host, self.lease, self.delay, self.started, status, wait, later=later
-        )
+    def slot(self, result: Visit | None = None) -> Slot:
+        """How the job's hold of the slot ended: with the visit's request (its duration, and
+        its answer for the adaptive throttle), or with none made (`result` None, or a visit
+        that made no request)."""
+        if result is None or result.fetch_s is None:
+            return Slot(self.key, base=self.base)
+        status = result.record.get("status")
+        wait = result.retry_after
+        return Slot(self.key, result.fetch_s, answer(status, wait), wait or 0.0, base=self.base)
 
 
-def through(job: Job, c: Crawl, url: str, depth: int, entry: InFlight) -> Go | Visit | Passed:
-    """Pass `url`, claimed by `job` as `entry`, through robots.txt and the host's pace: Go,
-    the refusal of robots.txt (a Visit to settle), or the message of a URL parked for later."""
+def through(
+    job: Job, c: Crawl, url: str, depth: int, entry: InFlight, wait_until: float | None
+) -> Go | Visit | Passed:
+    """Pass `url`, claimed by `job` as `entry`, through its host's slot (`wait_until`: the
+    claim found none free until then) and robots.txt: Go, the refusal of robots.txt (a Visit
+    to settle, with the slot freed unused), or the message of a URL parked for later."""
     target = sitemaps.target(url)
-    site, host, ua = site_of(target), host_of(target), c.cfg.user_agent
-    while True:
-        robots = c.robots.get(site) if c.cfg.obey_robots else None
-        must_fetch_robots = c.cfg.obey_robots and (robots is None or robots.due(time.time()))
-        if not must_fetch_robots:
-            if robots and robots.kind == "unavailable":
-                return settle.defer(c, url, entry, robots.retry_at)
-            refusal = _robots_refusal(robots, target, depth, entry, ua)
-            if refusal:
-                return refusal
-        delay = c.politeness.delay_for(robots.crawl_delay(ua) if robots else None)
-        slot = c.politeness.acquire(host, job.id, delay, booked=entry.booked)
-        if slot is not None:
-            return settle.defer(c, url, entry, slot)
-        started = time.time()
-        if not must_fetch_robots:
-            return Go(c.politeness, host, job.id, robots, delay, started)
-        fresh = c.robots.get(site)  # another job may have fetched it while we waited
-        known = fresh is not None and not fresh.due(started)
-        if known or not c.robots.claim(site, job.id):  # or be fetching it now
-            c.politeness.release(host, job.id, 0.0, started, requested=False)
-            if known:
-                continue
-            return settle.defer(c, url, entry, started + CLAIM_POLL)
-        try:
-            robots = c.robots.fetch(site, robots)
-        finally:  # the Crawl-delay just learnt already applies to the next request
-            learnt = c.politeness.delay_for(robots.crawl_delay(ua) if robots else None)
-            c.politeness.release(host, job.id, learnt, started)
+    site, key, ua = site_of(target), c.frontier.state.key_of(url), c.cfg.agent
+    if wait_until is not None:
+        return settle.defer(c, url, entry, wait_until, Slot(key))
+    early = entry.released_at - time.time()
+    if early > 0:  # released ahead of its host's turn, for a forking worker (jobs.FORK_LEAD)
+        time.sleep(early)
+    robots = None
+    if c.cfg.obey_robots:
+        robots = c.robots.get(site)
+        if robots is None or robots.due(time.time()):
+            if not c.robots.claim(site, job.id):  # another job is fetching it
+                return settle.defer(c, url, entry, time.time() + CLAIM_POLL, Slot(key))
+            pacer = HopPacer(c, key, job.id)
+            try:
+                robots = c.robots.fetch(site, robots, pacer)
+            finally:
+                pacer.ended()
+            if c.cfg.sitemaps and robots.kind != "unavailable":
+                c.frontier.sitemaps_named(site, robots)
+        if robots.kind == "unavailable" and not robots.given_up(time.time(), c.cfg):
+            until = robots.retry_at  # complete disallow until the next ask
+            return settle.defer(c, url, entry, until, Slot(key, not_before=until))
+        refusal = _robots_refusal(robots, target, depth, entry, ua)
+        if refusal:
+            return refusal
+    return Go(key, robots, delay_for(c.cfg, robots.crawl_delay(ua) if robots else None))
 
 
-def _robots_refusal(
-    robots: Robots | None, url: str, depth: int, entry: InFlight, ua: str
-) -> Visit | None:
+class HopPacer:
+    """The pace of robots.txt's redirect hops for a job holding a slot of `key`: robots.txt
+    itself takes no turn of its host's pace, but each hop waits its host's turn like any
+    request (a delay after the request before it ended, and a free slot of another host),
+    within the fetch's download_timeout. Called before each hop; `ended` after the fetch."""
+
+    def __init__(self, c: Crawl, key: str, job_id: str):
+        self.c, self.key = c, key
+        self.deadline = time.time() + c.cfg.download_timeout
+        self.last = key  # the key of the request that ends when the next hop is asked for
+        self.holder = f"robots.txt hop of {job_id}"
+
+    def __call__(self, hop: str) -> None:
+        state = self.c.frontier.state
+        hop_key, ended = state.key_of(hop), self.last
+        while at := state.hop_turn(hop_key, ended, hop_key == self.key, self.holder):
+            if at > self.deadline:
+                message = f"robots.txt's redirect to {hop} waited for its host's turn past"
+                raise FetchError("download_timeout", f"{message} download_timeout", True)
+            time.sleep(max(0.0, at - time.time()))
+            ended = ""
+        self.last = hop_key
+
+    def ended(self) -> None:
+        """The fetch's last request ended: if it was a hop to another host, that host's next
+        request waits its delay from now (robots.txt's final answer on its own host takes no
+        turn: the page may follow at once)."""
+        if self.last != self.key:
+            self.c.frontier.state.hop_ended(self.last)
+
+
+def _robots_refusal(robots: Robots, url: str, depth: int, entry: InFlight, ua: str) -> Visit | None:
     """A final outcome decided by robots.txt alone, or None when the URL may be fetched."""
-    if robots is None:
-        return None
-    if robots.kind == "failed":
-        message = f"robots.txt unavailable after {robots.attempts} attempts: {robots.error}"
+    if robots.kind == "unavailable":  # given up: the pages waited enough
+        waited = time.time() - robots.since
+        message = (
+            f"robots.txt unavailable for {waited:.0f} s ({robots.attempts} asks): {robots.error}"
+        )
         failed = record(
             url, "failed", depth, error=message, attempts=entry.attempt + 1, reason="robots"
         )

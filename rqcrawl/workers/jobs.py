@@ -12,9 +12,11 @@ the crawl's config in Redis, read once per process.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
+import traceback
 from collections.abc import Callable
 from functools import partial
 
@@ -22,27 +24,49 @@ from rq import get_current_job
 from rq.job import Job
 from rq.timeouts import JobTimeoutException
 
+from rqcrawl.defaults import FORK_LEAD, TABLE_WAIT
 from rqcrawl.fetch.http import FetchError
 from rqcrawl.fetch.robots import site_of
+from rqcrawl.frontier import sitemaps
 from rqcrawl.frontier.dispatch import JOB_FUNC, RENDER_FUNC, SITEMAP_FUNC
 from rqcrawl.frontier.leases import renewer
-from rqcrawl.frontier.outage import TABLE_WAIT, TableUnavailable
-from rqcrawl.frontier.state import InFlight
-from rqcrawl.parse import sitemaps
-from rqcrawl.parse.urls import host_of
+from rqcrawl.frontier.outage import TableUnavailable
+from rqcrawl.frontier.state import Claim, InFlight, Slot
+from rqcrawl.untrusted import inert, printable_lines
 from rqcrawl.workers import gate, settle
 from rqcrawl.workers.crawls import Crawl, claim, crawl_of
-from rqcrawl.workers.settle import Parked, Passed
+from rqcrawl.workers.settle import Passed
 from rqcrawl.workers.visit import Renderer, Visit, failed_visit, fetch_and_parse
 
 log = logging.getLogger(__name__)
 
-# A job's work once it holds its URL (job, crawl, url, depth, entry), and what ends the URL
-# when that work ran over job_timeout (crawl, url, depth, entry, the timeout).
-Step = Callable[[Job, Crawl, str, int, InFlight], str | dict]
+# A job's work once it holds its URL (job, crawl, url, depth, its claim), and what ends the
+# URL when that work ran over job_timeout (crawl, url, depth, entry, the timeout).
+Step = Callable[[Job, Crawl, str, int, Claim], str | dict]
 TimedOut = Callable[[Crawl, str, int, InFlight, FetchError], str | dict]
 
 
+class JobFailed(Exception):
+    """What RQ stores in a crawl job's exc_info when the job raised: the error's type and
+    message made inert (rq-dashboard shows exc_info unescaped, and a message may quote a
+    URL or a header a server chose); the full traceback goes to the worker's log."""
+
+
+def inert_failures(function: Callable[..., str]) -> Callable[..., str]:
+    """A crawl job function whose unexpected errors reach RQ as JobFailed."""
+
+    @functools.wraps(function)
+    def job_function(*args, **kwargs) -> str:
+        try:
+            return function(*args, **kwargs)
+        except Exception as exc:
+            log.error("%s", printable_lines(traceback.format_exc()))
+            raise JobFailed(inert(f"{type(exc).__name__}: {exc}")) from None
+
+    return job_function
+
+
+@inert_failures
 def crawl_url(crawl: str, url: str, depth: int) -> str:
     """Visit `url` of `crawl` at `depth` (the RQ job function of a page)."""
     return run_job(crawl, url, depth)
@@ -54,103 +78,110 @@ def run_job(crawl: str, url: str, depth: int, render: Renderer | None = None) ->
     return _job(crawl, url, depth, partial(_page, render=render), _page_timed_out)
 
 
+@inert_failures
 def crawl_sitemap(crawl: str, url: str, depth: int) -> str:
     """Read the sitemap document of entry `url` and admit what it lists (the RQ job function
-    of a sitemap entry, rqcrawl.parse.sitemaps): the same claim, lease, robots.txt and
+    of a sitemap entry, rqcrawl.frontier.sitemaps): the same claim, lease, robots.txt and
     politeness as a page, then no visit."""
     return _job(crawl, url, depth, _sitemap, _sitemap_timed_out)
 
 
 def _page(
-    job: Job, c: Crawl, url: str, depth: int, entry: InFlight, render: Renderer | None
+    job: Job, c: Crawl, url: str, depth: int, claimed: Claim, render: Renderer | None
 ) -> str | dict:
     """gate → fetch and parse → settle, for a page."""
-    go = gate.through(job, c, url, depth, entry)
-    if isinstance(go, Visit):  # refused by robots.txt
-        return settle.page(c, url, depth, entry, settle.counted(url, entry, go))
-    if not isinstance(go, gate.Go):  # parked until its host (or robots.txt) is ready
+    entry = claimed.entry
+    go = gate.through(job, c, url, depth, entry, claimed.wait_until)
+    if isinstance(go, Visit):  # refused by robots.txt: no request made
+        slot = Slot(c.frontier.state.key_of(url))
+        return settle.page(c, url, depth, entry, settle.counted(url, entry, go), slot)
+    if not isinstance(go, gate.Go):  # parked until its site (or host) is ready
         return go
+    speculative = c.cfg.exact_depth and depth > claimed.level + 1
+    result = None
     try:
-        result = fetch_and_parse(job, c, url, depth, entry, go.robots, render)
-    except BaseException:
-        go.release()
+        result = fetch_and_parse(job, c, url, depth, entry, go.robots, render, speculative)
+        if result.render:
+            return settle.hand_off(c, url, entry, result.render, go.slot(result))
+        counted = settle.counted(url, entry, result)
+        return settle.page(c, url, depth, entry, counted, go.slot(result))
+    except BaseException:  # the slot is freed now, not when its lease runs out
+        c.frontier.free_slot(url, go.slot(result))
         raise
-    go.release(result, job)  # with the job's success, where the worker can
-    if result.render:
-        return settle.hand_off(c, url, entry, result.render)
-    return settle.page(c, url, depth, entry, settle.counted(url, entry, result))
 
 
-def _sitemap(job: Job, c: Crawl, url: str, depth: int, entry: InFlight) -> str:
-    """gate → read the document → settle, for a sitemap entry. A site's first document (its
-    /sitemap.xml) also reads the sitemaps its robots.txt names, and a 404 of it is quiet."""
-    doc = sitemaps.document(url)
-    go = gate.through(job, c, url, depth, entry)
+def _sitemap(job: Job, c: Crawl, url: str, depth: int, claimed: Claim) -> str:
+    """gate → read the document → settle, for a sitemap entry. A site's /sitemap.xml
+    (`sitemap_probe`) also reads the sitemaps its robots.txt names, and a 404 of it is
+    quiet."""
+    doc, entry = sitemaps.document(url), claimed.entry
+    go = gate.through(job, c, url, depth, entry, claimed.wait_until)
+    key = c.frontier.state.key_of(url)
     if isinstance(go, Visit):
         found = sitemaps.Found.failed("robots", f"{doc}: {go.record['error']}")
-        return settle.sitemap(c, url, entry, found)
+        return settle.sitemap(c, url, entry, found, Slot(key))
     if not isinstance(go, gate.Go):
         return go
+    started = time.monotonic()
     try:
         first = sitemaps.is_root(doc, site_of(doc))
         named = go.robots.sitemaps() if go.robots and first else []
         found = sitemaps.read(doc, c.cfg, named, quiet_404=first)
-    finally:
-        go.release()
-    return settle.sitemap(c, url, entry, found)
+    except BaseException:
+        c.frontier.free_slot(url, go.slot())
+        raise
+    slot = Slot(key, time.monotonic() - started, base=go.base)
+    return settle.sitemap(c, url, entry, found, slot)
 
 
 def _page_timed_out(c: Crawl, url: str, depth: int, entry: InFlight, error: FetchError) -> dict:
-    return settle.page(c, url, depth, entry, failed_visit(url, depth, error))
+    slot = Slot(c.frontier.state.key_of(url), c.cfg.job_timeout)
+    return settle.page(c, url, depth, entry, failed_visit(url, depth, error), slot)
 
 
 def _sitemap_timed_out(c: Crawl, url: str, depth: int, entry: InFlight, error: FetchError) -> str:
     found = sitemaps.Found.failed("timeout", f"{url}: {error}", error)
-    return settle.sitemap(c, url, entry, found)
+    slot = Slot(c.frontier.state.key_of(url), c.cfg.job_timeout)
+    return settle.sitemap(c, url, entry, found, slot)
 
 
 def _job(crawl: str, url: str, depth: int, step: Step, timed_out: TimedOut) -> str:
     """claim → `step` → describe: the frame every job of a URL shares."""
     job = get_current_job()
-    c, entry, paused = claim(job.connection, crawl, url, job.id, getattr(job, "claimed", None))
+    c, claimed = claim(job.connection, crawl, url, job.id, getattr(job, "claimed", None))
+    if c is not None and forked(job):
+        c.frontier.state.lead = FORK_LEAD
     if c is None:
         job.result_ttl = 0
         return "crawl not found (purged?)"
-    if entry is None:
+    if claimed.entry is None:
         job.result_ttl = 0
         return "already ended"
-    outcome = _held(job, c, url, depth, entry, paused, step, timed_out)
-    if isinstance(outcome, Parked) and not getattr(job, "saves_meta", False):
+    if claimed.lowered is not None:  # found shorter since it was released
+        depth = min(depth, claimed.lowered)
+    outcome = _held(job, c, url, depth, claimed, step, timed_out)
+    if not getattr(job, "saves_meta", False) and c.frontier.next_due() is not None:
         c.frontier.ensure_waker()  # no release thread in this worker (see Frontier)
     _describe(job, c, outcome)
-    return str(outcome) if isinstance(outcome, str) else outcome["outcome"]
+    return inert(str(outcome)) if isinstance(outcome, str) else outcome["outcome"]
 
 
 def _held(
-    job: Job,
-    c: Crawl,
-    url: str,
-    depth: int,
-    entry: InFlight,
-    paused: bool,
-    step: Step,
-    timed_out: TimedOut,
+    job: Job, c: Crawl, url: str, depth: int, claimed: Claim, step: Step, timed_out: TimedOut
 ) -> str | dict:
-    """`step`, run while the job holds its URL's lease and its host's: a message, or the
+    """`step`, run while the job holds its URL's lease and its slot's: a message, or the
     record that ended the URL."""
-    if paused and c.frontier.state.put_back(url, entry):
+    entry = claimed.entry
+    if claimed.paused and c.frontier.state.put_back(url, entry):
         return Passed("crawl halted: URL given back unfetched")
-    try:  # the URL's lease, and the host's slot once the job takes one
-        host = host_of(sitemaps.target(url))
-        slot, slot_lease = c.politeness.lease(host, job.id)  # per-IP: maybe another shard's
-        with (
-            renewer.hold(c.frontier.redis, (c.frontier.state.keys.leased, url)),
-            renewer.hold(slot, slot_lease),
-        ):
-            return step(job, c, url, depth, entry)
+    slot = (c.frontier.state.keys.host_leases(c.frontier.state.key_of(url)), url)
+    try:
+        with renewer.hold(c.frontier.redis, (c.frontier.state.keys.leased, url), slot):
+            return step(job, c, url, depth, claimed)
     except TableUnavailable as exc:  # a database outage: the URL waits, no attempt spent
         log.warning("crawl %s: %s put back for %ss: %s", c.frontier.crawl, url, TABLE_WAIT, exc)
-        return settle.defer(c, url, entry, time.time() + TABLE_WAIT)
+        until = time.time() + TABLE_WAIT
+        return settle.defer(c, url, entry, until, Slot(c.frontier.state.key_of(url)))
     except JobTimeoutException:  # RQ's job_timeout: a timeout of this URL, not a lost job
         message = f"job ran over job_timeout ({job.timeout}s)"
         return timed_out(c, url, depth, entry, FetchError("timeout", message, transient=True))
@@ -158,15 +189,14 @@ def _held(
 
 def abandon(job: Job) -> None:
     """After a crawl job was cut short (its worker lost Redis for longer than it retries):
-    free the politeness lease it may hold, so that its host does not wait for the lease to
-    expire. Its URL comes back through the recovery pass."""
+    free the slot it may hold, so that its host does not wait for the lease to expire. Its
+    URL comes back through the recovery pass."""
     if job.func_name not in (JOB_FUNC, RENDER_FUNC, SITEMAP_FUNC):
         return
     crawl, url, _ = job.args
     c = crawl_of(job.connection, crawl)
     if c is not None:
-        host = host_of(sitemaps.target(url))
-        c.politeness.release(host, job.id, c.cfg.delay, time.time(), requested=False)
+        c.frontier.free_slot(url, Slot(c.frontier.state.key_of(url)))
 
 
 META_FIELDS = ("outcome", "reason", "status", "error", "attempts")
@@ -179,27 +209,34 @@ def _describe(job: Job, c: Crawl, outcome: str | dict) -> None:
     notes for `status` that a forking worker ran it. A failed page's job is kept for
     `failed_job_ttl` rather than `job_ttl`, so the dashboard's links to it stay alive; a
     job that passed its URL on (Passed) is deleted as it ends."""
-    if isinstance(outcome, dict):
-        job.meta.update({k: outcome.get(k) for k in META_FIELDS if outcome.get(k) is not None})
+    if isinstance(outcome, dict):  # (inert: rq-dashboard shows meta unescaped)
+        shown = {k: outcome.get(k) for k in META_FIELDS if outcome.get(k) is not None}
+        job.meta.update({k: inert(v) if isinstance(v, str) else v for k, v in shown.items()})
         if outcome["outcome"] == "failed":
             job.result_ttl = c.cfg.failed_job_ttl
     else:
-        job.meta["outcome"] = str(outcome)
-    if isinstance(outcome, Passed):
-        job.result_ttl = 0
+        job.meta["outcome"] = inert(str(outcome))
     if getattr(job, "saves_meta", False):
         return
     with job.connection.pipeline(transaction=False) as pipe:
         if not isinstance(outcome, Passed):
             pipe.hset(job.key, "meta", job.serializer.dumps(job.meta))
-        if os.environ.get("RQ_JOB_ID") == job.id:  # set by RQ in a forked work-horse only
+        if forked(job):
             c.frontier.state.note_forked(pipe)
         pipe.execute()
 
 
+def forked(job: Job) -> bool:
+    """Whether `job` runs in a work-horse RQ forked for it (a stock `rq worker`)."""
+    return os.environ.get("RQ_JOB_ID") == job.id  # set by RQ in a forked work-horse only
+
+
 def await_deferred(crawl: str) -> str:
     """The waker job of workers without a release thread (Frontier.ensure_waker)."""
-    c = crawl_of(get_current_job().connection, crawl)
+    job = get_current_job()
+    c = crawl_of(job.connection, crawl)
     if c is None:
         return "crawl not found (purged?)"
+    if forked(job):
+        c.frontier.state.lead = FORK_LEAD
     return f"released {c.frontier.await_deferred()}"

@@ -3,7 +3,7 @@
     RQ_CONFIG=rqcrawl.workers.preload rq worker crawl
 
 RQ imports the module named by `-c`/`RQ_CONFIG` before it starts working, and every forked
-work-horse inherits the parent's modules, so a job no longer pays for importing requests,
+work-horse inherits the parent's modules, so a job does not pay for importing requests,
 parsel and lxml. It defines no RQ setting: the Redis URL and the rest come as usual. The
 recommended worker (RQ_WORKER_CLASS=rqcrawl.workers.CrawlWorker) is still much faster: it also
 keeps connections, settings and the URLs it has seen across jobs, and does not fork.

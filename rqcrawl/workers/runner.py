@@ -21,40 +21,38 @@ from typing import BinaryIO, NoReturn, TextIO
 from redis import Redis, RedisError
 from redis.connection import AbstractConnection
 from rq import Worker
+from rq.utils import import_attribute
 
-from rqcrawl import config
-from rqcrawl.frontier import keys
+from rqcrawl.defaults import CHECK_GAP, DEFAULT_SLOTS, END_GAP, END_NEAR, REFRESH
+from rqcrawl.frontier import configs, keys
 from rqcrawl.frontier.dispatch import Frontier
 from rqcrawl.frontier.keys import CrawlKeys
-from rqcrawl.frontier.redisurl import CLIENT, REDIS_DOWN, is_sentinel
 from rqcrawl.frontier.state import CrawlState, all_shards
 from rqcrawl.ops import stats
 from rqcrawl.ops.monitor import ProgressBar
+from rqcrawl.redisurl import CLIENT, REDIS_DOWN, is_sentinel
+from rqcrawl.workers import SLOTS_ENV
+from rqcrawl.workers.stopping import Stop
 
 WORKER_CLASS = "rqcrawl.workers.CrawlWorker"  # see worker.py
-RENDER_WORKER_CLASS = "rqcrawl.render.RenderWorker"  # the render queue's (see render.py)
-REFRESH = 0.5  # seconds between two full status reads of `watch` (progress, recovery, pumps)
-CHECK_GAP = 0.05  # seconds at least between two looks of `watch` at whether the crawl is over
-# ... when more than END_NEAR URLs are left; with fewer the end is near, and each change is
-# looked at END_GAP after the last look (a one-page crawl's end was seen up to CHECK_GAP late).
-END_NEAR = 4
-END_GAP = 0.005
+RENDER_WORKER_CLASS = "rqcrawl.render.RenderWorker"  # the render queue's (see render/browser.py)
 INVALIDATE = "__redis__:invalidate"  # the channel of CLIENT TRACKING's messages
 
 
-def worker_command(threads: int) -> list[str]:
-    """`rq worker`, or with threads > 1 the same command line running that many workers in
-    threads of one process (rqcrawl.workers.threadworkers)."""
-    if threads > 1:
+def worker_command(threads: int | None, worker_class: str | None) -> list[str]:
+    """`rq worker`; with threads > 1 and a worker class other than the recommended one
+    (which runs its slots in threads itself: RQCRAWL_SLOTS), the same command line running
+    that many workers in threads of one process (rqcrawl.workers.threadworkers)."""
+    if threads and threads > 1 and worker_class not in (WORKER_CLASS, RENDER_WORKER_CLASS):
         return ["rqcrawl.workers.threadworkers", "--threads", str(threads)]
     return ["rq.cli", "worker"]
 
 
-def preload(threads: int, worker_class: str | None) -> None:
+def preload(threads: int | None, worker_class: str | None) -> None:
     """Import in this process, for forked workers to inherit (LocalWorkers, `fork`), what a
-    worker of worker_command(threads) and `worker_class` imports before its first job, and
-    the crawler's jobs (rqcrawl.workers.preload)."""
-    importlib.import_module(worker_command(threads)[0])
+    worker of worker_command(threads, worker_class) imports before its first job, and the
+    crawler's jobs (rqcrawl.workers.preload)."""
+    importlib.import_module(worker_command(threads, worker_class)[0])
     if worker_class:
         module, _, name = worker_class.rpartition(".")
         getattr(importlib.import_module(module), name)
@@ -70,9 +68,11 @@ class LocalWorkers:
     worker class (or $RQ_WORKER_CLASS), as a bare `rq worker` does; `env` adds variables to
     the workers' environment. As a context manager, it stops them on exit.
 
-    A sharded crawl has several `redis_url`s: one `rq worker` serves one Redis, so N
-    processes run per shard; with threads, each of the N processes runs `threads` workers
-    per shard (rqcrawl.workers.threadworkers): every shard gets N x threads workers either way.
+    `threads`: requests in flight per process (the recommended worker's slots, RQCRAWL_SLOTS;
+    None: its default). A sharded crawl has several `redis_url`s: one `rq worker` serves one
+    Redis, so N processes run per shard, each with its slots (another worker class with
+    threads > 1: each of the N processes runs `threads` workers per shard,
+    rqcrawl.workers.threadworkers).
     `queue`: the RQ queue they serve (keys.RENDER_QUEUE for render workers).
 
     `fork`: each process is forked from this one rather than started anew, once this one
@@ -89,7 +89,7 @@ class LocalWorkers:
         self,
         redis_url: str | Sequence[str],
         count: int,
-        threads: int = 1,
+        threads: int | None = None,
         log_dir: Path | None = None,
         worker_class: str | None = WORKER_CLASS,
         rq_config: str | None = None,
@@ -101,13 +101,18 @@ class LocalWorkers:
         urls = [redis_url] if isinstance(redis_url, str) else list(redis_url)
         self.shard_count = len(urls)
         # per process, the shards it serves (indexes of `urls`)
-        if threads > 1:
+        command = worker_command(threads, worker_class)
+        if command[0] == "rqcrawl.workers.threadworkers":
             self.serves = [list(range(len(urls)))] * count
+            self.workers_each = threads or 1  # RQ workers per process, on each shard it serves
         else:
             self.serves = [[shard] for shard in range(len(urls)) for _ in range(count)]
+            runs_slots = worker_class and getattr(import_attribute(worker_class), "runs_slots", 0)
+            self.workers_each = (threads or DEFAULT_SLOTS) if runs_slots else 1
+        slots = {SLOTS_ENV: str(threads)} if threads else {}
         argv = [
             "-m",
-            *worker_command(threads),
+            *command,
             queue,
             *(["--worker-class", worker_class] if worker_class else []),
             "--maintenance-interval",
@@ -126,6 +131,7 @@ class LocalWorkers:
         for out, served in zip(outs, self.serves, strict=True):
             workers_env = {
                 **os.environ,
+                **slots,
                 **(env or {}),
                 "RQ_REDIS_URL": " ".join(urls[shard] for shard in served),
             }
@@ -160,12 +166,22 @@ class LocalWorkers:
     def alive(self) -> int:
         return sum(p.poll() is None for p in self.procs)
 
+    def rq_workers(self, shard: int = 0) -> int:
+        """How many RQ workers this fleet runs on shard `shard` (index of its URLs): every
+        slot of every process that serves it."""
+        return self.workers_each * sum(shard in served for served in self.serves)
+
     def registered(self, redis: Redis) -> list[float]:
-        """When each of our workers of `redis` registered with RQ (its birth), in epoch
-        seconds: the moment it was ready for jobs (`rqcrawl crawl --timings`)."""
+        """When each of our worker processes of `redis` first registered with RQ (its first
+        slot's birth), in epoch seconds: the moment it was ready for jobs (`rqcrawl crawl
+        --timings`)."""
         pids = {p.pid for p in self.procs}
-        births = [w.birth_date for w in Worker.all(connection=redis) if w.pid in pids]
-        return sorted(b.replace(tzinfo=b.tzinfo or UTC).timestamp() for b in births if b)
+        first: dict[int, float] = {}
+        for w in Worker.all(connection=redis):
+            if w.pid in pids and w.birth_date:
+                born = w.birth_date.replace(tzinfo=w.birth_date.tzinfo or UTC).timestamp()
+                first[w.pid] = min(born, first.get(w.pid, born))
+        return sorted(first.values())
 
     def unserved(self) -> list[int]:
         """The shards (indexes of the URLs) whose every worker process exited."""
@@ -249,12 +265,18 @@ class ForkedWorker:
 
 
 def progress_line(s: dict, width: int = 30) -> str:
+    """A plain progress line of a fixed width: the bar is full once every URL admitted has
+    ended once (a crawl with revisits goes on visiting them: its visits are counted beside)."""
     done = s["fetched"] + s["failed"] + s["skipped_total"]
-    total = max(s["admitted"], 1)
-    filled = int(width * done / total)
+    filled = min(width, width * done // max(s["admitted"], 1))
     bar = "#" * filled + "." * (width - filled)
+    count = (
+        f"{done} visits of {s['admitted']} URLs"
+        if s["revisit_s"]
+        else f"{done}/{s['admitted']} URLs"
+    )
     return (
-        f"[{bar}] {done}/{s['admitted']} URLs  {stats.depth_progress(s)}  "
+        f"[{bar}] {count}  {stats.depth_progress(s)}  "
         f"{s['pages_per_s']:.1f} pages/s  {s['failed']} failed  {s['skipped_total']} skipped"
     )
 
@@ -306,22 +328,30 @@ class Changes:
             self.conn = None
 
 
-def watch(conn: Redis, crawl: str, workers: LocalWorkers, out: TextIO = sys.stderr) -> dict:
+def watch(
+    conn: Redis,
+    crawl: str,
+    workers: LocalWorkers,
+    out: TextIO = sys.stderr,
+    stop: Stop | None = None,
+) -> dict:
     """Show progress until the crawl is finished (or cancelled), pumping its due revisits
     (a crawl with revisits never finishes: it runs until interrupted); returns the final
-    status.
+    status. Raises StopAsked between two steps once `stop` was asked.
 
     On a terminal a progress bar (monitor.ProgressBar); otherwise a plain line every 5 seconds.
     """
-    cfg = config.load(conn, crawl)
-    frontiers = [Frontier(shard, crawl, cfg) for shard in all_shards(conn, crawl)]
     crawl_keys = CrawlKeys(crawl)
     changes = Changes(conn, [crawl_keys.counters, crawl_keys.inflight])
+    frontiers: list[Frontier] = []
     try:
         last_line = 0.0
         with ProgressBar(out) if out.isatty() else nullcontext() as bar:
             while True:
+                if stop is not None:
+                    stop.check()
                 try:
+                    frontiers = frontiers or crawl_frontiers(conn, crawl)
                     for frontier in frontiers:
                         frontier.maybe_reap()
                         frontier.maybe_pump()
@@ -346,6 +376,13 @@ def watch(conn: Redis, crawl: str, workers: LocalWorkers, out: TextIO = sys.stde
                 until_refresh_or_end(changes, [f.state for f in frontiers])
     finally:
         changes.close()
+
+
+def crawl_frontiers(conn: Redis, crawl: str) -> list[Frontier]:
+    """The crawl's Frontier on each of its shards (read from Redis: inside watch's loop,
+    which waits for a Redis that is gone, as it may be by the time a busy machine gets here)."""
+    cfg = configs.load(conn, crawl)
+    return [Frontier(shard, crawl, cfg) for shard in all_shards(conn, crawl)]
 
 
 def until_refresh_or_end(changes: Changes, states: list[CrawlState]) -> None:

@@ -1,8 +1,8 @@
 """The last step of a job: retry its URL later (a transient failure while attempts are
-left), park it until its host is ready, hand it to the browser, or end it for good in the
-frontier (its record, counters and links in one atomic step). A job's message says which:
-`Passed` and `Parked` mark the jobs that did not end their URL (rqcrawl.workers.jobs deletes
-them as they end)."""
+left), park it until its site is ready, hand it to the browser, or end it for good in the
+frontier (its record, counters and links in one atomic step). Each frees the job's slot of
+its host in the same step (a Slot says how its request ended). A job's message says which:
+`Passed` and `Parked` mark the jobs that did not end their URL."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import logging
 import time
 
 from rqcrawl.fetch.http import FetchError
-from rqcrawl.frontier.state import InFlight, outcome_counts
-from rqcrawl.parse import sitemaps
+from rqcrawl.frontier import sitemaps
+from rqcrawl.frontier.state import Ending, InFlight, Slot, outcome_counts
 from rqcrawl.parse.urls import host_of
 from rqcrawl.workers.crawls import Crawl
 from rqcrawl.workers.visit import Visit
@@ -21,9 +21,7 @@ log = logging.getLogger(__name__)
 
 
 class Passed(str):
-    """The message of a job that did not end its URL (stale, or the crawl halted): its RQ
-    job is deleted when it ends, so that rq-dashboard's lists hold one job per page, the
-    one that ended it (and the next job of a parked URL, as `deferred`)."""
+    """The message of a job that did not end its URL (stale, or the crawl halted)."""
 
 
 class Parked(Passed):
@@ -40,9 +38,9 @@ def counted(url: str, entry: InFlight, result: Visit) -> Visit:
     return result
 
 
-def page(c: Crawl, url: str, depth: int, entry: InFlight, result: Visit) -> str | dict:
+def page(c: Crawl, url: str, depth: int, entry: InFlight, result: Visit, slot: Slot) -> str | dict:
     """Retry a transient failure later, or end the URL for good."""
-    retried = retry(c, url, entry, result.error)
+    retried = retry(c, url, entry, result.error, slot)
     if retried:
         return retried
     result.record["attempts"] = entry.attempt + 1
@@ -50,51 +48,53 @@ def page(c: Crawl, url: str, depth: int, entry: InFlight, result: Visit) -> str 
         result.record["source"] = entry.source
     if entry.via:
         result.record["via"] = list(entry.via)
-    c.frontier.finish(
-        url, result.counts, result.record, result.children,
-        depth + 1 if result.via is None else depth, result.content, entry.priority,
-        via=json.dumps(result.via, separators=(",", ":")) if result.via else "",
+    via = json.dumps(result.via, separators=(",", ":")) if result.via else ""
+    ending = Ending(
+        result.counts, result.record, result.children, depth + 1 if not via else depth,
+        c.frontier.child_priority(entry.priority, via), via, slot, result.links, result.cut,
+        result.digest,
     )  # fmt: skip
+    c.frontier.finish(url, ending, entry.priority, result.content)
     return result.record
 
 
-def retry(c: Crawl, url: str, entry: InFlight, error: FetchError | None) -> str | None:
+def retry(c: Crawl, url: str, entry: InFlight, error: FetchError | None, slot: Slot) -> str | None:
     """Park the next attempt of a transient failure while attempts are left (the job's
     message); None when the URL must end now."""
     if error is None or entry.attempt + 1 > c.cfg.retries:
         return None
     backoff = c.cfg.retry_base * 2**entry.attempt
-    wait = min(error.retry_after or 0.0, c.cfg.max_retry_after)  # capped (hops.retry_after)
+    wait = min(error.retry_after or 0.0, c.cfg.max_retry_after)  # capped (http.retry_after)
     delay = max(wait, backoff)
     why = f"Retry-After {wait:g}s" if delay > backoff else f"back-off {backoff:g}s"
-    if not c.frontier.retry_later(url, entry, delay, f"{why} after: {error}"):
+    if not c.frontier.retry_later(url, entry, delay, slot, f"{why} after: {error}"):
         return Passed("already ended")
     return Parked(f"retry in {delay:.1f}s: {error}")
 
 
-def sitemap(c: Crawl, url: str, entry: InFlight, found: sitemaps.Found) -> str:
+def sitemap(c: Crawl, url: str, entry: InFlight, found: sitemaps.Found, slot: Slot) -> str:
     """Retry a sitemap whose fetch failed for now, or end its entry (one log line if the
     document could not be read in full)."""
-    retried = retry(c, url, entry, found.error)
+    retried = retry(c, url, entry, found.error, slot)
     if retried:
         return retried
     if found.problem:
         log.warning("crawl %s: sitemap %s", c.frontier.crawl, found.problem)
-    c.frontier.finish_sitemap(url, entry, found)
+    c.frontier.finish_sitemap(url, entry, found, slot)
     return f"sitemap: {len(found.pages)} URLs, {len(found.sitemaps)} sitemaps" + (
         f"; {found.problem}" if found.problem else ""
     )
 
 
-def defer(c: Crawl, url: str, entry: InFlight, until: float) -> Passed:
+def defer(c: Crawl, url: str, entry: InFlight, until: float, slot: Slot) -> Passed:
     """Park `url` until `until` (its host's slot, robots.txt's retry) without a worker."""
-    if not c.frontier.defer(url, entry, until):
+    if not c.frontier.defer(url, entry, until, slot):
         return Passed("already ended")
     return Parked(f"deferred {max(0.0, until - time.time()):.2f}s")
 
 
-def hand_off(c: Crawl, url: str, entry: InFlight, why: str) -> str:
+def hand_off(c: Crawl, url: str, entry: InFlight, why: str, slot: Slot) -> str:
     """Give a page that needs the browser to the render queue (render = "auto")."""
-    if not c.frontier.hand_off(url, entry):
+    if not c.frontier.hand_off(url, entry, slot):
         return "already ended"
     return f"to the browser ({why})"

@@ -29,25 +29,10 @@ import sys
 import threading
 
 from rq import Queue
-from rq.timeouts import TimerDeathPenalty
 from rq.utils import import_attribute
 
-from rqcrawl.frontier.redisurl import CLIENT
-from rqcrawl.workers.worker import StopBetweenDequeues, worker_name
-
-
-class ThreadedMixin(StopBetweenDequeues):
-    """What an RQ worker class needs to run outside the main thread (an idle thread notices
-    a stop request within STOP_CHECK_S, see StopBetweenDequeues)."""
-
-    death_penalty_class = TimerDeathPenalty  # SIGALRM would only reach the main thread
-
-    def _install_signal_handlers(self) -> None:
-        """Signals are the main thread's: see `run`."""
-
-
-def threaded_class(worker_class: type) -> type:
-    return type(f"Threaded{worker_class.__name__}", (ThreadedMixin, worker_class), {})
+from rqcrawl.redisurl import CLIENT
+from rqcrawl.workers.worker import threaded_class, worker_name
 
 
 def run(

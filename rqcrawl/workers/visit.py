@@ -9,9 +9,10 @@ from __future__ import annotations
 import hashlib
 import time
 from collections import Counter
-from collections.abc import Callable, Container, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
+from urllib.parse import urlsplit
 
 from rq.job import Job
 
@@ -21,16 +22,17 @@ from rqcrawl.fetch.cookies import Cookies
 from rqcrawl.fetch.http import NOT_MODIFIED, Archive, FetchError, Response, fetch, no_archive
 from rqcrawl.fetch.robots import Robots
 from rqcrawl.frontier import keys
+from rqcrawl.frontier.records import record
+from rqcrawl.frontier.rules import link_verdict
 from rqcrawl.frontier.state import InFlight
 from rqcrawl.ops import stats
-from rqcrawl.ops.sinks import record
-from rqcrawl.parse import directives, hooks
+from rqcrawl.parse import directives, hooks, rendering
 from rqcrawl.parse.changes import Content, Prior, simhash, visible_text
+from rqcrawl.parse.content import page_content
 from rqcrawl.parse.extract import decode, extract_fields, parse
-from rqcrawl.parse.rules import link_verdict
-from rqcrawl.parse.urls import canonicalize, param_filter
-from rqcrawl.render import choice
-from rqcrawl.render.choice import Rendered
+from rqcrawl.parse.rendering import Rendered
+from rqcrawl.parse.urls import canonicalize
+from rqcrawl.workers import process_name
 from rqcrawl.workers.crawls import Crawl
 
 # Permanent fetch outcomes that mean "not for us" rather than "broken": counted as skips.
@@ -47,11 +49,16 @@ class Visit:
     error: FetchError | None = None  # set when the failure is transient
     fetch_s: float | None = None  # how long the fetch took (parsing and the hook left out)
     content: Content | None = None  # what a fetched visit saw (change detection of revisits)
+    digest: bytes = b""  # a fetched page's body digest, when the crawl detects duplicates
     # A redirect or meta refresh (rqcrawl.fetch.hops): `children` is its target, admitted at the
     # same depth, led to by this chain of redirects (the URL's own `via` and the URL).
     via: list[str] | None = None
     retry_after: float | None = None  # the server's Retry-After, if it sent one
     render: str | None = None  # why the page needs the browser (render = "auto"): handed off
+    # A page whose depth a shorter path may still lower (exact depth): all its links, and
+    # those that max_depth cut (see state.Ending)
+    links: list[tuple[str | None, str]] | None = None
+    cut: list[tuple[str | None, str]] = field(default_factory=list)
 
 
 # The browser's step of a visit (rqcrawl.render.browser): the rendered page of a response fetched
@@ -67,18 +74,23 @@ def fetch_and_parse(
     entry: InFlight,
     robots: Robots | None,
     render: Renderer | None = None,
+    speculative: bool = False,
 ) -> Visit:
     """The visit of `url`, claimed by `job` as `entry`, once the gate let it through: with
     the crawl's archive, cookies and admitted links, the prior visit's validators (revisits),
-    and the browser step bound to this crawl, worker and robots.txt verdict."""
+    and the browser step bound to this crawl, worker and robots.txt verdict. `speculative`:
+    a shorter path may still lower its depth (its links are all kept, see Visit)."""
     prior = c.frontier.prior(url)
-    archive = warc.archive(c.frontier.crawl, c.cfg, job.worker_name, prior)
+    archive = warc.archive(
+        c.frontier.crawl, c.cfg, job.worker_name and process_name(job.worker_name), prior
+    )
     if render is not None:
-        allows = partial(_robots_allow, robots, c.cfg.user_agent)
+        allows = partial(_robots_allow, robots, c.cfg.agent)
         render = partial(render, crawl=c.frontier.crawl, worker=job.worker_name, allows=allows)
     return visit(
-        url, depth, c.cfg, archive, c.frontier.state.known, c.cookies, prior, entry.via, render
-    )
+        url, depth, c.cfg, archive, c.frontier.state.known, c.cookies, prior, entry.via, render,
+        speculative,
+    )  # fmt: skip
 
 
 def _robots_allow(robots: Robots | None, ua: str, url: str) -> bool:
@@ -102,15 +114,17 @@ def visit(
     depth: int,
     cfg: CrawlConfig,
     archive: Archive = no_archive,
-    known: Container[str] = frozenset(),
+    known: Mapping[str, int] = {},  # noqa: B006 (read only)
     cookies: Cookies | None = None,
     prior: Prior | None = None,
     via: Sequence[str] = (),
     render: Renderer | None = None,
+    speculative: bool = False,
 ) -> Visit:
     """Fetch (archiving the responses) and parse `url`, extract its fields, run the hook;
     never raises for anything a web server can do. Links in `known` were already admitted
-    or refused by this process: they are not judged again (the frontier drops them).
+    or refused by this process at their depth or less: they are not judged again (the
+    frontier drops them); a `speculative` page keeps them all (see Visit).
     Cookies are sent and kept in `cookies`, if given. With the `prior` visit's validators
     the GET is conditional, and a 304 is a visit of the page as it was. A redirect or a
     meta refresh ends the visit, its target a URL of its own (rqcrawl.fetch.hops); `via`: the
@@ -130,7 +144,7 @@ def visit(
         failed.fetch_s = time.monotonic() - started
         return failed
     fetch_s = time.monotonic() - started
-    return _parsed(url, depth, cfg, resp, fetch_s, known, prior, via, render)
+    return _parsed(url, depth, cfg, resp, fetch_s, known, prior, via, render, speculative)
 
 
 def _parsed(
@@ -139,10 +153,11 @@ def _parsed(
     cfg: CrawlConfig,
     resp: Response,
     fetch_s: float,
-    known: Container[str],
+    known: Mapping[str, int],
     prior: Prior | None,
     via: Sequence[str],
     render: Renderer | None,
+    speculative: bool,
 ) -> Visit:
     """The visit that the response `resp` of `url` makes (visit's parse step): a 304, a
     redirect, a type we do not parse, or the page's record, fields and links."""
@@ -154,22 +169,24 @@ def _parsed(
         status=resp.status,
         content_type=resp.content_type,
     )
-    obey, token = cfg.obey_page_directives, directives.product_token(cfg.user_agent)
+    obey, token = cfg.obey_page_directives, directives.product_token(cfg.agent)
     said = directives.from_headers(resp.headers, token) if obey else directives.Directives()
     page_record["noindex"] = said.noindex or None  # a header speaks for any type of body
     if resp.status == NOT_MODIFIED and prior:
         return _not_modified(page_record, resp, prior, fetch_s)
     if resp.redirect_to is not None:
-        return _redirected(page_record, resp.redirect_to, via, cfg, fetch_s)
+        return _redirected(page_record, resp.redirect_to, via, cfg, fetch_s, speculative)
     if resp.body is None:
         page_record["outcome"] = "not_html"
+        if cfg.content:
+            page_record["content_skipped"] = "not html"
         return Visit(page_record, {keys.skipped("not_html"): 1}, fetch_s=fetch_s)
-    digest = hashlib.sha1(resp.body).hexdigest()
+    digest = hashlib.sha1(resp.body).digest()
     text = decode(resp.body, resp.content_type)
     refresh = hops.meta_refresh(text, resp.final_url, cfg)
     if refresh is not None:
         page_record["bytes"] = len(resp.body)
-        return _redirected(page_record, refresh, via, cfg, fetch_s)
+        return _redirected(page_record, refresh, via, cfg, fetch_s, speculative)
     if render is not None:
         try:
             rendered = render(resp, text, cfg)
@@ -179,24 +196,34 @@ def _parsed(
         page_record.update(rendered=True, render_ms=rendered.ms)
         if rendered.timed_out:  # the DOM as it stood after render_timeout
             page_record["render_timed_out"] = True
-    strip = param_filter(cfg.strip_params)
+    strip = cfg.url_filter
     page = parse(text, resp.final_url, strip, skip_nofollow=obey)
     if obey:
         said |= directives.from_meta(page.selector, token)
         page_record["noindex"] = said.noindex or None
-    if render is None and choice.auto(cfg):
-        why = choice.needs_rendering(page.selector, len(page.links))
+    if render is None and rendering.auto(cfg.render):
+        why = rendering.needs_rendering(page.selector, len(page.links))
         if why:
             return Visit(page_record, {}, fetch_s=fetch_s, render=why)
     page_record.update(outcome="fetched", title=page.title, bytes=len(resp.body))
     page_record["fields"] = extract_fields(page.selector, cfg.fields)
+    if cfg.content:  # the rendered DOM's content when the browser made the page
+        page_record["content"] = page_content(text, page.selector, resp.final_url, cfg.content)
     counts = Counter({keys.FETCHED: 1, keys.links_dropped("bad"): page.bad_links})
     links = page.links
     if cfg.hook:
         hooked = hooks.run(
             cfg.hook,
             hooks.HookPage(
-                url, resp.final_url, resp.status, resp.headers, text, page.selector, depth
+                url,
+                resp.final_url,
+                resp.status,
+                resp.headers,
+                text,
+                page.selector,
+                depth,
+                # a copy: what the hook does to it must not rewrite the record's content
+                dict(page_record["content"]) if cfg.content else None,
             ),
         )
         page_record["fields"].update(hooked.fields)
@@ -215,27 +242,67 @@ def _parsed(
         page_record["nofollow"] = True
         counts[keys.links_dropped("nofollow")] += len(links)
         links = []
-    children = []
-    if depth < cfg.max_depth:
-        for link in links:
-            if link in known:
-                continue
-            verdict = link_verdict(link, cfg)
-            if verdict is not None and verdict.startswith("drop:"):
-                counts[keys.links_dropped(verdict.removeprefix("drop:"))] += 1
-            else:
-                children.append((verdict, link))
+    children, judged = _children(links, depth, cfg, known, counts, speculative)
     content = None
     if cfg.revisit:  # the simhash costs a few ms a page: only crawls that compare visits
         content = Content(
-            digest, simhash(visible_text(page.selector)), resp.headers.get("etag"),
+            digest.hex(), simhash(visible_text(page.selector)), resp.headers.get("etag"),
             resp.headers.get("last-modified"),
         )  # fmt: skip
-    return Visit(page_record, counts, children, fetch_s=fetch_s, content=content)
+    # (a crawl with revisits has the task table find duplicates, at every visit)
+    duplicates = cfg.detect_duplicates and not cfg.revisit
+    visited = Visit(
+        page_record, counts, children, fetch_s=fetch_s, content=content,
+        digest=site_digest(resp.final_url, resp.body) if duplicates else b"",
+    )  # fmt: skip
+    if speculative:
+        visited.links = judged
+        visited.cut = [] if depth < cfg.max_depth else judged
+    return visited
+
+
+def _children(
+    links: list[str],
+    depth: int,
+    cfg: CrawlConfig,
+    known: Mapping[str, int],
+    counts: Counter,
+    speculative: bool,
+) -> tuple[list[tuple[str | None, str]], list[tuple[str | None, str]]]:
+    """The links to admit one deeper (within max_depth, not known at that depth or less),
+    each with its verdict, and every link judged (a speculative page's: all but the dropped
+    ones, also past max_depth). A dropped link is counted when it would have been followed."""
+    follow = depth < cfg.max_depth
+    if not (follow or speculative):
+        return [], []
+    children, judged, deeper = [], [], depth + 1
+    for link in links:
+        if not speculative and known.get(link, deeper + 1) <= deeper:
+            continue
+        verdict = link_verdict(link, cfg)
+        if verdict is not None and verdict.startswith("drop:"):
+            counts[keys.links_dropped(verdict.removeprefix("drop:"))] += follow
+            continue
+        judged.append((verdict, link))
+        if follow and known.get(link, deeper + 1) > deeper:
+            children.append((verdict, link))
+    return children, judged
+
+
+def site_digest(url: str, body: bytes) -> bytes:
+    """The digest that finds a page's exact duplicates within its host: a site serving one
+    page under many URLs (`//` paths, session ids) is crawled once, while mirrors and hosts
+    serving the same default page are each crawled as the sites they are."""
+    return hashlib.sha1(urlsplit(url).netloc.encode() + b"\0" + body).digest()
 
 
 def _redirected(
-    page_record: dict, target: str, via: Sequence[str], cfg: CrawlConfig, fetch_s: float
+    page_record: dict,
+    target: str,
+    via: Sequence[str],
+    cfg: CrawlConfig,
+    fetch_s: float,
+    speculative: bool = False,
 ) -> Visit:
     """A redirect (or meta refresh) of the page of `page_record` to `target`: recorded
     `redirected`, its target admitted as a URL of its own at the same depth (rqcrawl.fetch.hops).
@@ -243,7 +310,7 @@ def _redirected(
     a chain over `max_redirects` fails it. The target loses strip_params as a link does, or
     a tracking parameter in a Location would fetch a page twice."""
     url, status = page_record["url"], page_record["status"]
-    target = canonicalize(target, strip=param_filter(cfg.strip_params))
+    target = canonicalize(target, strip=cfg.url_filter)
     page_record["redirect_to"] = target
     problem = hops.chain_problem(url, target, via, cfg)
     if problem:
@@ -258,7 +325,11 @@ def _redirected(
         return Visit(page_record, {keys.skipped(rule): 1}, fetch_s=fetch_s)
     page_record["outcome"] = "redirected"
     counts = {keys.skipped("redirected"): 1}
-    return Visit(page_record, counts, [(verdict, target)], fetch_s=fetch_s, via=[*via, url])
+    children = [(verdict, target)]
+    return Visit(
+        page_record, counts, children, fetch_s=fetch_s, via=[*via, url],
+        links=children if speculative else None,
+    )  # fmt: skip
 
 
 def _not_modified(page_record: dict, resp: Response, prior: Prior, fetch_s: float) -> Visit:

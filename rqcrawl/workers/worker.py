@@ -8,16 +8,15 @@ pass even when no job ends, so URLs of a killed worker come back although nobody
 URLs then wait for a job start or the crawl's wake-up job, up to a second late.
 
 It also trims RQ's per-job bookkeeping, which at crawl speed costs more Redis round trips than
-the crawl itself (27 of 33 per page): a waiting job is dequeued with its hash in one round
-trip instead of two (CrawlQueue), a crawl job's claim of its URL goes with its start
-(CrawlJob.claimed) and its politeness release with its success (CrawlJob.on_success), a
-heartbeat within seconds of one that gave the worker's key its full time-to-live is skipped
-(also the shorter one RQ sends before every job) and the others go in one round trip
-instead of three, the worker's state is written
-only when it changes, the `rq suspend` flag is read once a second rather than before every
-job, a job without callbacks gets no heartbeat for them, the job's preparation goes in one
-transaction instead of two, and a crawl job's success (which has no dependents to watch) in
-one round trip instead of four, the `idle` state with it. What RQ stores is otherwise
+the crawl itself (docs/changelog.md has the counts): a waiting job is dequeued with its hash
+in one round trip instead of two (CrawlQueue), a crawl job's claim of its URL goes with its
+start (CrawlJob.claimed), a heartbeat within seconds of one that gave the worker's key its
+full time-to-live is skipped (also the shorter one RQ sends before every job) and the others
+go in one round trip instead of three, the worker's state is written only when it changes,
+the `rq suspend` flag is read once a second rather than before every job, a job without
+callbacks gets no heartbeat for them, the job's preparation goes in one transaction instead
+of two, and a crawl job's success (which has no dependents to watch) in one round trip
+instead of four, the `idle` state with it. What RQ stores is otherwise
 unchanged.
 """
 
@@ -32,56 +31,50 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Sequence
 from datetime import datetime
 
 from redis import Redis, RedisError
 from redis.backoff import ExponentialBackoff
 from redis.client import Pipeline
-from redis.exceptions import NoScriptError
 from redis.retry import Retry
+from redis.sentinel import SentinelConnectionPool
 from rq.exceptions import StopRequested
 from rq.executions import Execution
 from rq.intermediate_queue import IntermediateQueue
 from rq.job import Job, JobStatus
 from rq.queue import Queue
+from rq.timeouts import TimerDeathPenalty
 from rq.utils import as_text, backend_class, get_version, now
 from rq.worker import SimpleWorker, WorkerStatus
 
-from rqcrawl import config
 from rqcrawl.config import ConfigError
-from rqcrawl.frontier import scripts, state
-from rqcrawl.frontier.dispatch import (
-    JOB_FUNC,
+from rqcrawl.defaults import (
+    DEFAULT_SLOTS,
+    HEARTBEAT_EVERY,
+    MAX_SLEEP,
+    MAX_SLOTS,
+    PING_TIMEOUT,
     PUMP_EVERY,
-    RENDER_FUNC,
-    SITEMAP_FUNC,
-    watch_parks,
+    REDIS_POLL,
+    REDIS_RETRY_FOR,
+    REFRESH_CRAWLS,
+    SCHEDULER_STOP_S,
+    SLOT_UNBLOCK_S,
+    STOP_CHECK_S,
+    SUSPENSION_EVERY,
 )
-from rqcrawl.frontier.redisurl import REDIS_DOWN, server_key
-from rqcrawl.frontier.scripts import Script
+from rqcrawl.frontier import configs, scripts, state
+from rqcrawl.frontier.dispatch import JOB_FUNC, RENDER_FUNC, SITEMAP_FUNC, watch_due
+from rqcrawl.ops.metrics import port_from_env as metrics_port_from_env
 from rqcrawl.ops.metrics import serve_from_env as serve_metrics
 from rqcrawl.quickexit import skip_final_collection
+from rqcrawl.redisurl import REDIS_DOWN, server_key
+from rqcrawl.workers import SLOTS_ENV, slot_name
 from rqcrawl.workers.crawls import check_identity, claim_call, crawl_of
 from rqcrawl.workers.jobs import abandon
 
 CLAIMING = (JOB_FUNC, SITEMAP_FUNC, RENDER_FUNC)  # the jobs that claim a URL (jobs._job)
-MAX_SLEEP = 0.1  # seconds between two looks at the running crawls when nothing is due sooner
-# Seconds between two reads of the set of crawls (and tries at a recovery pass, which the
-# crawl's lock keeps to one per state.REAP_EVERY). A new crawl's deferred URLs wait for this
-# read: until then only RQ's whole-second wake-ups release them (5 s made a polite host's
-# first pages a second apart instead of its delay).
-REFRESH_CRAWLS = 1.0
-HEARTBEAT_EVERY = 5.0  # seconds a full-TTL heartbeat (minutes of TTL) stands for the next ones
-SUSPENSION_EVERY = 1.0  # seconds between two reads of RQ's suspend flag
-# Seconds an idle worker blocks on the queue before it looks for a stop (a Redis before 6
-# blocks whole seconds only: 1 there). What an idle worker's stop takes, at most, when its
-# blocked dequeue cannot be ended at once (StopBetweenDequeues.end_blocked_dequeue).
-STOP_CHECK_S = 0.25
-REDIS_POLL = 0.5  # seconds between two tries to reach a Redis that went away (at most)
-REDIS_RETRY_FOR = 30.0  # seconds a command retries before the worker steps back and waits
-PING_TIMEOUT = 2.0  # seconds a stop request of a busy worker waits to learn whether Redis is there
-SCHEDULER_STOP_S = 2.0  # seconds a stopping worker waits for its RQ scheduler before killing it
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +123,7 @@ class StopWithoutRedis(SystemExit):
 
 class StopBetweenDequeues:
     """An idle worker blocks on the queue at most STOP_CHECK_S at a time and honours a stop
-    request between two dequeues, never in the middle of one (see CrawlWorker._shutdown)."""
+    request between two dequeues, never in the middle of one (see CrawlWorker.request_stop)."""
 
     _stop_requested: bool
     connection: Redis
@@ -160,23 +153,35 @@ class StopBetweenDequeues:
         except (*REDIS_DOWN, OSError):
             return False
 
-    def end_blocked_dequeue(self) -> bool:
-        """Whether this worker's blocking dequeue was ended now, by CLIENT UNBLOCK (Redis
-        5 and later): the dequeue then returns as if it timed out, so no job moved, and a
-        stop need not wait for it (up to STOP_CHECK_S). Its connection is the client of
-        the worker's name (CrawlWorker._set_connection names them) that is blocked. False
-        when none is (between two dequeues, or a job just came), or Redis cannot tell."""
+    def end_blocked_dequeues(self, names: Collection[str]) -> set[str]:
+        """Which workers of `names` had their blocking dequeue ended now, by CLIENT UNBLOCK
+        (Redis 5 and later): such a dequeue returns as if it timed out, so no job moved, and
+        a stop need not wait for it (up to STOP_CHECK_S). A worker's connections carry its
+        name (CrawlWorker._tune_pool). None of a worker between two dequeues, or whose
+        job just came, or when Redis cannot tell."""
+        ended: set[str] = set()
         try:
             listing = self._probe("CLIENT", "LIST", "TYPE", "normal")
             if isinstance(listing, bytes):
                 listing = listing.decode()
             for line in listing.splitlines():
                 client = dict(pair.partition("=")[::2] for pair in line.split(" "))
-                if client.get("name") == self.name and "b" in client.get("flags", ""):
-                    return self._probe("CLIENT", "UNBLOCK", client["id"]) == 1
+                name = client.get("name")
+                if name in names and "b" in client.get("flags", ""):
+                    if self._probe("CLIENT", "UNBLOCK", client["id"]) == 1:
+                        ended.add(name)
         except (RedisError, OSError):  # gone, or a Redis before 5 (no TYPE, no UNBLOCK)
             pass
-        return False
+        return ended
+
+    @property
+    def should_run_maintenance_tasks(self) -> bool:
+        """RQ asks this at the top of each turn of its idle loop, before the dequeue: where a
+        stop can end the loop with no job taken. A dequeue ended by CLIENT UNBLOCK would
+        otherwise block again for the rest of its idle time (RQ's loop goes on)."""
+        if self._stop_requested:
+            raise StopRequested()
+        return super().should_run_maintenance_tasks
 
     def dequeue_job_and_maintain_ttl(self, timeout, max_idle_time=None):
         if timeout is None:  # burst mode: one non-blocking look
@@ -187,6 +192,51 @@ class StopBetweenDequeues:
             if result is not None:
                 return result
         raise StopRequested()
+
+
+class ThreadedMixin(StopBetweenDequeues):
+    """What an RQ worker class needs to run outside the main thread (an idle thread notices
+    a stop request within STOP_CHECK_S, see StopBetweenDequeues): one of the slots of a
+    CrawlWorker, or of rqcrawl.workers.threadworkers."""
+
+    death_penalty_class = TimerDeathPenalty  # SIGALRM would only reach the main thread
+    threaded = True
+
+    def _install_signal_handlers(self) -> None:
+        """Signals are the main thread's: it asks every thread to stop."""
+
+
+def threaded_class(worker_class: type) -> type:
+    return type(f"Threaded{worker_class.__name__}", (ThreadedMixin, worker_class), {})
+
+
+def slots_from_env() -> int:
+    """The requests in flight of a worker process: $RQCRAWL_SLOTS, or DEFAULT_SLOTS."""
+    raw = os.environ.get(SLOTS_ENV, "").strip()
+    if not raw:
+        return DEFAULT_SLOTS
+    if not (raw.isdigit() and 1 <= int(raw) <= MAX_SLOTS):
+        raise ConfigError(f"{SLOTS_ENV} must be a whole number from 1 to {MAX_SLOTS}, not {raw!r}")
+    return int(raw)
+
+
+def own_connection(connection: Redis) -> Redis:
+    """A client of the same server as `connection` with a connection pool of its own: a
+    worker's blocking dequeue holds a connection, and its connections carry its name."""
+    pool = connection.connection_pool
+    dropped = ("connection_pool", "client_name", "retry", "maint_notifications_pool_handler")
+    kwargs = {k: v for k, v in pool.connection_kwargs.items() if k not in dropped}
+    if isinstance(pool, SentinelConnectionPool):
+        fresh = SentinelConnectionPool(
+            pool.service_name, pool.sentinel_manager, is_master=pool.is_master,
+            check_connection=pool.check_connection, connection_class=pool.connection_class,
+            **kwargs,
+        )  # fmt: skip
+    else:
+        fresh = type(pool)(
+            connection_class=pool.connection_class, max_connections=pool.max_connections, **kwargs
+        )
+    return type(connection)(connection_pool=fresh)
 
 
 def raise_first_error(replies: Sequence[object]) -> None:
@@ -212,34 +262,16 @@ class CrawlJob(Job):
     never has, and its start writes its heartbeat once (see heartbeat)."""
 
     saves_meta = True
-    _succeeding = False  # inside RQ's _handle_success
+    _succeeding = False  # inside the worker's handle_job_success (succeeding)
     claimed: list | None = None  # the claim's reply, sent with the job's start (jobs.claim)
-    _writes: tuple[tuple[Script, dict], ...] = ()  # script runs for the success round trip
 
-    def on_success(self, script: Script, named: dict) -> None:
-        """Run `script` with its keys and arguments `named` in the round trip that writes
-        this job's success (CrawlWorker.handle_job_success), not in one of its own now; a
-        job that fails runs it before its failure is written (send_writes)."""
-        self._writes = (*self._writes, (script, named))
-
-    def queue_writes(self, pipe: Pipeline) -> int:
-        """Queue the script runs left for the success in `pipe` first; how many."""
-        for script, named in self._writes:
-            script.queue(pipe, **named)
-        return len(self._writes)
-
-    def send_writes(self, only: Sequence[int] | None = None) -> None:
-        """Send the script runs left (those at the positions `only`), each in a round trip
-        of its own (loading its script if the server does not know it)."""
-        writes, self._writes = self._writes, ()
-        for i, (script, named) in enumerate(writes):
-            if only is None or i in only:
-                script(self.connection, **named)
-
-    def _handle_success(self, result_ttl: int, pipeline: Pipeline, **kwargs) -> None:
+    @contextlib.contextmanager
+    def succeeding(self) -> Iterator[None]:
+        """While the worker records the job's success: the status is written by the save
+        that follows, with `meta`."""
         self._succeeding = True
         try:
-            super()._handle_success(result_ttl, pipeline, **kwargs)
+            yield
         finally:
             self._succeeding = False
 
@@ -327,7 +359,13 @@ class CrawlQueue(Queue):
 
 class CrawlWorker(StopBetweenDequeues, SimpleWorker):
     """SimpleWorker plus the release-and-recovery thread (see the module docstring), riding
-    out Redis crashes, restarts and failovers."""
+    out Redis crashes, restarts and failovers, with `slots` requests in flight: the worker
+    `rq worker` starts runs the others in threads (each a full RQ worker with its own
+    connection, name `<name>:sN`, heartbeat and registry entries, so recovery and `rq info`
+    see them as separate workers) and stops them with itself."""
+
+    threaded = False  # a slot of another worker's process (ThreadedMixin)
+    runs_slots = True  # its process runs RQCRAWL_SLOTS of them (slots)
 
     # RQ retries a failed blocking dequeue after 1, 2, 4 ... 60 s: a worker would come back
     # up to a minute after Redis did. Retry every second instead.
@@ -338,6 +376,7 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
     # released), by the server's key (redisurl.server_key).
     _tending: dict[Hashable, threading.Lock] = {}
     _tending_guard = threading.Lock()
+    _slots: list[tuple[CrawlWorker, threading.Thread]] = []  # the other slots' workers (work)
     _full_beat_at: float | None = None  # when the last heartbeat with the worker's full TTL went
     _preparing: Pipeline | None = None  # the job's preparation (see prepare_execution)
     _suspension_checked_at = 0.0
@@ -351,8 +390,9 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
             self.job_class = CrawlJob
         if self.queue_class is Queue:  # (and a custom --queue-class)
             self.queue_class = CrawlQueue
+        self._tune_pool()
 
-    def _set_connection(self, connection: Redis) -> Redis:
+    def _tune_pool(self) -> None:
         """RQ raises the socket timeout above its blocking dequeue's, but only for the
         connections its pool makes from then on: the one `rq worker` opened before (to
         check `rq suspend`) keeps redis-py's 5 s. Handed to the blocking dequeue (the
@@ -367,9 +407,8 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
         worker is stopping (RetryUntilStopped).
 
         Its connections carry the worker's name (CLIENT SETNAME), by which a stop finds
-        the one blocked on the queue (end_blocked_dequeue)."""
-        connection = super()._set_connection(connection)
-        pool = connection.connection_pool
+        the one blocked on the queue (end_blocked_dequeues)."""
+        pool = self.connection.connection_pool
         pool.connection_kwargs["client_name"] = self._client_name
         if pool.connection_kwargs.get("retry") is None:
             retries = int(REDIS_RETRY_FOR / REDIS_POLL)
@@ -377,29 +416,33 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
             pool.connection_kwargs["retry"] = policy
         pool.disconnect(inuse_connections=False)
         pool.reset()
-        return connection
 
-    def _shutdown(self) -> None:
-        """RQ stops an idle worker by raising StopRequested from the signal handler wherever
+    def request_stop(self, signum, frame) -> None:
+        """RQ's warm stop, for this worker and its slots; but from now on a command that
+        finds Redis gone fails at once (RetryUntilStopped), so that the worker ends within
+        seconds whatever the state of Redis. A job it held then comes back through its
+        lease, as after a kill.
+
+        RQ stops an idle worker by raising StopRequested from the signal handler wherever
         it is, also after its dequeue moved a job into RQ's intermediate list and before the
         job starts: the job then stays there `queued`, run by nobody, until RQ's maintenance
         fails it a minute or more later (10 minutes for a default `rq worker`), and its
-        crawl's level cannot end meanwhile (a resumed crawl stalled). Here a stop request
-        of an idle worker is noted, and honoured before its next dequeue; or at once if
-        its dequeue was blocked and is ended without a job (end_blocked_dequeue)."""
-        if self.get_state() == WorkerStatus.BUSY:
-            super()._shutdown()
-        else:
-            self._stop_requested = True
-            if self.end_blocked_dequeue():
-                raise StopRequested()
-
-    def request_stop(self, signum, frame) -> None:
-        """RQ's warm stop; but from now on a command that finds Redis gone fails at once
-        (RetryUntilStopped), so that the worker ends within seconds whatever the state of
-        Redis. A job it held then comes back through its lease, as after a kill."""
+        crawl's level cannot end meanwhile (a resumed crawl stalled). Here RQ's StopRequested
+        is caught and the stop noted, honoured before the next dequeue; or at once if the
+        dequeue was blocked and is ended without a job (end_blocked_dequeues), or Redis is
+        gone (its URLs come back through their leases)."""
         self._stopping.set()
-        super().request_stop(signum, frame)
+        for sibling, _ in self._slots:
+            sibling.ask_to_stop()
+        if self._slots:  # idle slots stop now, not after their dequeue's STOP_CHECK_S
+            self.end_blocked_dequeues({sibling.name for sibling, _ in self._slots})
+        try:
+            super().request_stop(signum, frame)
+        except StopRequested:  # RQ's answer for an idle worker
+            self._stop_requested = True
+            if self.end_blocked_dequeues({self.name}) or not self.redis_answers():
+                raise  # (RQ's idle loop would retry a gone Redis for minutes)
+            return
         if self.get_state() == WorkerStatus.BUSY and not self.redis_answers():
             self.log.warning(
                 "Worker %s: Redis unreachable: stopping now, the job's URL comes back "
@@ -411,6 +454,30 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
     def ask_to_stop(self) -> None:
         self._stopping.set()
         super().ask_to_stop()
+
+    def slots(self) -> int:
+        """Requests in flight in this process (a threaded worker is one of them)."""
+        return slots_from_env() if self.runs_slots and not self.threaded else 1
+
+    def _start_slots(self, work_kwargs: dict) -> list[tuple[CrawlWorker, threading.Thread]]:
+        """The other slots of this process: workers of this class in threads, set up as
+        this one, working as it was asked to (burst, logging), never with a scheduler."""
+        started = []
+        cls = threaded_class(type(self))
+        kwargs = {**work_kwargs, "with_scheduler": False}
+        for i in range(1, self.slots()):
+            sibling = cls(
+                [q.name for q in self.queues], name=slot_name(self.name, i),
+                connection=own_connection(self.connection), job_class=self.job_class,
+                queue_class=self.queue_class, serializer=self.serializer,
+                default_result_ttl=self.default_result_ttl, worker_ttl=self.worker_ttl,
+                maintenance_interval=self.maintenance_interval,
+                job_monitoring_interval=self.job_monitoring_interval,
+            )  # fmt: skip
+            thread = threading.Thread(target=sibling.work, kwargs=kwargs, daemon=True)
+            thread.start()
+            started.append((sibling, thread))
+        return started
 
     def set_shutdown_requested_date(self) -> None:
         """RQ writes the date of a stop request from the signal handler: with Redis gone
@@ -541,15 +608,23 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
     def handle_job_success(
         self, job: Job, queue: Queue, started_job_registry: object, execution: Execution
     ) -> None:
-        """RQ's, but for a crawl job, which has no dependents and no repeats, in one round
-        trip instead of three (RQ watches the job's dependents and reads them first), with
-        the worker's `idle` state, which execute_job would send in a fourth."""
-        if job.func_name not in (JOB_FUNC, SITEMAP_FUNC) or job.repeats_left or job.has_rate_limit:
-            if isinstance(job, CrawlJob):
-                job.send_writes()
-            return super().handle_job_success(job, queue, started_job_registry, execution)
+        """RQ's, with a crawl job's status written by the save of its fields and `meta`
+        (CrawlJob.succeeding); for a crawl job, which has no dependents and no repeats, in
+        one round trip instead of three (RQ watches the job's dependents and reads them
+        first), with the worker's `idle` state, which execute_job would send in a fourth."""
+        succeeding = job.succeeding() if isinstance(job, CrawlJob) else contextlib.nullcontext()
+        with succeeding:
+            if job.func_name in (JOB_FUNC, SITEMAP_FUNC) and not (
+                job.repeats_left or job.has_rate_limit
+            ):
+                self._handle_crawl_success(job, execution)
+            else:
+                super().handle_job_success(job, queue, started_job_registry, execution)
+
+    def _handle_crawl_success(self, job: Job, execution: Execution) -> None:
+        """RQ's handle_job_success without its dependents and repeats, and with the `idle`
+        state, in one transaction."""
         with self.connection.pipeline() as pipe:
-            writes = job.queue_writes(pipe) if isinstance(job, CrawlJob) else 0
             self.increment_successful_job_count(pipeline=pipe)
             self.increment_total_working_time(job.ended_at - job.started_at, pipe)
             result_ttl = job.get_result_ttl(self.default_result_ttl)
@@ -563,22 +638,7 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
             self.cleanup_execution(job, pipeline=pipe, execution=execution)
             self.set_state(WorkerStatus.IDLE, pipeline=pipe)
             self.heartbeat(pipeline=pipe)
-            replies = pipe.execute(raise_on_error=False)
-        if writes:
-            unknown = [i for i in range(writes) if isinstance(replies[i], NoScriptError)]
-            job.send_writes(only=unknown)  # a Redis restarted since: their scripts loaded
-        raise_first_error(replies[writes:])
-
-    def handle_job_failure(self, job: Job, queue: Queue, *args, **kwargs) -> None:
-        """RQ's, after the writes the job left for its success (CrawlJob.on_success): its
-        host's slot is freed now rather than when its lease expires. Without Redis they are
-        dropped: the lease expires on its own."""
-        if isinstance(job, CrawlJob):
-            try:
-                job.send_writes()
-            except REDIS_DOWN as exc:
-                self.log.warning("Worker %s: a job's writes dropped: %s", self.name, exc)
-        super().handle_job_failure(job, queue, *args, **kwargs)
+            pipe.execute()
 
     @riding_out_redis
     def _fail_cut_short(self, job: Job, queue: Queue, exc: Exception) -> None:
@@ -641,14 +701,47 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
         super().run_maintenance_tasks()
 
     def work(self, *args, **kwargs) -> bool:
+        if not self.threaded:
+            # RQ's own stop handlers, in before the slots start: a stop never finds slots
+            # running without them (RQ installs them again after registering the worker)
+            signal.signal(signal.SIGINT, self.request_stop)
+            signal.signal(signal.SIGTERM, self.request_stop)
+            try:
+                metrics_port_from_env()  # (a bad value: one line, before any slot starts)
+                self._slots = self._start_slots(kwargs)
+            except ConfigError as exc:
+                raise SystemExit(f"rqcrawl: {exc}") from None
         with self._tending_guard:
             tending = self._tending.setdefault(server_key(self.connection), threading.Lock())
-        if not tending.acquire(blocking=False):
-            return super().work(*args, **kwargs)
         try:
-            return self._work_tended(*args, **kwargs)
+            if not tending.acquire(blocking=False):
+                return super().work(*args, **kwargs)
+            try:
+                return self._work_tended(*args, **kwargs)
+            finally:
+                tending.release()
         finally:
-            tending.release()
+            for sibling, _ in self._slots:  # each ends its job (or leaves it: Redis gone)
+                sibling.ask_to_stop()
+            self._join_slots()
+
+    def _join_slots(self) -> None:
+        """Wait for the slots to end their jobs; with Redis gone, not at all (their URLs
+        come back through their leases). When stopping, an idle slot's dequeue is ended
+        again every SLOT_UNBLOCK_S: one that had passed its stop check when the stop's
+        CLIENT UNBLOCK came (sixteen threads wait for one GIL) began its dequeue after it,
+        and would block out its STOP_CHECK_S (a one-page crawl's stop took 0.37 s)."""
+        if not self._stopping.is_set():
+            for _, thread in self._slots:
+                thread.join()
+            return
+        if not self.redis_answers():
+            return
+        while alive := [(s, t) for s, t in self._slots if t.is_alive()]:
+            idle = {s.name for s, _ in alive if s.get_state() != WorkerStatus.BUSY}
+            if idle:
+                self.end_blocked_dequeues(idle)
+            alive[0][1].join(SLOT_UNBLOCK_S)
 
     def _work_tended(self, *args, **kwargs) -> bool:
         serve_metrics(Redis(connection_pool=self.connection.connection_pool))
@@ -682,7 +775,7 @@ class Tender:
         process parks for sooner than the next planned tick brings the tick forward: a job
         that finds its host's slot moved by a few milliseconds (the previous request ended
         later than booked) parks again, and would otherwise wait up to MAX_SLEEP more."""
-        unwatch = watch_parks(self.parked)
+        unwatch = watch_due(self.due)
         try:
             while not stop.is_set():
                 try:
@@ -698,10 +791,11 @@ class Tender:
         finally:
             unwatch()
 
-    def parked(self, until: float) -> None:
-        """A URL was parked until `until`: tick now if the next tick may come after it (a
-        tick is at most MAX_SLEEP after the last, and plans for the URLs it saw parked)."""
-        if until < time.time() + MAX_SLEEP:
+    def due(self, at: float) -> None:
+        """Something is due at `at` (a host this process freed, a URL it parked): tick now
+        if the next tick may come after it (a tick is at most MAX_SLEEP after the last, and
+        plans for what it saw due)."""
+        if at < time.time() + MAX_SLEEP:
             self.wake.set()
 
     def tick(self) -> float:
@@ -726,8 +820,8 @@ class Tender:
         return wait
 
     def _tend(self, name: str, reap: bool) -> float:
-        """Release crawl `name`'s due deferred URLs (and reap it); returns the time until
-        its next deferred URL is due."""
+        """Release what is due of crawl `name` (and reap it); returns the time until the
+        next thing is due."""
         c = crawl_of(self.redis, name)
         if c is None:
             return MAX_SLEEP
@@ -735,6 +829,8 @@ class Tender:
         if nxt is not None and nxt <= time.time():
             c.frontier.release_due()
             nxt = c.frontier.next_due()
+            if nxt is not None and nxt <= time.time() and c.frontier.state.at_bound():
+                nxt = None  # held until a follower drains the records: no tight loop
         if reap:
             c.frontier.maybe_reap()
         if c.cfg.revisit and time.time() - self.pumped.get(name, 0.0) >= PUMP_EVERY:
@@ -754,7 +850,7 @@ class Tender:
 
     def _waiting(self, name: str) -> bool:
         try:
-            cfg = config.load(self.redis, name)
+            cfg = configs.load(self.redis, name)
         except ConfigError:  # a broken crawl is left out here, and logged by `status`
             return False
         if cfg is None or not (cfg.revisit or cfg.shards):

@@ -9,10 +9,13 @@ and it takes part in the exact finish and the level barrier: while a document is
 level 1 is not released, so every URL of the seed sites' sitemaps is admitted at depth 1 and
 the crawl is not `finished`.
 
-A seed site's first document is its `/sitemap.xml`; reading it also reads the `Sitemap:`
-lines of the site's robots.txt (a 404 of `/sitemap.xml` costs that one request and nothing
-else). A sitemap index holds its sitemaps as more entries, each once per crawl, at most
-`max_sitemaps_per_host` per site (an index naming itself or 10,000 sitemaps stops there).
+A seed site's first sitemaps are those the `Sitemap:` lines of its robots.txt name, held by
+the job that fetches robots.txt for the site (Frontier.sitemaps_named): no request and no turn
+of the host's pace of their own. With `sitemap_probe` the site's `/sitemap.xml` is read as well
+(a 404 of it costs that one request and nothing else), and sitemaps given in `sitemap_urls`
+are entries of their own. A sitemap index holds its sitemaps as more entries, each once per
+crawl, at most `max_sitemaps_per_host` per site (an index naming itself or 10,000 sitemaps
+stops there).
 Gzip (every member) and plain-text sitemaps are read; a body over `max_sitemap_bytes` after
 gunzip is not.
 XML goes through defusedxml with DTDs forbidden (no entity expansion, no external entities).
@@ -42,11 +45,11 @@ from xml.etree.ElementTree import Element, ParseError
 from rqcrawl.config import CrawlConfig
 from rqcrawl.fetch.http import FetchError, fetch
 from rqcrawl.frontier import keys
-from rqcrawl.parse.rules import link_verdict
-from rqcrawl.parse.urls import InvalidURL, canonicalize, in_scope, param_filter
+from rqcrawl.frontier.rules import link_verdict
+from rqcrawl.parse.urls import InvalidURL, canonicalize, in_scope
 
 PREFIX = "sitemap:"
-PATH = "/sitemap.xml"  # where a seed site's sitemap is looked for first
+PATH = "/sitemap.xml"  # where a seed site's sitemap is looked for with `sitemap_probe`
 GZIP_MAGIC = b"\x1f\x8b"
 PRIORITY_STEPS = 10  # sitemap priority 0.0..1.0 -> -5..+5 around the links' priority
 DAY = 86_400.0
@@ -69,12 +72,20 @@ def target(url: str) -> str:
 
 
 def root(site: str) -> str:
-    """A seed site's first sitemap document."""
+    """A seed site's /sitemap.xml (`sitemap_probe`)."""
     return site + PATH
 
 
 def is_root(doc: str, site: str) -> bool:
     return doc == root(site)
+
+
+def named_in(robots_url: str, named: list[str], cfg: CrawlConfig) -> Found:
+    """The sitemaps a site's robots.txt names (`robots_url`'s `Sitemap:` lines), those in the
+    crawl's scope, with the problems of the others counted."""
+    found = Found()
+    _add_sitemaps(found, named, robots_url, cfg)
+    return found
 
 
 class Listed(NamedTuple):
@@ -206,7 +217,7 @@ def _add_page(
     try:
         if not loc:
             raise InvalidURL("empty <loc>")
-        url = canonicalize(loc, doc, param_filter(cfg.strip_params))
+        url = canonicalize(loc, doc, cfg.url_filter)
     except InvalidURL:
         found.counts[keys.links_dropped("bad")] += 1
         return

@@ -8,7 +8,7 @@ from a config module. `Client.from_url` also takes
 
 (the sentinels, the monitored service, the database): the connection asks the sentinels for
 the service's primary and follows it through a failover. A stock `rq worker` takes it with
-`--connection-class rqcrawl.frontier.redisurl.Client`. The password is the data servers' and, as
+`--connection-class rqcrawl.redisurl.Client`. The password is the data servers' and, as
 with Redis Sentinel's own `requirepass`, the sentinels'.
 """
 
@@ -24,7 +24,7 @@ from redis.connection import parse_url
 from redis.sentinel import Sentinel, SentinelConnectionPool
 
 SENTINEL_SCHEME = "redis+sentinel"
-CLIENT = "rqcrawl.frontier.redisurl.Client"  # for `rq worker --connection-class`
+CLIENT = "rqcrawl.redisurl.Client"  # for `rq worker --connection-class`
 
 # The errors of a Redis that is gone (crashed, restarting, failing over), which workers and
 # `rqcrawl crawl` wait out rather than end on.

@@ -1,10 +1,11 @@
 """Which pages go to the browser: the crawl's `render` patterns, and the `auto` rule.
 
 This module is light on purpose: the plain `rq worker crawl` fleet imports it to decide, and
-never imports the browser side (rqcrawl.render.browser, Playwright).
+never imports the browser side (rqcrawl.render.browser, Playwright). It takes the `render`
+setting's patterns, not the settings, so that it stays below them.
 
 The `auto` rule looks at a page fetched with HTTP and says whether a reader would see an
-empty shell without JavaScript. Measured on tests/rendersite.py (see docs/howto/rendering.md):
+empty shell without JavaScript. Measured on rqcrawl/bench/jssite.py (see docs/howto/rendering.md):
 every script-built page of the JS site and none of the plain test sites' pages is chosen.
 """
 
@@ -17,9 +18,10 @@ from urllib.parse import urlsplit
 
 from parsel import Selector
 
-from rqcrawl.config import AUTO, CrawlConfig
 from rqcrawl.parse.changes import visible_text
 from rqcrawl.parse.urls import host_of
+
+AUTO = "auto"  # the `render` value that lets each page's HTTP fetch decide
 
 # A page with less visible text than this (characters, scripts and styles left out) and at
 # least one script is a shell a script fills.
@@ -42,10 +44,10 @@ class Rendered:
     timed_out: bool = False  # the page did not go quiet within render_timeout
 
 
-def matches(url: str, cfg: CrawlConfig) -> bool:
+def matches(url: str, render: list[str]) -> bool:
     """Whether one of the crawl's `render` patterns names `url`: a glob with `/` is matched
     against the whole URL, one without against its host (with or without its port)."""
-    patterns = _patterns(tuple(cfg.render))
+    patterns = _patterns(tuple(render))
     if not patterns:
         return False
     hosts = (host_of(url), urlsplit(url).hostname or "")
@@ -59,8 +61,8 @@ def _patterns(render: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(p.lower() if "/" not in p else p for p in render if p != AUTO)
 
 
-def auto(cfg: CrawlConfig) -> bool:
-    return AUTO in cfg.render
+def auto(render: list[str]) -> bool:
+    return AUTO in render
 
 
 def needs_rendering(selector: Selector, links: int) -> str | None:

@@ -1,0 +1,216 @@
+"""`rqcrawl export NAME --follow`: records delivered as they are written, to files.
+
+A follower takes the crawl's records through the delivery group (rqcrawl.frontier.delivery),
+writes them with the format's exporter (rqcrawl.ops.exporters), makes them durable (fsync)
+and only then acknowledges them, which trims them from Redis. Several followers share the
+work, each record going to one of them; a follower killed outright leaves its records
+pending: restarted on the same output it cuts its file back to the start of its
+unacknowledged batch and writes that batch again (rqcrawl.frontier.delivery), so a record
+is on disk exactly once; another follower claims them after `reclaim_after` seconds if it
+never comes back.
+
+The output is one file (appended to), or a directory of numbered files
+`CRAWL-00001.jsonl`..., a new one past `rotate_records` records or `rotate_bytes` bytes and
+for every run (a file is never reopened). A Parquet file is written as `NAME.part` and
+renamed when complete: its records are acknowledged then.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import IO
+
+from redis import Redis
+from redis.exceptions import LockError
+
+from rqcrawl.frontier.delivery import LOCK_TTL, Delivery, OutputTaken, hold
+from rqcrawl.ops.exporters.base import Exporter
+
+BATCH = 500  # records taken from a shard in one read
+WAIT_MS = 200  # how long an idle read waits for a new record
+
+
+class OutputError(OSError):
+    """The output cannot be written as asked (one line for the user)."""
+
+
+class Output:
+    """Where a follower's records go: a directory of numbered, rotated files, or one file."""
+
+    def __init__(
+        self,
+        target: str | os.PathLike,
+        exporter: type[Exporter],
+        crawl: str,
+        rotate_records: int = 0,
+        rotate_bytes: int = 0,
+        append: bool = True,
+    ) -> None:
+        """`target`: an existing directory (or a path ending in "/") means numbered files;
+        else one file, appended to unless `append` is False (then started afresh)."""
+        self.exporter, self.crawl = exporter, crawl
+        self.rotate_records, self.rotate_bytes = rotate_records, rotate_bytes
+        self.directory = Path(target) if _is_dir(target) else None
+        self.path = Path(target)
+        self.append = append
+        self.stream: IO | None = None
+        self.writer: Exporter | None = None
+        self.written = 0
+        if self.directory:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        elif not exporter.durable_on_flush and append and self.path.exists():
+            raise OutputError(f"{target}: a {exporter.extension} file cannot be appended to")
+
+    def start(self) -> tuple[str, int]:
+        """Open the file if none is, and say where the next record goes (file, offset)."""
+        if self.writer is None:
+            self._open()
+        self.stream.flush()
+        return os.fspath(self.part or self.final), self.stream.tell()
+
+    def write(self, records: list[dict]) -> None:
+        self.writer.write(records)
+        self.written += len(records)
+
+    def durable(self) -> bool:
+        """Make what was written durable; False if this format needs the file closed first."""
+        if self.writer is None:
+            return True
+        self.writer.flush()
+        return self.exporter.durable_on_flush
+
+    def full(self) -> bool:
+        """Whether the current file reached a rotation bound (a directory's only)."""
+        if self.directory is None or self.stream is None:
+            return False
+        by_count = self.rotate_records and self.written >= self.rotate_records
+        return bool(by_count or (self.rotate_bytes and self.stream.tell() >= self.rotate_bytes))
+
+    def close(self) -> None:
+        """Finish the current file (durable, renamed from .part where it had one)."""
+        if self.writer is None:
+            return
+        self.writer.close()
+        self.stream.close()
+        if self.part:
+            os.replace(self.part, self.final)
+        self.writer = self.stream = None
+        self.written = 0
+
+    def _open(self) -> None:
+        self.final = self._next_file() if self.directory else self.path
+        durable = self.exporter.durable_on_flush
+        self.part = None if durable else self.final.with_name(self.final.name + ".part")
+        mode = ("ab" if self.exporter.binary else "a+") if durable and self.append else "w"
+        mode = "wb" if self.exporter.binary and mode == "w" else mode
+        text = {} if self.exporter.binary else {"encoding": "utf-8", "newline": ""}
+        try:
+            self.stream = open(self.part or self.final, mode, **text)  # noqa: SIM115
+        except OSError as exc:
+            raise OutputError(f"cannot write {self.final}: {exc.strerror}") from None
+        self.writer = self.exporter(self.stream, append=self.stream.tell() > 0)
+        self.append = True  # a file started afresh is appended to after a rotation
+
+    def name(self) -> str:
+        """The follower's name in the delivery group: this machine and the output, so that
+        a follower restarted on the same output resumes its own records."""
+        return f"{os.uname().nodename}:{os.path.abspath(self.path)}"
+
+    def _next_file(self) -> Path:
+        """The next number after every file of the crawl in the directory."""
+        pattern = re.compile(rf"{re.escape(self.crawl)}-(\d+)\.")
+        numbers = [int(m[1]) for p in self.directory.iterdir() if (m := pattern.match(p.name))]
+        name = f"{self.crawl}-{max(numbers, default=0) + 1:05d}{self.exporter.extension}"
+        return self.directory / name
+
+
+def _is_dir(target: str | os.PathLike) -> bool:
+    return os.path.isdir(target) or os.fspath(target).endswith(os.sep)
+
+
+class Follower:
+    """Delivers a crawl's records from every shard to an Output until told to stop."""
+
+    def __init__(
+        self,
+        shards: Sequence[Redis],
+        crawl: str,
+        output: Output,
+        reclaim_after: float = 30.0,
+        seen: Callable[[list[dict]], None] | None = None,
+    ) -> None:
+        """`seen` is shown every batch written (the caller's view of what leaves Redis).
+        OutputError if another follower runs on this output (delivery.hold)."""
+        self.seen = seen
+        try:
+            self.lock = hold(shards[0], crawl, output.name())
+        except OutputTaken as exc:
+            raise OutputError(f"{output.path}: {exc}") from None
+        self.renewed = time.monotonic()
+        self.deliveries = [Delivery(r, crawl, output.name(), reclaim_after) for r in shards]
+        self.output = output
+        self.unacked: list[tuple[Delivery, list[str]]] = []
+        self.delivered = 0
+        self._cut_back()
+
+    def _cut_back(self) -> None:
+        """A batch of the last run on this output written but not acknowledged is cut off
+        its file (it is delivered again)."""
+        starts: dict[str, int] = {}
+        for path, offset in filter(None, (d.marked() for d in self.deliveries)):
+            starts[path] = min(offset, starts.get(path, offset))
+        for path, offset in starts.items():
+            if os.path.exists(path) and os.path.getsize(path) > offset:
+                os.truncate(path, offset)
+
+    def run(self, finished: Callable[[], bool], stop: threading.Event) -> int:
+        """Deliver until `stop` is set, or the crawl is `finished` and nothing is left to
+        take; what was written is then made durable and acknowledged. Returns the records
+        delivered."""
+        try:
+            while not stop.is_set():
+                if not self.step() and finished() and not self.step(wait=False):
+                    break
+        finally:
+            self.output.close()
+            self._acknowledge()
+            with contextlib.suppress(LockError):  # expired: nobody else may hold it anyway
+                self.lock.release()
+        return self.delivered
+
+    def step(self, wait: bool = True) -> int:
+        """One read of every shard (waiting up to WAIT_MS in all for records, if `wait`),
+        written and (when durable) acknowledged; returns the records taken."""
+        if time.monotonic() - self.renewed > LOCK_TTL / 3:
+            self.lock.reacquire()
+            self.renewed = time.monotonic()
+        taken = 0
+        for delivery in self.deliveries:
+            block_ms = WAIT_MS // len(self.deliveries) if wait and not taken else 0
+            batch = delivery.take(BATCH, block_ms=block_ms)
+            if batch:
+                delivery.mark(*self.output.start())
+                records = [record for _, record in batch]
+                self.output.write(records)
+                if self.seen:
+                    self.seen(records)
+                self.unacked.append((delivery, [eid for eid, _ in batch]))
+                taken += len(batch)
+        if taken and self.output.durable():
+            self._acknowledge()
+        if self.output.full():
+            self.output.close()
+            self._acknowledge()
+        return taken
+
+    def _acknowledge(self) -> None:
+        for delivery, ids in self.unacked:
+            delivery.acknowledge(ids)
+            self.delivered += len(ids)
+        self.unacked = []

@@ -1,0 +1,228 @@
+"""A crawl as a WACZ 1.2 file (Web Archive Collection Zipped): its WARC files, their CDXJ index,
+the list of its pages with their titles and main text, and the datapackage that lists every
+file with its SHA-256, so that ReplayWeb.page and pywb open it.
+
+Written here with warcio and cdxj-indexer rather than by py-wacz: py-wacz 0.6.0 writes WACZ
+1.1.1 (a ZipNum index, `wacz_version`), finds pages by its own text extraction (boilerpy3)
+where the crawl's records already hold each page's title and trafilatura text, and needs
+frictionless (about forty packages) at run time. py-wacz's `wacz validate` still checks the
+files in the tests.
+
+    archive/*.warc.gz         the crawl's WARC files, stored (ZIP_STORED: read by offset)
+    indexes/index.cdxj        one line per response, revisit and resource record, sorted
+    pages/pages.jsonl         a header line, then one line per fetched HTML page
+    datapackage.json          every file above: path, bytes, sha256
+    datapackage-digest.json   the SHA-256 of datapackage.json
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import hashlib
+import heapq
+import json
+import shutil
+import tempfile
+import zipfile
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib.metadata import version
+from pathlib import Path
+
+CHUNK = 1 << 20
+PAGES_HEADER = {"format": "json-pages-1.0", "id": "pages", "title": "All Pages"}
+# The datapackage's profile and version as py-wacz 0.6.0's `wacz validate` requires: it
+# accepts only wacz_version 1.1.1 (which 1.2 dropped) and its frictionless check refuses 1.2's
+# profile "wacz". ReplayWeb.page reads either; the rest of the file is 1.2's.
+PROFILE = {"profile": "data-package", "wacz_version": "1.1.1"}
+
+
+class WaczError(Exception):
+    """The WACZ cannot be written (a WARC file that cannot be read, an output that cannot be
+    written): one line naming the file."""
+
+
+@dataclass(frozen=True)
+class Written:
+    """What went into the WACZ."""
+
+    warcs: int  # WARC files
+    captures: int  # lines of the CDXJ index
+    pages: int  # lines of pages.jsonl after its header
+    uncaptured: int  # fetched pages with no response in the WARC files given (left out)
+
+
+def write_wacz(records: Iterable[dict], warcs: Sequence[Path], out: Path, title: str) -> Written:
+    """Write the WACZ `out` of the WARC files `warcs` and the crawl's `records` (those of
+    sinks.iter_records); `title` names the collection. The file is written beside `out`
+    and renamed into place, so a failure leaves no half-written WACZ."""
+    with tempfile.TemporaryDirectory(dir=out.parent) as work:
+        index = Path(work) / "index.cdxj"
+        captures = _index(warcs, index)
+        pages = Path(work) / "pages.jsonl"
+        listed, uncaptured, home = _pages(records, _capture_times(index), pages)
+        partial = Path(work) / "out.wacz"
+        with zipfile.ZipFile(partial, "w", allowZip64=True) as wacz:
+            resources = [_put(wacz, f"archive/{w.name}", w, zipfile.ZIP_STORED) for w in warcs]
+            resources.append(_put(wacz, "indexes/index.cdxj", index, zipfile.ZIP_DEFLATED))
+            resources.append(_put(wacz, "pages/pages.jsonl", pages, zipfile.ZIP_DEFLATED))
+            package = json.dumps(_datapackage(resources, title, home), indent=2).encode()
+            wacz.writestr("datapackage.json", package, zipfile.ZIP_DEFLATED)
+            digest = {"path": "datapackage.json", "hash": _sha256(package)}
+            wacz.writestr("datapackage-digest.json", json.dumps(digest), zipfile.ZIP_DEFLATED)
+        partial.replace(out)
+    return Written(len(warcs), captures, listed, uncaptured)
+
+
+def _index(warcs: Sequence[Path], index: Path) -> int:
+    """Write the sorted CDXJ index of `warcs` (file names as stored under archive/) to
+    `index`: each file indexed on its own, to name the one that cannot be read, then merged.
+    Returns the line count."""
+    from cdxj_indexer.main import write_cdx_index
+    from warcio.exceptions import ArchiveLoadFailed
+
+    parts = [index.with_name(f"{index.name}.{n}") for n in range(len(warcs))]
+    for warc, part in zip(warcs, parts, strict=True):
+        try:
+            _check_warc(warc)
+            write_cdx_index(str(part), [str(warc)], {"sort": True, "post_append": True})
+        except (ArchiveLoadFailed, OSError, EOFError, ValueError) as exc:
+            raise WaczError(f"cannot index {warc}: {_first_line(exc)}") from None
+    with contextlib.ExitStack() as stack, open(index, "w", encoding="utf-8") as out:
+        lines = 0
+        for line in heapq.merge(*(stack.enter_context(open(p, encoding="utf-8")) for p in parts)):
+            out.write(line)
+            lines += 1
+    return lines
+
+
+def _check_warc(path: Path) -> None:
+    """Refuse a file that does not open with a WARC record: warcio reads any text as an old
+    ARC file whose first line is a URL, and would index a saved error page as a capture."""
+    from warcio.archiveiterator import ArchiveIterator
+
+    with open(path, "rb") as stream:
+        first = next(iter(ArchiveIterator(stream)), None)
+        if first is None or not first.format.startswith("warc"):
+            raise ValueError("not a WARC file")
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def _capture_times(index: Path) -> dict[str, list[str]]:
+    """The 14-digit times of each URL's captures with status 200, oldest first."""
+    times: dict[str, list[str]] = defaultdict(list)
+    with open(index, encoding="utf-8") as lines:
+        for line in lines:
+            _, ts, data = line.split(" ", 2)
+            entry = json.loads(data)
+            if entry.get("status") == "200":
+                times[entry["url"]].append(ts)
+    for found in times.values():
+        found.sort()
+    return times
+
+
+def _pages(
+    records: Iterable[dict], captured: dict[str, list[str]], pages: Path
+) -> tuple[int, int, dict | None]:
+    """Write pages.jsonl: every fetched HTML page that the WARC files hold, at the time of
+    its capture, with its title and (when the crawl extracted it) its main text. Returns the
+    pages listed, the pages left out for want of a capture, and the first page listed."""
+    listed = uncaptured = 0
+    home = None
+    has_text = False
+    with tempfile.TemporaryFile("w+", encoding="utf-8") as body:
+        for page in _fetched_pages(records, captured):
+            if page is None:
+                uncaptured += 1
+                continue
+            home = home or {"url": page["url"], "ts": page["ts"]}
+            has_text = has_text or "text" in page
+            body.write(json.dumps(page, ensure_ascii=False) + "\n")
+            listed += 1
+        body.seek(0)
+        with open(pages, "w", encoding="utf-8") as out:
+            out.write(json.dumps(PAGES_HEADER | {"hasText": has_text}) + "\n")
+            shutil.copyfileobj(body, out)
+    return listed, uncaptured, home
+
+
+def _fetched_pages(
+    records: Iterable[dict], captured: dict[str, list[str]]
+) -> Iterator[dict | None]:
+    """The page entry of each fetched HTML page's record, or None for a page of which no
+    capture is in the WARC files (archived on another machine, or before warc_dir was set)."""
+    for record in records:
+        if record.get("outcome") != "fetched":
+            continue
+        url = record.get("final_url") or record["url"]
+        ts = _capture_at(captured.get(url, []), record.get("fetched_at") or "")
+        if ts is None:
+            yield None
+            continue
+        page = {"id": hashlib.sha1(f"{ts}/{url}".encode()).hexdigest()[:16], "url": url}
+        page |= {"ts": _rfc3339(ts), "title": record.get("title") or ""}
+        text = (record.get("content") or {}).get("text")
+        if text:
+            page["text"] = text
+        yield page
+
+
+def _capture_at(times: list[str], recorded: str) -> str | None:
+    """The capture a record is of: the last one at or before its recording time (a record is
+    written after its response), else the first; None if the URL has none."""
+    if not times:
+        return None
+    stamp = "".join(c for c in recorded if c.isdigit())[:14]
+    at = bisect.bisect_right(times, stamp)
+    return times[at - 1] if at else times[0]
+
+
+def _rfc3339(ts: str) -> str:
+    return f"{ts[:4]}-{ts[4:6]}-{ts[6:8]}T{ts[8:10]}:{ts[10:12]}:{ts[12:14]}Z"
+
+
+def _put(wacz: zipfile.ZipFile, name: str, source: Path, compress: int) -> dict:
+    """Copy `source` into the WACZ as `name`, hashing it on the way: its datapackage entry."""
+    hasher, size = hashlib.sha256(), 0
+    info = zipfile.ZipInfo(name, datetime.now(UTC).timetuple()[:6])
+    info.compress_type = compress
+    try:
+        with open(source, "rb") as src, wacz.open(info, "w", force_zip64=True) as dst:
+            while chunk := src.read(CHUNK):
+                hasher.update(chunk)
+                dst.write(chunk)
+                size += len(chunk)
+    except OSError as exc:
+        raise WaczError(f"cannot read {source}: {exc.strerror or _first_line(exc)}") from None
+    return {
+        "name": Path(name).name,
+        "path": name,
+        "hash": f"sha256:{hasher.hexdigest()}",
+        "bytes": size,
+    }
+
+
+def _datapackage(resources: list[dict], title: str, home: dict | None) -> dict:
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    package = {
+        **PROFILE,
+        "title": title,
+        "created": now,
+        "modified": now,
+        "software": f"rqcrawl {version('rqcrawl')}",
+        "resources": resources,
+    }
+    if home:
+        package["home"] = home
+    return package
+
+
+def _sha256(data: bytes) -> str:
+    return f"sha256:{hashlib.sha256(data).hexdigest()}"

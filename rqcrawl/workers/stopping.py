@@ -1,0 +1,50 @@
+"""A stop asked by a signal, taken at a safe point.
+
+`rqcrawl crawl` stops on Ctrl-C (SIGINT) or SIGTERM. A handler that raised KeyboardInterrupt
+(Python's default for SIGINT) broke whatever call was running: inside SQLAlchemy's pool
+pre-ping it left the connection half set up, the next use of the task table failed (`can't
+change 'autocommit' now`) and the crawl wrote no export; a second signal broke the stop
+itself. Here the handler only sets a flag: the watch loop reads it between two of its steps
+(each at most REFRESH apart), and signals that come while the crawl stops change nothing.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from types import FrameType
+
+
+class StopAsked(Exception):
+    """A signal asked the crawl to stop (raised at a safe point, by Stop.check)."""
+
+
+class Stop:
+    """The flag that `signals` set (also when we were started with them ignored: a shell
+    starts a script's background job with SIGINT ignored, and Ctrl-C must still stop it)."""
+
+    def __init__(self, *signals: signal.Signals):
+        self.asked = threading.Event()
+        self.signals = signals
+        for sig in signals:
+            signal.signal(sig, self._ask)
+
+    def _ask(self, signum: int, frame: FrameType | None) -> None:
+        self.asked.set()
+
+    def check(self) -> None:
+        """Raise StopAsked if a signal came."""
+        if self.asked.is_set():
+            raise StopAsked
+
+    def exiting(self) -> None:
+        """The work is done and the process leaves: the signals are ignored from now on."""
+        ignore_signals(*self.signals)
+
+
+def ignore_signals(*signals: signal.Signals) -> None:
+    """Ignore `signals` from now on, once a command's work is done: at exit Python puts the
+    default handlers back, and one more SIGTERM of a burst killed the process (exit status
+    -15) after it had ended cleanly."""
+    for sig in signals:
+        signal.signal(sig, signal.SIG_IGN)

@@ -1,0 +1,154 @@
+"""WACZ export (`rqcrawl export NAME --format wacz`): a documentation site (tests/test_content.py's)
+crawled with WARC on and `--content text`, exported, checked by py-wacz's own `wacz validate`,
+then read as a zip: the pages list, the CDXJ index against the WARC files' records, the
+datapackage's hashes. And the refusals, each in one line."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from conftest import emptied
+from helpers import BIN, read_jsonl, rqcrawl
+from servers import HTTPSite
+from test_cli import assert_one_line_error
+from test_content import CHAPTERS, body_of, docs_site
+from warcio.archiveiterator import ArchiveIterator
+
+
+@dataclass
+class Export:
+    wacz: Path
+    warc_dir: Path
+    records: list[dict]
+    damaged: subprocess.CompletedProcess  # the export of a WARC file that holds no WARC
+    damaged_name: str
+    no_warc: subprocess.CompletedProcess  # the export pointed at a directory without any
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory, redis_server) -> Export:
+    """The docs site crawled as `docs` with WARC and text, its WACZ, and two failed exports
+    (each test empties Redis, so every export runs here)."""
+    tmp = tmp_path_factory.mktemp("wacz")
+    warc_dir, out = tmp / "warc", tmp / "out.jsonl"
+    redis_url = next(emptied(redis_server))
+    with HTTPSite(docs_site, max_requests=50) as http:
+        rqcrawl(
+            redis_url, "crawl", http.base + "/", "--crawl", "docs", "--max-depth", "2",
+            "--allow-private", "--delay", "0", "--workers", "1", "--content", "text",
+            "--warc", str(warc_dir), "-o", str(out),
+        )  # fmt: skip
+    wacz = tmp / "crawl.wacz"
+    proc = rqcrawl(
+        redis_url, "export", "docs", "--format", "wacz", "-o", str(wacz), "--records", str(out)
+    )
+    assert "Traceback" not in proc.stderr
+    # the records left Redis with crawl -o: without their file, one line says where they are
+    unlisted = rqcrawl(redis_url, "export", "docs", "-o", str(tmp / "x.wacz"), check=False)
+    assert unlisted.returncode != 0 and "--records FILE" in unlisted.stderr
+    assert len(unlisted.stderr.strip().splitlines()) == 1
+    ignored = rqcrawl(redis_url, "export", "docs", "-o", str(tmp / "x.csv"), "--records",
+                      str(out), check=False)  # fmt: skip
+    assert ignored.returncode == 2 and "--records is read by --format wacz only" in ignored.stderr
+    damaged = tmp / "damaged"
+    damaged.mkdir()
+    first = sorted(warc_dir.glob("*.warc.gz"))[0]
+    (damaged / first.name).write_bytes(b"<html>a proxy's error page, saved as the WARC</html>")
+    bad = rqcrawl(
+        redis_url, "export", "docs", "-o", str(tmp / "bad.wacz"), "--warc", str(damaged),
+        "--records", str(out), check=False,
+    )  # fmt: skip
+    empty = tmp / "empty"
+    empty.mkdir()
+    no_warc = rqcrawl(
+        redis_url, "export", "docs", "-o", str(tmp / "none.wacz"), "--warc", str(empty),
+        check=False,
+    )  # fmt: skip
+    return Export(wacz, warc_dir, read_jsonl(out), bad, first.name, no_warc)
+
+
+def test_py_wacz_validates_the_export(exported):
+    wacz = exported.wacz
+    proc = subprocess.run(
+        [str(BIN / "wacz"), "validate", "-f", str(wacz)], capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "the passed WACZ is valid" in proc.stdout
+
+
+def test_pages_list_every_fetched_html_page_with_its_title_and_text(exported):
+    wacz, records = exported.wacz, exported.records
+    with zipfile.ZipFile(wacz) as z:
+        header, *pages = [json.loads(line) for line in z.read("pages/pages.jsonl").splitlines()]
+    assert header["format"] == "json-pages-1.0" and header["hasText"] is True
+    fetched = {r["final_url"]: r for r in records if r["outcome"] == "fetched"}
+    assert len(fetched) == len(CHAPTERS) + 1  # the chapters and / (the install page)
+    assert sorted(p["url"] for p in pages) == sorted(fetched)
+    for page in pages:
+        record = fetched[page["url"]]
+        assert page["title"] == record["title"]
+        assert page["text"] == record["content"]["text"]
+        chapter = page["url"].rsplit("/", 1)[1].removesuffix(".html") or "install"
+        assert body_of(chapter) in page["text"]
+        assert "Navigate" not in page["text"]
+        assert page["ts"].endswith("Z") and page["ts"][:10] == record["fetched_at"][:10]
+    data = next(r for r in records if r["url"].endswith("/docs/data"))
+    assert data["outcome"] == "not_html" and data["url"] not in {p["url"] for p in pages}
+
+
+def test_the_index_has_a_line_per_response_record(exported):
+    wacz, warc_dir = exported.wacz, exported.warc_dir
+    responses = []
+    for path in sorted(warc_dir.glob("*.warc.gz")):
+        with open(path, "rb") as fh:
+            for record in ArchiveIterator(fh):
+                if record.rec_type in ("response", "revisit"):
+                    uri = record.rec_headers.get_header("WARC-Target-URI")
+                    responses.append((uri, record.http_headers.get_statuscode(), path.name))
+    with zipfile.ZipFile(wacz) as z:
+        lines = z.read("indexes/index.cdxj").decode().splitlines()
+        stored = {i.filename: i.compress_type for i in z.infolist()}
+    entries = [json.loads(line.split(" ", 2)[2]) for line in lines]
+    assert sorted((e["url"], e["status"], e["filename"]) for e in entries) == sorted(responses)
+    assert lines == sorted(lines)  # replay tools binary-search it
+    assert any(u.endswith("/docs/data") for u, _, _ in responses)  # headers-only, indexed too
+    for entry in entries:  # each offset points at its record in the file under archive/
+        assert stored[f"archive/{entry['filename']}"] == zipfile.ZIP_STORED
+
+
+def test_the_datapackage_lists_every_file_with_its_hash(exported):
+    wacz, warc_dir = exported.wacz, exported.warc_dir
+    with zipfile.ZipFile(wacz) as z:
+        names = set(z.namelist())
+        package_bytes = z.read("datapackage.json")
+        package = json.loads(package_bytes)
+        digest = json.loads(z.read("datapackage-digest.json"))
+        contents = {n: z.read(n) for n in names}
+    listed = {r["path"]: r for r in package["resources"]}
+    assert set(listed) == names - {"datapackage.json", "datapackage-digest.json"}
+    assert {f"archive/{p.name}" for p in warc_dir.glob("*.warc.gz")} <= set(listed)
+    assert {"indexes/index.cdxj", "pages/pages.jsonl"} <= set(listed)
+    for path, resource in listed.items():
+        assert resource["hash"] == "sha256:" + hashlib.sha256(contents[path]).hexdigest()
+        assert resource["bytes"] == len(contents[path])
+    assert digest == {
+        "path": "datapackage.json",
+        "hash": "sha256:" + hashlib.sha256(package_bytes).hexdigest(),
+    }
+    assert package["title"] == "docs" and package["home"]["url"].endswith("/")
+
+
+def test_a_damaged_warc_file_is_a_one_line_error_naming_it(exported):
+    assert_one_line_error(exported.damaged, "cannot index", exported.damaged_name)
+    assert not (exported.wacz.parent / "bad.wacz").exists()
+    assert [p.name for p in exported.wacz.parent.iterdir() if p.name.startswith("tmp")] == []
+
+
+def test_a_crawl_without_warc_files_is_a_one_line_error(exported):
+    assert_one_line_error(exported.no_warc, "no WARC files of it in")
