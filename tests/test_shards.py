@@ -386,6 +386,26 @@ def test_a_drain_that_dies_before_its_trim_admits_nothing_twice(redis_url, secon
     assert not levels.settled([a.state, b.state])
 
 
+def test_a_drain_that_read_an_empty_outbox_leaves_links_pushed_since_pending(
+    redis_url, second_redis_url
+):
+    """A drain reads the outbox empty; a page ends meanwhile with a link to another shard's
+    host; the drain then frees its lock. The link stays pending at its page's depth (CI saw
+    the level rise past a depth-2 page in flight: the empty drain's trim had taken the links
+    pushed since its read off `pending` and left them in the outbox)."""
+    a, b = two_shard_crawl([redis_url, second_redis_url])
+    assert a.state.read_outbox("empty", 10) == []
+    page = {"url": "http://a.test/", "outcome": "fetched", "depth": 0}
+    a.state.finish(
+        "http://a.test/", Ending({keys.FETCHED: 1}, page, [(None, "http://b.test/x")], 1)
+    )
+    assert a.state.trim_outbox("empty", 0)
+    assert a.redis.hgetall(a.state.keys.pending) == {b"0": b"1"}  # the link, at depth 1 - 1
+    assert a.state.level_view().outbox == 1 and a.drain() == 1
+    assert a.redis.hgetall(a.state.keys.pending) == {}
+    assert b.state.level_view().lowest == 1
+
+
 def test_a_sitemap_url_of_another_shard_keeps_its_source(redis_url, second_redis_url):
     """A sitemap of a.test lists a page of b.test: admitted on b through the outbox, noted as
     a sitemap's there (its record says `source: "sitemap"`)."""

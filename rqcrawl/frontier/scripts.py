@@ -840,13 +840,18 @@ return out
 # The outbox's drain admitted the first `n` entries on their shards: drop them (they are no
 # longer pending here, at their page's depth: FRONTIER_LIB) and free the lock; nothing if the
 # lock is no longer that drain's (it ran out: another drain reads the same entries again, and
-# their second admission is a no-op).
+# their second admission is a no-op). With n = 0 only the lock goes: LRANGE 0 -1 would name
+# the whole list, entries pushed since the drain read it included.
 # Returns 1 if trimmed.
 TRIM_OUTBOX = Script(
     keys=("outbox", "lock", "pending"),
     args=("token", "n"),
     body="""
 if redis.call('GET', lock) ~= token then return 0 end
+if tonumber(n) == 0 then
+  redis.call('DEL', lock)
+  return 1
+end
 for _, entry in ipairs(redis.call('LRANGE', outbox, 0, tonumber(n) - 1)) do
   local d = math.max(0, tonumber(string.match(entry, '^%S+ %S+ (%S+)')) - 1)
   if redis.call('HINCRBY', pending, d, -1) <= 0 then redis.call('HDEL', pending, d) end
