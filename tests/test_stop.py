@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -88,3 +89,29 @@ def test_sigterms_until_the_crawl_has_exited_leave_a_clean_exit(tmp_path):
                     proc.wait()
             err = proc.stderr.read()
             assert proc.returncode == 0 and "Traceback" not in err, (run, proc.returncode, err)
+
+
+FLOODED = """
+import os, signal, subprocess, sys, time
+from rqcrawl.workers.stopping import Stop
+stop = Stop(signal.SIGINT, signal.SIGTERM)
+flood = "import os, signal\\nwhile True:\\n    os.kill(%d, signal.SIGTERM)" % os.getpid()
+flooder = subprocess.Popen([sys.executable, "-c", flood], stderr=subprocess.DEVNULL)
+try:
+    end = time.monotonic() + 1.5
+    while time.monotonic() < end:
+        sum(range(1000))
+finally:
+    flooder.kill()
+print("asked" if stop.asked.is_set() else "not asked")
+"""
+
+
+def test_a_flood_of_sigterm_asks_once_and_leaves_the_process_running():
+    """Another process sends SIGTERM as fast as it can: the first asks for the stop, the
+    rest are ignored. Before, each one ran the handler again, inside the one before it, until
+    a RecursionError (three runs of three here; a clean-clone suite run saw it end a crawl with -15)."""
+    done = subprocess.run(
+        [sys.executable, "-c", FLOODED], capture_output=True, text=True, timeout=60
+    )
+    assert (done.returncode, done.stdout.strip(), done.stderr) == (0, "asked", "")

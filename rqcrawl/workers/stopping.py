@@ -4,8 +4,8 @@
 (Python's default for SIGINT) broke whatever call was running: inside SQLAlchemy's pool
 pre-ping it left the connection half set up, the next use of the task table failed (`can't
 change 'autocommit' now`) and the crawl wrote no export; a second signal broke the stop
-itself. Here the handler only sets a flag: the watch loop reads it between two of its steps
-(each at most REFRESH apart), and signals that come while the crawl stops change nothing.
+itself. Here the first signal only sets a flag, and the later ones are ignored: the watch
+loop reads the flag between two of its steps (each at most REFRESH apart).
 """
 
 from __future__ import annotations
@@ -30,6 +30,11 @@ class Stop:
             signal.signal(sig, self._ask)
 
     def _ask(self, signum: int, frame: FrameType | None) -> None:
+        """The first signal asks; the burst's later ones are ignored by the kernel from then
+        on. Each one that ran this handler could interrupt it again between two bytecodes:
+        under a flood of SIGTERM on a busy machine the handlers nested until a RecursionError
+        broke the stop (exit status -15, seen in a clean-clone suite run)."""
+        ignore_signals(*self.signals)
         self.asked.set()
 
     def check(self) -> None:
