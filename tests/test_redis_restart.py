@@ -68,9 +68,12 @@ def test_workers_ride_out_a_redis_crash_and_restart(tmp_path, outage):
     # The workers were back at work within seconds of the restart.
     after = sorted(t for t, _ in http.log if t > restarted_at)
     assert after and after[0] - restarted_at < 5, after[:1]
-    # Refetched: only what the last second before the crash (AOF fsyncs every second) or
-    # the requests in progress at the crash can explain.
-    explained = {p for t, p in http.log if killed_at - 1.5 <= t <= killed_at}
+    # Refetched: only what the last writes before the crash or the requests in progress at
+    # the crash can explain. AOF fsyncs every second, and postpones it up to 2 s more while
+    # the disk is busy; a page's end is written after its request arrived, later still on a
+    # loaded machine (a clean-clone suite run refetched a page requested more than 1.5 s
+    # before the crash).
+    explained = {p for t, p in http.log if killed_at - 3.5 <= t <= killed_at}
     refetched = {p for p, n in http.hits.items() if n > 1}
     assert refetched <= explained | {"/robots.txt"}, (refetched, explained)
     assert {path_of(canonicalize(base + p)) for p in http.hits} - {"/robots.txt"} == want
