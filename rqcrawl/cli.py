@@ -22,7 +22,7 @@ import redis
 
 from rqcrawl import api, config
 from rqcrawl.config import ConfigError, CrawlConfig
-from rqcrawl.defaults import DEFAULT_SLOTS, MAX_SLOTS
+from rqcrawl.defaults import DEFAULT_SLOTS, FOLLOW_STOP_CHECK, MAX_SLOTS
 from rqcrawl.demo import DemoSite
 from rqcrawl.frontier import keys
 from rqcrawl.lazygroup import LazyGroup
@@ -33,7 +33,7 @@ from rqcrawl.quickexit import skip_final_collection
 from rqcrawl.redisurl import client, masked
 from rqcrawl.untrusted import printable_lines
 from rqcrawl.workers.embedded import EmbeddedRedis
-from rqcrawl.workers.stopping import Stop, StopAsked, ignore_signals
+from rqcrawl.workers.stopping import Stop, StopAsked
 
 if TYPE_CHECKING:
     from rqcrawl.frontier.tasks import TableExtent
@@ -575,14 +575,14 @@ def export(
         return
     if output == "-" or since or changes or raw_csv or skip_noindex:
         raise click.UsageError("--follow writes every record to a file or directory")
-    interruptible(signal.SIGINT, signal.SIGTERM)
+    stop = Stop(signal.SIGINT, signal.SIGTERM)  # (only asks: see rqcrawl.workers.stopping)
     try:
-        with contextlib.suppress(KeyboardInterrupt):
+        with contextlib.suppress(StopAsked):
             with following_records(conn, name, output, fmt, rotate_records, rotate_bytes) as done:
-                while not done.wait(1):  # (a bare wait() would not see Ctrl-C)
-                    pass
+                while not done.wait(FOLLOW_STOP_CHECK):
+                    stop.check()
     finally:
-        ignore_signals(signal.SIGINT, signal.SIGTERM)
+        stop.exiting()
 
 
 @contextmanager
@@ -599,7 +599,8 @@ def following_records(
 ) -> Iterator[threading.Event]:
     """A follower of crawl NAME in a thread (api.follow_records) and an event set when it
     ended by itself. Leaving the block ends it once it has delivered what the stream holds,
-    or, left by Ctrl-C without `drain`, once what it took is on disk; its count is printed."""
+    or, left by a stop signal (StopAsked) without `drain`, once what it took is on disk;
+    its count is printed."""
     stop, ending, done, result = threading.Event(), threading.Event(), threading.Event(), {}
 
     def deliver() -> None:
@@ -616,7 +617,7 @@ def following_records(
     thread.start()
     try:
         yield done
-    except KeyboardInterrupt:
+    except StopAsked:
         (ending if drain else stop).set()
         raise
     finally:

@@ -38,6 +38,7 @@ WAKER_SPAN = 60.0  # a waker job (a fork, in stock workers) releases due URLs th
 WAKER_YIELD = 0.5  # jobs waiting this long mean every worker is busy: the waker leaves
 FORK_LEAD = 2.0  # a forking worker's job may be released this early: the fork takes that long
 REFRESH = 0.5  # between two full status reads of `rqcrawl crawl` (progress, recovery, pumps)
+FOLLOW_STOP_CHECK = 0.2  # `export --follow` looks for a stop signal this often
 CHECK_GAP = 0.05  # `rqcrawl crawl` looks whether the crawl is over at most this often ...
 END_NEAR = 4  # ... while more than this many URLs are left; then
 END_GAP = 0.005  # ... this long after each change: a short crawl's end is seen at once

@@ -110,7 +110,8 @@ print("asked" if stop.asked.is_set() else "not asked")
 def test_a_flood_of_sigterm_asks_once_and_leaves_the_process_running():
     """Another process sends SIGTERM as fast as it can: the first asks for the stop, the
     rest are ignored. Before, each one ran the handler again, inside the one before it, until
-    a RecursionError (three runs of three here; a clean-clone suite run saw it end a crawl with -15)."""
+    a RecursionError (three runs of three here; a clean-clone suite run saw it end a crawl
+    with -15)."""
     done = subprocess.run(
         [sys.executable, "-c", FLOODED], capture_output=True, text=True, timeout=60
     )

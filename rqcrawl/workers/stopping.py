@@ -1,11 +1,12 @@
 """A stop asked by a signal, taken at a safe point.
 
-`rqcrawl crawl` stops on Ctrl-C (SIGINT) or SIGTERM. A handler that raised KeyboardInterrupt
-(Python's default for SIGINT) broke whatever call was running: inside SQLAlchemy's pool
-pre-ping it left the connection half set up, the next use of the task table failed (`can't
-change 'autocommit' now`) and the crawl wrote no export; a second signal broke the stop
-itself. Here the first signal only sets a flag, and the later ones are ignored: the watch
-loop reads the flag between two of its steps (each at most REFRESH apart).
+`rqcrawl crawl` and `rqcrawl export --follow` stop on Ctrl-C (SIGINT) or SIGTERM. A
+handler that raised KeyboardInterrupt (Python's default for SIGINT) broke whatever call was
+running: inside SQLAlchemy's pool pre-ping it left the connection half set up, the next use
+of the task table failed (`can't change 'autocommit' now`) and the crawl wrote no export; a
+second signal broke the stop itself. Here the first signal only sets a flag, and the later
+ones are ignored: the command's loop reads the flag between two of its steps (REFRESH apart,
+FOLLOW_STOP_CHECK for a follower, which then ends once what it took is on disk).
 """
 
 from __future__ import annotations
