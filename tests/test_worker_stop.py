@@ -14,7 +14,7 @@ import time
 
 import pytest
 import redis
-from helpers import BIN, seed_local, wait_finished, wait_until
+from helpers import BIN, child_pids, running, seed_local, stop_pids, wait_finished, wait_until
 from rq import Worker
 from servers import HTTPSite, RedisServer, drip, free_port, reply
 
@@ -194,3 +194,43 @@ def test_a_watch_that_starts_after_its_redis_is_gone_waits_for_it_and_stops_when
     with pytest.raises(StopAsked):
         watch(gone, "gone", LocalWorkers([], 0), out=out, stop=stop)
     assert "Redis unreachable" in out.getvalue(), out.getvalue()
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process under `pid` (workers, the embedded Redis, a worker's own children)."""
+    found = []
+    for child in child_pids(pid):
+        found += [child, *descendants(child)]
+    return found
+
+
+@pytest.mark.timeout(120)
+def test_a_crawl_command_killed_with_sigkill_leaves_no_worker_or_redis_running(tmp_path):
+    """`rqcrawl crawl` killed with no chance to stop anything (kill -9, the OOM killer): its
+    workers and its embedded Redis, in sessions of their own, end with it. Before, they ran
+    for good (seen after a suite run: a worker and a redis-server of a test's crawl, orphans
+    for minutes after their test)."""
+
+    def handle(req) -> None:
+        reply(req, 200, f"<html><title>{req.path}</title>{time.time()}</html>".encode())
+
+    with HTTPSite(handle, max_requests=500, max_seconds=100) as http:
+        proc = subprocess.Popen(
+            [str(BIN / "rqcrawl"), "crawl", http.base + "/", "--revisit", "1s",
+             "--allow-private", "--workers", "2", "-o", str(tmp_path / "o.jsonl"),
+             "--data-dir", str(tmp_path / "data")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        left: list[int] = []
+        try:
+            wait_until(lambda: sum(http.hits.values()) > 0, 60, "a request")
+            left = descendants(proc.pid)
+            assert len(left) >= 3, left  # two workers and the embedded Redis
+            proc.kill()
+            proc.wait()
+            wait_until(lambda: not any(map(running, left)), 30, "the crawl's processes to end")
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            stop_pids([pid for pid in left if running(pid)])

@@ -5,14 +5,18 @@ interrupted crawl resumes when the same command runs again."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 import subprocess
 import time
+from functools import partial
 from pathlib import Path
 
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
+
+from rqcrawl.processes import end_with_parent
 
 
 def server_binary() -> Path:
@@ -72,6 +76,7 @@ class EmbeddedRedis:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # Ctrl-C reaches us, we shut the server down in order
+            preexec_fn=partial(end_with_parent, os.getpid()),  # (a SIGTERM saves the AOF)
         )  # fmt: skip
         return self
 

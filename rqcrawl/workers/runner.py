@@ -30,6 +30,7 @@ from rqcrawl.frontier.keys import CrawlKeys
 from rqcrawl.frontier.state import CrawlState, all_shards
 from rqcrawl.ops import stats
 from rqcrawl.ops.monitor import ProgressBar
+from rqcrawl.processes import end_with_parent
 from rqcrawl.redisurl import CLIENT, REDIS_DOWN, is_sentinel
 from rqcrawl.workers import SLOTS_ENV
 from rqcrawl.workers.stopping import Stop
@@ -215,12 +216,13 @@ class ForkedWorker:
         sys.stderr.flush()
         self.args = argv
         self.returncode: int | None = None
+        parent = os.getpid()
         self.pid = os.fork()
         if self.pid == 0:
-            self._run_child(argv, out, env)
+            self._run_child(argv, out, env, parent)
 
     @staticmethod
-    def _run_child(argv: list[str], out: BinaryIO, env: Mapping[str, str]) -> NoReturn:
+    def _run_child(argv: list[str], out: BinaryIO, env: Mapping[str, str], parent: int) -> NoReturn:
         code = 1
         try:
             os.setsid()
@@ -231,6 +233,7 @@ class ForkedWorker:
             os.environ.update(env)
             for sig in (signal.SIGINT, signal.SIGTERM):
                 signal.signal(sig, signal.SIG_DFL)
+            end_with_parent(parent)  # (RQ's handler then takes it: a warm stop)
             sys.argv = [argv[1], *argv[2:]]
             importlib.import_module(argv[1]).main()  # what `python -m` would run
             code = 0
