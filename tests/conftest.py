@@ -9,6 +9,7 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from helpers import SLOW_US, busy_in_slowlog  # noqa: E402
 from servers import RedisServer, redisbloom_module  # noqa: E402
 
 from rqcrawl.fetch.clients import CLIENTS  # noqa: E402
@@ -73,11 +74,12 @@ def conn(redis_url):
 
 @pytest.fixture
 def slowlog(conn):
-    """Redis's own log of every command that ran longer than 100 ms, emptied first."""
+    """Redis's own log of the commands that ran longer than SLOW_US, emptied first, and
+    read as the work among them (helpers.busy_in_slowlog)."""
     old = conn.config_get("slowlog-log-slower-than")["slowlog-log-slower-than"]
-    conn.config_set("slowlog-log-slower-than", 100_000)
+    conn.config_set("slowlog-log-slower-than", SLOW_US)
     conn.slowlog_reset()
-    yield lambda: conn.slowlog_get(1000)
+    yield lambda: busy_in_slowlog(conn.slowlog_get(1000))
     conn.config_set("slowlog-log-slower-than", old)
 
 

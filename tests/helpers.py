@@ -162,3 +162,30 @@ def waiting(state) -> dict[str, int]:
         for url, score in state.redis.zrange(queue, 0, -1, withscores=True):
             found[url.decode()] = -1 if score < 0 else int(score // 2_097_152)
     return found
+
+
+SLOW_US = 100_000  # what "slow" means for a Redis command in these tests: 100 ms
+# Commands whose work does not grow with their data, at these word counts at most (command,
+# key, one member or field and its value): one of them over SLOW_US was the server held off
+# the CPU (a loaded machine's scheduler, its container's CPU quota), not at work.
+CONSTANT = {"ZADD": 4, "ZREM": 3, "ZSCORE": 3, "HSET": 4, "HDEL": 3, "HGET": 3, "HEXISTS": 3,
+            "HINCRBY": 4, "SADD": 3, "SREM": 3, "SISMEMBER": 3, "GET": 2, "SET": 6, "INCRBY": 3,
+            "RPUSH": 3, "XADD": 5, "EXISTS": 2, "HLEN": 2, "ZCARD": 2, "LLEN": 2}  # fmt: skip
+
+
+def busy_in_slowlog(entries: list[dict]) -> list[dict]:
+    """The entries of Redis's slow log (newest first, as SLOWLOG GET gives them) that are
+    work: a stall inside a command of constant work is not, nor a script slow by its stalls
+    alone (a script's own commands are logged just before it)."""
+    work, stalled = [], 0
+    for entry in reversed(entries):  # oldest first: a script's commands, then the script
+        words = entry["command"].decode(errors="replace").split()
+        name = words[0].upper() if words else ""
+        if len(words) <= CONSTANT.get(name, 0):
+            stalled += entry["duration"] if entry["client_address"] == b"?:0" else 0
+        elif name in ("EVALSHA", "EVAL") and entry["duration"] - stalled < SLOW_US:
+            stalled = 0
+        else:
+            work.append(entry)
+            stalled = 0
+    return work[::-1]

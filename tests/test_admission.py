@@ -108,10 +108,18 @@ def test_a_stale_job_admits_none_of_its_links(conn):
 
 
 def test_no_redis_call_of_a_huge_page_runs_long(conn, slowlog):
-    f = frontier(conn, "huge", bloom_capacity=1_000_000)
-    f.seed([PAGE])
-    conn.slowlog_reset()
+    """Each call takes about 6 ms here; one over 100 ms is a regression, or a loaded machine
+    holding Redis off the CPU (seen once in a script, with the suite's heaviest tests beside
+    it). A stall does not come back in the next run; a regression does: so a second run on a
+    new crawl decides."""
     children = [(None if i % 2 else "too_long", f"http://h.test/p/{i}") for i in range(30_000)]
-    f.finish(PAGE, page_end(children))
-    assert admitted(conn, "huge") == 15_001
-    assert [(e["duration"], e["command"][:40]) for e in slowlog()] == []
+    for run in ("huge", "huge-again"):
+        f = frontier(conn, run, bloom_capacity=1_000_000)
+        f.seed([PAGE])
+        conn.slowlog_reset()
+        f.finish(PAGE, page_end(children))
+        assert admitted(conn, run) == 15_001
+        slow = [(e["duration"], e["command"][:40]) for e in slowlog()]
+        if not slow:
+            break
+    assert slow == []
