@@ -5,8 +5,10 @@ An entry read is pending in the group until its follower acknowledges it, once i
 disk. A follower is named after its output, so that one restarted on the same output reads
 its own pending entries first; those of a follower that never came back are claimed by any
 other (XAUTOCLAIM) after `reclaim_after` seconds idle. Before writing a batch a follower
-marks where in which file it starts (`mark`): restarted with entries still pending, it cuts
-the file back there (a batch written but not acknowledged is written again, never twice).
+marks where in which file it starts (`mark`), and the mark goes with the batch's
+acknowledgment: restarted with entries still pending and a mark, it cuts the file back there
+(a batch written but not acknowledged is written again, never twice); with entries pending
+and no mark, they were read and never written (killed in between), and nothing is cut.
 Acknowledged entries are trimmed from the stream (scripts.ACK_RECORDS), so that Redis holds
 only what is not yet delivered.
 
@@ -139,6 +141,9 @@ class Delivery:
         return claimed
 
     def acknowledge(self, ids: list[str]) -> int:
-        """The records of `ids` are on disk: acknowledged and trimmed; returns the stream's
-        length left."""
-        return scripts.ACK_RECORDS(self.redis, tail_args=ids, items=self.stream, group=GROUP)
+        """The records of `ids` are on disk: acknowledged and trimmed, and this consumer's
+        mark dropped with them; returns the stream's length left."""
+        return scripts.ACK_RECORDS(
+            self.redis, tail_args=ids, items=self.stream, followers=self.followers, group=GROUP,
+            consumer=self.consumer,
+        )  # fmt: skip

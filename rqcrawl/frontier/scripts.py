@@ -1200,15 +1200,18 @@ return job
 """,
 )
 
-# A follower wrote records `ARGV[delivered..]` to disk: acknowledge them in `group` and trim
-# the stream of every record that each of its groups has delivered and acknowledged (below
-# the oldest pending one, else past the last delivered one). Returns the stream's length.
+# A follower wrote records `ARGV[delivered..]` to disk: acknowledge them in `group`, forget
+# where its batch started in its file (the `followers` hash: a restart cuts the file back to
+# a batch still pending there, never to one acknowledged), and trim the stream of every
+# record that each of its groups has delivered and acknowledged (below the oldest pending
+# one, else past the last delivered one). Returns the stream's length.
 ACK_RECORDS = Script(
-    keys=("items",),
-    args=("group",),
+    keys=("items", "followers"),
+    args=("group", "consumer"),
     arg_tail="delivered",
     body="""
 if #ARGV >= delivered then redis.call('XACK', items, group, unpack(ARGV, delivered)) end
+redis.call('HDEL', followers, consumer)
 local floor = nil
 local function lower(id)
   local ms, seq = string.match(id, '^(%d+)-(%d+)$')
