@@ -287,7 +287,8 @@ def test_a_follower_killed_between_its_read_and_its_mark_keeps_the_batch_before(
     """A follower read a batch (pending in the group: Redis hands a blocked read its entries
     before the process sees them) and was killed before it marked where that batch would
     start. Its restart must not cut the file back to the mark of the batch before, which is
-    acknowledged and gone from Redis: CI lost one visit of a followed crawl that way."""
+    acknowledged and gone from Redis (a clean-clone suite run lost one visit of a followed
+    crawl, as this does)."""
     k, out = CrawlKeys("cut"), tmp_path / "cut.jsonl"
 
     def add(n: int) -> None:
