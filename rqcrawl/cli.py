@@ -335,7 +335,8 @@ def hosts(name, limit, as_json, url) -> None:
 def interruptible(*signals: signal.Signals) -> None:
     """Make `signals` raise KeyboardInterrupt, also when we were started with them ignored
     (a shell starts a script's background job with SIGINT ignored, and children inherit it):
-    Ctrl-C and kill -INT must still stop a crawl or a watch."""
+    Ctrl-C and kill -INT must still stop a watch. (`crawl` and `export --follow` take their
+    stop through rqcrawl.workers.stopping instead: a KeyboardInterrupt breaks any call.)"""
     for sig in signals:
         signal.signal(sig, signal.default_int_handler)
 
