@@ -19,11 +19,13 @@ from typing import TYPE_CHECKING
 
 import click
 import redis
+from rq.utils import import_attribute
 
 from rqcrawl import api, config
 from rqcrawl.config import ConfigError, CrawlConfig
 from rqcrawl.defaults import DEFAULT_SLOTS, FOLLOW_STOP_CHECK, MAX_SLOTS
 from rqcrawl.demo import DemoSite
+from rqcrawl.extras import MissingExtra
 from rqcrawl.frontier import keys
 from rqcrawl.lazygroup import LazyGroup
 from rqcrawl.ops import explain, inspection, monitor, stats
@@ -143,7 +145,8 @@ def setting_flags(command):
 class Commands(LazyGroup):
     """The one place where a refusal of the API (api.CrawlError, already one line naming the
     crawl) becomes click's one-line error, and so does a Redis lost or unreachable after the
-    first one answered (another shard of a sharded crawl)."""
+    first one answered (another shard of a sharded crawl) and an optional part asked for
+    without its extra (MissingExtra)."""
 
     def invoke(self, ctx: click.Context):
         try:
@@ -152,6 +155,8 @@ class Commands(LazyGroup):
             raise click.ClickException(str(exc)) from None
         except redis.RedisError as exc:
             raise click.ClickException(f"Redis: {exc}".splitlines()[0]) from None
+        except MissingExtra as exc:
+            raise click.ClickException(str(exc)) from None
 
 
 # Commands whose modules load only when they run: the benchmark imports its site and Scrapy
@@ -701,6 +706,11 @@ def crawl(
         urls, name, config_file=config_file, stable_name=True, task_dir=data_dir, **flags
     )
     writable_output(output)
+    api.output_exporter(planned.cfg, output, fmt)  # a format it cannot write: said now
+    if render_workers is None:
+        render_workers = 1 if planned.cfg.render else 0
+    if render_workers:  # without the render extra: one line now, before anything is seeded
+        import_attribute(RENDER_WORKER_CLASS)
     if planned.cfg.warc_dir:
         try:
             config.check_writable_dir(planned.cfg.warc_dir)
@@ -744,7 +754,7 @@ def crawl(
         resumed = started.resumed or bool(started.table)
         with local_fleet(
             shards or [target], workers, threads, Path(data_dir) / "workers",
-            (1 if planned.cfg.render else 0) if render_workers is None else render_workers,
+            render_workers,
         ) as fleet, following_records(
             conn, planned.name, output, fmt, append=resumed, drain=True, seen=seen
         ):  # fmt: skip

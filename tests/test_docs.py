@@ -12,6 +12,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from helpers import BIN, ROOT, read_jsonl
+from test_base_install import without_extras
 
 from rqcrawl.config import CrawlConfig
 from rqcrawl.demo import DemoSite
@@ -74,9 +75,10 @@ def test_readme_test_command_is_what_ci_runs():
 
 
 def test_readme_first_crawl_works_offline_as_written(tmp_path):
-    """The crawl part of the README's first command, at default settings, with this venv."""
+    """The crawl part of the README's first command, at default settings, with this venv as
+    a base install (no extra's package can be imported by it or its workers)."""
     crawl = first_commands()[0].split("&&")[-1].strip().replace(".venv/bin/", f"{BIN}/")
-    env = {**os.environ, "TMPDIR": str(tmp_path)}  # the demo's temporary data directory
+    env = without_extras({**os.environ, "TMPDIR": str(tmp_path)})  # the demo's data: TMPDIR
     done = subprocess.run(
         crawl.split(), cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240
     )

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from rqcrawl.extras import extra_for
+
 
 def __getattr__(name: str) -> Any:
     if name in ("RenderWorker", "render_url"):
-        from rqcrawl.render import browser
+        with extra_for("rendering pages in a browser"):
+            from rqcrawl.render import browser
 
         return getattr(browser, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

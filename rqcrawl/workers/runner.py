@@ -108,8 +108,7 @@ class LocalWorkers:
             self.workers_each = threads or 1  # RQ workers per process, on each shard it serves
         else:
             self.serves = [[shard] for shard in range(len(urls)) for _ in range(count)]
-            runs_slots = worker_class and getattr(import_attribute(worker_class), "runs_slots", 0)
-            self.workers_each = (threads or DEFAULT_SLOTS) if runs_slots else 1
+            self.workers_each = (threads or DEFAULT_SLOTS) if self._runs_slots(worker_class) else 1
         slots = {SLOTS_ENV: str(threads)} if threads else {}
         argv = [
             "-m",
@@ -157,6 +156,13 @@ class LocalWorkers:
             return open(os.devnull, "ab")
         self.log_dir.mkdir(parents=True, exist_ok=True)
         return open(self.log_dir / f"{n}.log", "ab")
+
+    def _runs_slots(self, worker_class: str | None) -> bool:
+        """Whether each process runs slots of its own (the recommended worker). The class is
+        imported only for a pool that runs it: an empty pool of render workers never loads
+        the browser's modules (the render extra)."""
+        found = self.serves and worker_class and import_attribute(worker_class)
+        return bool(found and getattr(found, "runs_slots", False))
 
     def __enter__(self) -> LocalWorkers:
         return self
