@@ -376,7 +376,7 @@ def export(
     shards = _shards(redis, name)
     if not isinstance(out, str | os.PathLike):
         return sinks.export(shards, name, out, _exporter(cfg, fmt or "jsonl"), **feed)
-    exporter = _exporter(cfg, fmt or format_of(formats(cfg.exporters), os.fspath(out)))
+    exporter = output_exporter(cfg, out, fmt)
     text = {} if exporter.binary else {"encoding": "utf-8", "newline": ""}
     try:
         with open(out, "wb" if exporter.binary else "w", **text) as stream:
@@ -441,6 +441,16 @@ def _exporter(cfg: CrawlConfig, fmt: str) -> type[Exporter]:
         raise InvalidInput(str(exc)) from None
 
 
+def output_exporter(cfg: CrawlConfig, out: str | os.PathLike, fmt: str | None) -> type[Exporter]:
+    """The exporter of `fmt`, else of the format `out`'s name asks for (JSON lines unless its
+    extension names another); InvalidInput, one line, when it cannot be loaded (its extra
+    missing: `rqcrawl crawl -o pages.parquet` says so before the crawl starts)."""
+    try:
+        return _exporter(cfg, fmt or format_of(formats(cfg.exporters), os.fspath(out)))
+    except UnknownFormat as exc:
+        raise InvalidInput(str(exc)) from None
+
+
 def follow_records(
     redis: Redis,
     name: str,
@@ -460,7 +470,7 @@ def follow_records(
     or as soon as what it took is on disk once `stop` is set. `seen` is shown each batch
     written."""
     cfg = crawl_config(redis, name)
-    exporter = _exporter(cfg, fmt or format_of(formats(cfg.exporters), os.fspath(out)))
+    exporter = output_exporter(cfg, out, fmt)
     try:
         output = follow.Output(out, exporter, name, rotate_records, rotate_bytes, append)
         follower = follow.Follower(_shards(redis, name), name, output, seen=seen)

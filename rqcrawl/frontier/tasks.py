@@ -86,6 +86,7 @@ from rqcrawl.defaults import (
     QUEUED_LEASE,
     RETRY_DELAYS,
 )
+from rqcrawl.extras import extra_for
 from rqcrawl.frontier.dialects import dialect_of
 from rqcrawl.frontier.outage import TableUnavailable
 from rqcrawl.frontier.records import FAILED_OUTCOMES
@@ -551,7 +552,8 @@ def engine(url: str) -> Engine:
 def _connect(url: str) -> Engine:
     parsed = make_url(url)
     dialect = dialect_of(parsed.get_backend_name())
-    made = dialect.engine(dialect.with_driver(parsed))
+    with extra_for(f"a task table on {parsed.get_backend_name()}"):
+        made = dialect.engine(dialect.with_driver(parsed))
     _create_table(made)
     return made
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 
+from rqcrawl.extras import MissingExtra, extra_for
 from rqcrawl.fetch.clients.base import HttpClient
 from rqcrawl.fetch.guard import networks
 from rqcrawl.loading import load_class
@@ -33,7 +34,10 @@ def client_class(name: str) -> type[HttpClient]:
     if ":" not in path:
         raise ValueError(f"http_client {name!r}: not one of {sorted(CLIENTS)} nor module:Class")
     try:
-        return load_class(path, HttpClient)
+        with extra_for(f"http_client {name!r}"):
+            return load_class(path, HttpClient)
+    except MissingExtra as exc:
+        raise ValueError(str(exc)) from None
     except (ImportError, AttributeError) as exc:
         raise ValueError(f"http_client {name!r}: {exc}") from None
     except TypeError:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from rqcrawl.extras import MissingExtra, extra_for
 from rqcrawl.loading import load_class
 from rqcrawl.ops.exporters.base import Exporter
 
@@ -31,7 +32,10 @@ def exporter_class(exporters: Mapping[str, str], fmt: str) -> type[Exporter]:
     if path is None:
         raise UnknownFormat(f"unknown export format {fmt!r}: use one of {', '.join(exporters)}")
     try:
-        return load_class(path, Exporter)
+        with extra_for(f"export format {fmt!r}"):
+            return load_class(path, Exporter)
+    except MissingExtra as exc:
+        raise UnknownFormat(str(exc)) from None
     except (ImportError, AttributeError) as exc:
         raise UnknownFormat(f"export format {fmt!r} ({path}) cannot be loaded: {exc}") from None
     except TypeError:
@@ -39,11 +43,16 @@ def exporter_class(exporters: Mapping[str, str], fmt: str) -> type[Exporter]:
 
 
 def format_of(exporters: Mapping[str, str], path: str) -> str:
-    """The format a file name asks for by its extension (`.csv`), else JSON lines."""
+    """The format a file name asks for by its extension (`.csv`), else JSON lines. A format
+    that cannot be loaded is passed over, unless the name asks for it by its own name
+    (`pages.parquet` without the parquet extra): that is UnknownFormat, not JSON lines in a
+    file named .parquet."""
     for fmt in exporters:
         try:
             if path.endswith(exporter_class(exporters, fmt).extension):
                 return fmt
         except UnknownFormat:
+            if path.endswith(f".{fmt}"):
+                raise
             continue
     return "jsonl"
