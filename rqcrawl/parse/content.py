@@ -36,10 +36,6 @@ _METADATA_KEYS = {
 # Link schemes the markdown keeps; any other (javascript:, data:, vbscript:...) leaves its
 # text without the link.
 _SAFE_SCHEMES = {"http", "https", "mailto"}
-# What a browser's URL parser ignores: leading and trailing C0 controls and spaces, and tabs
-# and newlines anywhere (WHATWG URL), so that ` java\tscript:` is seen as javascript:.
-_URL_IGNORED = re.compile(r"[\t\n\r]")
-_C0_AND_SPACE = "".join(map(chr, range(0x21)))
 # Characters of a URL percent-encoded in a markdown link destination: those that end it or
 # open raw HTML, in CommonMark and Python-Markdown alike.
 _URL_SAFE = "!#$%&*+,-./:;=?@[]^_`{|}~"
@@ -192,11 +188,10 @@ def _stand_ins(text: str, nonce: str) -> str:
 def _safe_url(href: str | None, base: str, url: str) -> str | None:
     """The absolute URL of the link `href` on the page `url` whose links resolve against
     `base`, percent-encoded for a markdown link destination; None for a link of a scheme
-    outside _SAFE_SCHEMES (whatever its case, spaces, tabs or newlines) or no URL at all."""
+    outside _SAFE_SCHEMES or no URL at all. urllib reads the scheme as a browser does
+    (WHATWG URL): leading C0 controls and spaces, and tabs and newlines anywhere, ignored,
+    so ` java\tscript:` is javascript:."""
     if href is None:
-        return None
-    href = _URL_IGNORED.sub("", href).strip(_C0_AND_SPACE)
-    if not href:
         return None
     try:
         target = urljoin(url.split("#", 1)[0] if href.startswith("#") else base or url, href)
