@@ -25,7 +25,8 @@ class Page:
     nofollow_links: int = 0  # links only marked rel="nofollow" (when those are left out)
     canonical: str | None = None  # <link rel="canonical" href>, canonical
     selector: Selector | None = field(default=None, compare=False, repr=False)  # for fields, hook
-    base: str = ""  # what the page's relative links resolve against: its URL or <base href>
+    # What the page's relative links resolve against: its URL or its <base href> (content).
+    base: str = field(default="", compare=False)
 
 
 def decode(body: bytes, content_type: str | None) -> str:
