@@ -139,6 +139,8 @@ class CrawlConfig:
     fields: dict[str, dict] = field(default_factory=dict)
     # Page content in the record (rqcrawl.parse.content): any of "text", "markdown", "html".
     content: list[str] = field(default_factory=list)
+    content_max_bytes: int = 1_000_000  # a bigger page has no text nor markdown (too_large)
+    content_timeout: float = 20.0  # seconds of extraction after which a page's is skipped
     # Link rules (they narrow the scope, never widen it; seeds are not subject to them).
     link_allow: list[str] = field(default_factory=list)  # regexes; empty: allow all
     link_deny: list[str] = field(default_factory=list)  # regexes
@@ -642,6 +644,8 @@ _BOUNDS: dict[str, Bounds] = {
     "max_segment_repeats": Bounds(1),
     "max_query_params": Bounds(0),
     "warc_max_bytes": Bounds(1),
+    "content_max_bytes": Bounds(1),
+    "content_timeout": Bounds(0, DAY, low_open=True),
     "revisit": Bounds(0),
     "sitemap_revisit": Bounds(0),
     "revisit_min": Bounds(0),

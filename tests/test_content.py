@@ -6,9 +6,11 @@ says it was skipped; a crawl without `--content` records no content at all."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 from http.server import BaseHTTPRequestHandler
 
+import lxml.html
 import pytest
 from helpers import BIN, env_with, read_jsonl
 from servers import HTTPSite, reply
@@ -16,6 +18,8 @@ from test_api import finished
 
 from rqcrawl import api
 from rqcrawl.config import ConfigError, CrawlConfig
+from rqcrawl.parse.content import page_content
+from rqcrawl.parse.extract import parse
 from rqcrawl.workers.runner import LocalWorkers
 
 CHAPTERS = ["install", "configure", "deploy"]
@@ -158,3 +162,173 @@ def test_the_api_gives_the_records_content(redis_url, conn, tmp_path):
     assert body_of("install") in install["text"] and "Navigate" not in install["text"]
     assert "# Install guide" in install["markdown"] and install["author"] == "Ada Writer"
     assert rows["/docs/data"]["content_skipped"] == "not html"
+
+
+ARTICLE = " ".join(f"Sentence {n} of the module's documentation, read as one." for n in range(30))
+# A documentation tree below the site's root: relative, parent, root-relative and fragment
+# links, and a page whose links resolve against its <base href>.
+LIBRARY = {
+    "/": "<a href='/library/imaplib.html'>imaplib</a> <a href='/guide/based.html'>based</a>",
+    "/library/imaplib.html": (
+        "<h1 id='module-imaplib'>imaplib</h1>"
+        f"<p>{ARTICLE} See <a href='intro.html#x'>the intro</a>, "
+        "<a href='#module-imaplib'>this module</a>, <a href='../index.html'>the index</a> "
+        "and <a href='/guide/based.html'>the guide</a>.</p>"
+    ),
+    "/library/intro.html": f"<h1 id='x'>Intro</h1><p>{ARTICLE} <a href='imaplib.html'>b</a></p>",
+    "/index.html": f"<h1>Index</h1><p>{ARTICLE} <a href='library/imaplib.html'>imaplib</a></p>",
+    "/guide/based.html": (
+        "<base href='/library/'>"
+        f"<h1 id='top'>Guide</h1><p>{ARTICLE} Read <a href='intro.html'>the intro</a> "
+        "and <a href='#top'>the top</a>.</p>"
+    ),
+}
+
+
+def library_site(req: BaseHTTPRequestHandler) -> None:
+    if req.path not in LIBRARY:
+        return reply(req, 404, b"missing")
+    body = f"<html><head><title>{req.path}</title></head><body><main><article>"
+    reply(req, 200, (body + LIBRARY[req.path] + "</article></main></body></html>").encode())
+
+
+def markdown_links(markdown: str) -> list[str]:
+    """The link targets of `markdown` as a CommonMark renderer reads them (markdown-it-py)."""
+    from markdown_it import MarkdownIt
+
+    tokens = MarkdownIt().parse(markdown)
+    inline = [child for token in tokens for child in token.children or ()]
+    return [t.attrs["href"] for t in inline if t.type == "link_open"]
+
+
+def test_markdown_links_resolve_against_the_page_and_anchors_stay_on_it(redis_url, tmp_path):
+    with HTTPSite(library_site, host="127.0.0.35") as http:
+        records = crawl(redis_url, http.base, tmp_path / "out.jsonl", "--content", "markdown")
+    fetched = {r["url"]: r for r in records if r["status"] == 200}
+    base = http.base
+    imaplib = fetched[base + "/library/imaplib.html"]["content"]["markdown"]
+    assert markdown_links(imaplib) == [
+        base + "/library/intro.html#x",
+        base + "/library/imaplib.html#module-imaplib",
+        base + "/index.html",
+        base + "/guide/based.html",
+    ]
+    based = fetched[base + "/guide/based.html"]["content"]["markdown"]
+    assert markdown_links(based) == [base + "/library/intro.html", base + "/guide/based.html#top"]
+    for url, record in fetched.items():
+        if url == base + "/":
+            continue  # too short to be an article
+        links = markdown_links(record["content"]["markdown"])
+        assert links, url
+        for link in links:
+            page, _, fragment = link.partition("#")
+            assert page in fetched, (url, link)
+            if fragment:
+                assert f"id='{fragment}'" in LIBRARY[page.removeprefix(base)], (url, link)
+
+
+# Pages whose visible text or links a markdown renderer would run, were they passed through.
+HOSTILE = [
+    "&lt;script&gt;alert(1)//&lt;/script&gt;",
+    "&lt;img src=x onerror=alert(1)&gt;",
+    "&amp;lt;script&amp;gt;alert(1)&amp;lt;/script&amp;gt;",
+    "&lt;javascript:alert(1)&gt; and &lt;a href='javascript:alert(1)'&gt;x&lt;/a&gt;",
+    "<a href='javascript:alert(1)'>a</a> <a href='JaVaScRiPt:alert(1)'>b</a>",
+    "<a href=' javascript:alert(1)'>c</a> <a href='java\tscript:alert(1)'>d</a>",
+    "<a href='java&#10;script:alert(1)'>e</a> <a href='&#x6A;avascript:alert(1)'>f</a>",
+    "<a href='\x01javascript:alert(1)'>g</a> <a href='vbscript:msgbox(1)'>h</a>",
+    "<a href='data:text/html,&lt;script&gt;alert(1)&lt;/script&gt;'>i</a>",
+    "<img src='data:image/svg+xml,&lt;svg onload=alert(1)&gt;'> <img src='javascript:alert(1)'>",
+    "[x]: javascript:alert(1) and [x] and [y](javascript:alert(1)) and ![z](data:x)",
+    "<code>&lt;script&gt;alert(1)&lt;/script&gt;</code> <pre>&lt;script&gt;x&lt;/script&gt;</pre>",
+]
+UNSAFE_URL = re.compile(r"^\W*(?:javascript|data|vbscript):", re.IGNORECASE)
+
+
+def live_parts(rendered: str) -> list[str]:
+    """What a browser would run in the HTML `rendered`: script elements, on* attributes,
+    URLs of script and data schemes (the page's text may say those words: it stays text)."""
+    live = []
+    for element in lxml.html.fragment_fromstring(rendered, create_parent="div").iter():
+        if element.tag in ("script", "iframe", "object", "embed"):
+            live.append(element.tag)
+        for name, value in element.attrib.items():
+            if name.lower().startswith("on") or UNSAFE_URL.match(re.sub(r"\s", "", value)):
+                live.append(f"{name}={value}")
+    return live
+
+
+@pytest.mark.parametrize("hostile", HOSTILE)
+def test_markdown_renders_inert_in_python_markdown_and_markdown_it(hostile):
+    import markdown
+    from markdown_it import MarkdownIt
+
+    html = f"<html><body><article><p>{ARTICLE} {hostile} {ARTICLE}</p></article></body></html>"
+    url = "http://127.0.0.1/notes/page.html"
+    found, skipped = page_content(html, parse(html, url), url, ["markdown"], 1_000_000, 60)
+    assert skipped is None and ARTICLE in found["markdown"]
+    for rendered in (markdown.markdown(found["markdown"]), MarkdownIt().render(found["markdown"])):
+        assert not live_parts(rendered), rendered
+
+
+def test_markdown_keeps_the_pages_text_and_code_as_they_read():
+    html = (
+        f"<html><body><article><p>{ARTICLE} Compare a &lt; b &amp; c with <code>x &lt; y</code> "
+        "and <a href='javascript:void(0)'>a button</a>.</p></article></body></html>"
+    )
+    url = "http://127.0.0.1/page.html"
+    found, _ = page_content(html, parse(html, url), url, ["markdown"], 1_000_000, 60)
+    assert "Compare a &lt; b &amp; c with `x < y` and a button." in found["markdown"]
+
+
+def article(words: int) -> str:
+    """A valid article of about 8 bytes a word, linking to the site's small page."""
+    paragraph = "<p>" + " ".join(f"word{n % 997}" for n in range(100)) + "</p>"
+    return paragraph * (words // 100) + "<p><a href='/small.html'>the small page</a></p>"
+
+
+# Pages that cost the extraction more than its budget, or that the HTML parser cannot read
+# whole, each linking to /small.html (whose record shows the link was followed).
+COSTLY = {
+    "/large.html": article(160_000),  # about 1.3 MB, above the default 1 MB
+    "/slow.html": article(30_000),  # about 240 kB: more than the test's content_timeout
+    "/deep.html": "<div>" * 300 + "deep" + "</div>" * 300 + "<a href='/small.html'>s</a>",
+    "/small.html": f"<p>{ARTICLE}</p>",
+}
+
+
+def costly_site(req: BaseHTTPRequestHandler) -> None:
+    if req.path == "/":
+        links = "".join(f"<a href='{path}'>{path}</a>" for path in COSTLY)
+        return reply(req, 200, f"<html><body>{links}</body></html>".encode())
+    if req.path not in COSTLY:
+        return reply(req, 404, b"missing")
+    head = f"<html><head><title>Title of {req.path}</title></head><body>"
+    reply(req, 200, (head + COSTLY[req.path] + "</body></html>").encode())
+
+
+def test_content_past_its_budget_is_skipped_and_the_page_keeps_its_record(redis_url, tmp_path):
+    settings = tmp_path / "crawl.toml"
+    settings.write_text("[crawl]\ncontent_timeout = 0.05\n")
+    with HTTPSite(costly_site, host="127.0.0.36") as http:
+        records = crawl(
+            redis_url, http.base, tmp_path / "out.jsonl", "--content", "text,markdown",
+            "--config", str(settings),
+        )  # fmt: skip
+    pages = {r["url"].removeprefix(http.base): r for r in records}
+    assert pages["/small.html"]["outcome"] == "fetched"
+    skipped = {"/large.html": "too_large", "/slow.html": "timeout", "/deep.html": "too_deep"}
+    for path, reason in skipped.items():
+        record = pages[path]
+        assert (record["outcome"], record["title"], record["outlinks"], record["attempts"]) == (
+            "fetched", f"Title of {path}", 1, 1
+        ), path  # fmt: skip
+        assert record["content_skipped"] == reason, path
+        assert record["content"]["text"] is None and record["content"]["markdown"] is None
+
+
+def test_a_text_node_the_parser_cuts_is_said_not_extracted_as_empty():
+    html = "<html><body><p>" + "word " * 2_100_000 + "</p></body></html>"  # 10.5 MB of text
+    url = "http://127.0.0.1/big.html"
+    found, skipped = page_content(html, parse(html, url), url, ["text"], 20_000_000, 60)
+    assert (skipped, found["text"]) == ("parser_limit", None)

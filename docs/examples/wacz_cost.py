@@ -14,12 +14,14 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
 from rqcrawl.bench.site import SiteSpec, render
+from rqcrawl.config import CrawlConfig
 from rqcrawl.ops.wacz import write_wacz
 from rqcrawl.parse.content import page_content
 from rqcrawl.parse.extract import decode, parse
 
 ORIGIN = "http://127.0.0.1:8000"
 PAGES = 2000
+LIMITS = CrawlConfig()  # the default content_max_bytes
 pages = [(p, b) for p, b in render(SiteSpec(), ORIGIN).items() if b.lstrip().startswith(b"<")]
 pages = pages[:PAGES]
 
@@ -41,7 +43,7 @@ with tempfile.TemporaryDirectory() as work:
             writer.write_request_response_pair(request, response)
             text = decode(body, "text/html")
             page = parse(text, url)
-            content = page_content(text, page.selector, url, ["text"])
+            content, _ = page_content(text, page, url, ["text"], LIMITS.content_max_bytes, 60)
             records.append(
                 {"url": url, "final_url": url, "outcome": "fetched", "title": page.title,
                  "fetched_at": "2099-01-01T00:00:00Z", "content": content}

@@ -1,14 +1,29 @@
 """A page's content for its record, when the crawl asks for it (the `content` setting): the
 main content as text and as markdown (trafilatura, the best-rated main-content extractor in
 the published evaluations; Apache-2.0), the decoded page, and the metadata a page states
-(language, description, author, published date). Nothing runs when the setting is empty."""
+(language, description, author, published date). Nothing runs when the setting is empty.
+
+Content may be skipped, never the page: a page above `content_max_bytes`, one that the HTML
+parser cannot read whole, or an extraction past `content_timeout` keeps its record, title
+and links, with `content_skipped` saying why. The markdown is for pipelines that render it:
+its links are absolute (resolved against the page, `#fragment` links kept on the page), and
+nothing from the page renders as markup or a script URL."""
 
 from __future__ import annotations
 
+import copy
 import json
+import re
+import secrets
+import threading
+from collections.abc import Callable
+from urllib.parse import quote, urljoin, urlsplit
 
+import lxml.html
 import trafilatura
-from parsel import Selector
+from lxml import etree
+
+from rqcrawl.parse.extract import Page
 
 _METADATA = {"language": None, "description": None, "author": None, "published": None}
 # Our names of the metadata, and trafilatura's keys of them in its JSON output.
@@ -18,28 +33,169 @@ _METADATA_KEYS = {
     "author": "author",
     "published": "date",
 }
+# Link schemes the markdown keeps; any other (javascript:, data:, vbscript:...) leaves its
+# text without the link.
+_SAFE_SCHEMES = {"http", "https", "mailto"}
+# Characters of a URL percent-encoded in a markdown link destination: those that end it or
+# open raw HTML, in CommonMark and Python-Markdown alike.
+_URL_SAFE = "!#$%&*+,-./:;=?@[]^_`{|}~"
 
 
-def page_content(html: str, sel: Selector, url: str, kinds: list[str]) -> dict[str, str | None]:
-    """The asked `kinds` of content of the HTML page `html` fetched from `url`, and its
-    metadata (None where the page does not say); `sel`: the page as parsed for its links,
-    whose `<html lang>` is the language (trafilatura reports one only with a detector).
-    One extraction gives the text and the metadata; markdown costs a second one."""
+def page_content(
+    html: str, page: Page, url: str, kinds: list[str], max_bytes: int, timeout: float
+) -> tuple[dict[str, str | None], str | None]:
+    """The asked `kinds` of content of the HTML page `html` fetched from `url` and parsed as
+    `page` (its `<html lang>` is the language: trafilatura reports one only with a detector),
+    its metadata (None where the page does not say), and why text and markdown were skipped
+    (None when they were not): "too_large" above `max_bytes` of UTF-8, "too_deep" or
+    "parser_limit" when the HTML parser stops short of the page's end, "timeout" past
+    `timeout` seconds, "error" when trafilatura fails on the page."""
     found: dict[str, str | None] = dict(_METADATA)
-    found["language"] = sel.xpath("/html/@lang").get()
+    found["language"] = page.selector.xpath("/html/@lang").get()
     if "html" in kinds:
         found["html"] = html
-    if "text" in kinds or "markdown" in kinds:
-        extracted = trafilatura.extract(
-            html, url=url, output_format="json", with_metadata=True, include_comments=False
-        )
-        doc = json.loads(extracted) if extracted else {}
-        for name, key in _METADATA_KEYS.items():
-            found[name] = found[name] or doc.get(key) or None
-        if "text" in kinds:
-            found["text"] = doc.get("text") or None
+    extracted = [kind for kind in ("text", "markdown") if kind in kinds]
+    if not extracted:
+        return found, None
+    found |= dict.fromkeys(extracted)
+    if len(html.encode("utf-8", "replace")) > max_bytes:
+        return found, "too_large"
+    outcome = _abandoned_after(timeout, lambda: _extract(html, page.base, url, extracted))
+    if isinstance(outcome, str):
+        return found, outcome
+    for name, value in outcome.items():
+        found[name] = found.get(name) or value
+    return found, None
+
+
+def _abandoned_after(timeout: float, work: Callable[[], dict]) -> dict | str:
+    """What `work` returns, or why it gave nothing: "timeout" when it runs past `timeout`
+    seconds, the reason of a _Skip, or "error".
+
+    trafilatura is CPU-bound Python with no way to stop it part-way, and neither SIGALRM
+    (RQ's job timeout owns it, and only the main thread gets it) nor a process per page (a
+    stock `rq worker` already forks one per job) fits a worker's threads; so `work` runs in
+    a daemon thread that the page stops waiting for at the deadline. The abandoned thread
+    runs to its end in the background, bounded by content_max_bytes (about 2 s of CPU per
+    MB, docs/howto/export.md), then its result is dropped."""
+    result: dict[str, dict | str] = {}
+
+    def run() -> None:
+        try:
+            result["done"] = work()
+        except _Skip as skip:
+            result["done"] = skip.reason
+        except Exception:  # a page trafilatura cannot handle costs its content, not its record
+            result["done"] = "error"
+
+    thread = threading.Thread(target=run, name="rqcrawl-content", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    return result.get("done", "timeout")
+
+
+class _Skip(Exception):
+    """The page's content cannot be extracted whole, for `reason`."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _extract(html: str, base: str, url: str, kinds: list[str]) -> dict[str, str | None]:
+    """The metadata and the `kinds` ("text", "markdown") of the page `html` from `url`,
+    whose relative links resolve against `base`. One extraction gives the text and the
+    metadata; markdown costs a second one."""
+    tree = _tree(html)
+    found: dict[str, str | None] = {}
+    doc = json.loads(
+        trafilatura.extract(
+            copy.deepcopy(tree), url=url, output_format="json", with_metadata=True,
+            include_comments=False,
+        ) or "{}"
+    )  # fmt: skip
+    for name, key in _METADATA_KEYS.items():
+        found[name] = doc.get(key) or None
+    if "text" in kinds:
+        found["text"] = doc.get("text") or None
     if "markdown" in kinds:
-        found["markdown"] = trafilatura.extract(
-            html, url=url, output_format="markdown", include_comments=False, include_links=True
-        )
+        found["markdown"] = _markdown(tree, base, url)
     return found
+
+
+def _tree(html: str) -> lxml.html.HtmlElement:
+    """The page parsed as trafilatura parses it; _Skip when libxml2 stops at one of its
+    limits (elements nested 256 deep, a text node of 10 MB), where the rest of the page is
+    lost without an error and the extraction would silently be empty or partial."""
+    parser = lxml.html.HTMLParser(
+        encoding="utf-8", remove_comments=True, remove_pis=True, collect_ids=False
+    )
+    try:
+        tree = lxml.html.document_fromstring(html.encode("utf-8", "replace"), parser=parser)
+    except etree.ParserError as exc:  # an empty document
+        raise _Skip("empty") from exc
+    for error in parser.error_log:
+        if error.type == etree.ErrorTypes.ERR_RESOURCE_LIMIT:
+            raise _Skip("too_deep" if "depth" in error.message else "parser_limit")
+    return tree
+
+
+def _markdown(tree: lxml.html.HtmlElement, base: str, url: str) -> str | None:
+    """The main content of the parsed page `tree` as markdown that renders inert: links
+    absolute (against `base`, `#fragment` links against `url`), those of other schemes than
+    _SAFE_SCHEMES reduced to their text, and `<` and `&` of the page's text written `&lt;`
+    and `&amp;` (text in both CommonMark and Python-Markdown) outside code, which renderers
+    print as it is.
+
+    trafilatura resolves links against the site's root and unescapes its whole output, so
+    the page goes in with stand-ins: a nonce token for each `<`, `&` and link URL, replaced
+    in its markdown."""
+    nonce = "q" + secrets.token_hex(8)
+    urls: list[str] = []
+    for link in tree.iter("a"):
+        target = _safe_url(link.get("href"), base, url)
+        if target is None:
+            link.drop_tag()  # its text stays, without the link
+        else:
+            link.set("href", f"{nonce}u{len(urls)}z")
+            urls.append(target)
+    for element in tree.iter():
+        if not isinstance(element.tag, str) or _in_code(element):
+            continue
+        if element.text and element.tag != "code":
+            element.text = _stand_ins(element.text, nonce)
+        if element.tail:
+            element.tail = _stand_ins(element.tail, nonce)
+    markdown = trafilatura.extract(
+        tree, output_format="markdown", include_comments=False, include_links=True
+    )
+    if markdown is None:
+        return None
+    tokens = re.compile(rf"{nonce}(?:(l)|(a)|u(\d+)z)")
+    return tokens.sub(lambda m: "&lt;" if m[1] else "&amp;" if m[2] else urls[int(m[3])], markdown)
+
+
+def _in_code(element: lxml.html.HtmlElement) -> bool:
+    """Whether `element` is inside a `<code>`, which trafilatura writes as code (printed as
+    it is: a `&lt;` there would show as such)."""
+    return any(ancestor.tag == "code" for ancestor in element.iterancestors())
+
+
+def _stand_ins(text: str, nonce: str) -> str:
+    return text.replace("&", f"{nonce}a").replace("<", f"{nonce}l")
+
+
+def _safe_url(href: str | None, base: str, url: str) -> str | None:
+    """The absolute URL of the link `href` on the page `url` whose links resolve against
+    `base`, percent-encoded for a markdown link destination; None for a link of a scheme
+    outside _SAFE_SCHEMES or no URL at all. urllib reads the scheme as a browser does
+    (WHATWG URL): leading C0 controls and spaces, and tabs and newlines anywhere, ignored,
+    so ` java\tscript:` is javascript:."""
+    if href is None:
+        return None
+    try:
+        target = urljoin(url.split("#", 1)[0] if href.startswith("#") else base or url, href)
+        scheme = urlsplit(target).scheme.lower()
+    except ValueError:
+        return None
+    return quote(target, safe=_URL_SAFE) if scheme in _SAFE_SCHEMES else None

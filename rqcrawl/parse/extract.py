@@ -25,6 +25,8 @@ class Page:
     nofollow_links: int = 0  # links only marked rel="nofollow" (when those are left out)
     canonical: str | None = None  # <link rel="canonical" href>, canonical
     selector: Selector | None = field(default=None, compare=False, repr=False)  # for fields, hook
+    # What the page's relative links resolve against: its URL or its <base href> (content).
+    base: str = field(default="", compare=False)
 
 
 def decode(body: bytes, content_type: str | None) -> str:
@@ -111,7 +113,7 @@ def parse(
         except InvalidURL:
             pass
     title = sel.css("title::text").get()
-    page = Page(title=" ".join(title.split()) if title else None, selector=sel)
+    page = Page(title=" ".join(title.split()) if title else None, selector=sel, base=base)
     contexts = _contexts(base)
     followed: dict[str, None] = {}  # an ordered set
     nofollow = set()

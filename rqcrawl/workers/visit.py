@@ -208,7 +208,11 @@ def _parsed(
     page_record.update(outcome="fetched", title=page.title, bytes=len(resp.body))
     page_record["fields"] = extract_fields(page.selector, cfg.fields)
     if cfg.content:  # the rendered DOM's content when the browser made the page
-        page_record["content"] = page_content(text, page.selector, resp.final_url, cfg.content)
+        page_record["content"], skipped = page_content(
+            text, page, resp.final_url, cfg.content, cfg.content_max_bytes, cfg.content_timeout
+        )
+        if skipped:
+            page_record["content_skipped"] = skipped
     counts = Counter({keys.FETCHED: 1, keys.links_dropped("bad"): page.bad_links})
     links = page.links
     if cfg.hook:
