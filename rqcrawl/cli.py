@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -584,11 +584,27 @@ def export(
     stop = Stop(signal.SIGINT, signal.SIGTERM)  # (only asks: see rqcrawl.workers.stopping)
     try:
         with contextlib.suppress(StopAsked):
-            with following_records(conn, name, output, fmt, rotate_records, rotate_bytes) as done:
-                while not done.wait(FOLLOW_STOP_CHECK):
+            with following_records(conn, name, output, fmt, rotate_records, rotate_bytes) as f:
+                while not f.done.wait(FOLLOW_STOP_CHECK):
                     stop.check()
     finally:
         stop.exiting()
+
+
+@dataclass
+class FollowerThread:
+    """A follower running in a thread: `done` is set when it ended, `error` says why if it
+    failed (said in one line by the command)."""
+
+    done: threading.Event = field(default_factory=threading.Event)
+    error: Exception | None = None
+    rows: int = 0
+
+    def failure(self) -> str | None:
+        """Why the follower failed, once it did: a crawl must not run on without it."""
+        if self.error is None:
+            return None
+        return f"{self.error}; the crawl stopped: run the same command again to resume it"
 
 
 @contextmanager
@@ -602,36 +618,35 @@ def following_records(
     append: bool = True,
     drain: bool = False,
     seen: Callable[[list[dict]], None] | None = None,
-) -> Iterator[threading.Event]:
-    """A follower of crawl NAME in a thread (api.follow_records) and an event set when it
-    ended by itself. Leaving the block ends it once it has delivered what the stream holds,
-    or, left by a stop signal (StopAsked) without `drain`, once what it took is on disk;
-    its count is printed."""
-    stop, ending, done, result = threading.Event(), threading.Event(), threading.Event(), {}
+) -> Iterator[FollowerThread]:
+    """A follower of crawl NAME in a thread (api.follow_records). Leaving the block ends it
+    once it has delivered what the stream holds, or, left by a stop signal (StopAsked)
+    without `drain`, once what it took is on disk; its count is printed."""
+    stop, ending, following = threading.Event(), threading.Event(), FollowerThread()
 
     def deliver() -> None:
         try:
-            result["rows"] = api.follow_records(
+            following.rows = api.follow_records(
                 conn, name, output, fmt, rotate_records, rotate_bytes, append, stop, ending, seen
             )
         except Exception as exc:  # noqa: BLE001 - said in one line by the main thread
-            result["error"] = exc
+            following.error = exc
         finally:
-            done.set()
+            following.done.set()
 
     thread = threading.Thread(target=deliver, name="follower", daemon=True)
     thread.start()
     try:
-        yield done
+        yield following
     except StopAsked:
         (ending if drain else stop).set()
         raise
     finally:
         ending.set()
         thread.join()
-    if "error" in result:
-        raise click.ClickException(str(result["error"]))
-    click.echo(f"{result['rows']} row(s) written to {output}", err=True)
+    if following.error:
+        raise click.ClickException(str(following.error))
+    click.echo(f"{following.rows} row(s) written to {output}", err=True)
 
 
 def write_export(
@@ -757,10 +772,10 @@ def crawl(
             render_workers,
         ) as fleet, following_records(
             conn, planned.name, output, fmt, append=resumed, drain=True, seen=seen
-        ):  # fmt: skip
+        ) as following:  # fmt: skip
             clock.mark(f"{len(fleet[0].procs)} worker process(es) started")
             continuous = bool(planned.cfg.revisit)
-            final = run_local(conn, planned, fleet, continuous, clock, stop)
+            final = run_local(conn, planned, fleet, continuous, clock, stop, following.failure)
         clock.mark("export written")
         if not continuous and final["fetched"] == 0:
             explain_seeds(planned.name, seeds)
@@ -862,14 +877,16 @@ def run_local(
     continuous: bool,
     clock: Timings,
     stop: Stop,
+    failure: Callable[[], str | None],
 ) -> dict:
     """Run the planned crawl with the local `fleet` until it is over, and return its final
     status; a `continuous` one (revisits) never is: Ctrl-C or SIGTERM (`stop`) ends it, and
-    its export is written all the same."""
+    its export is written all the same. A `failure` of the export (its follower) stops the
+    crawl with one line: it can be resumed."""
     name = planned.name
     pool, renderers = fleet
     try:
-        final = watch(conn, name, pool, stop=stop)
+        final = watch(conn, name, pool, stop=stop, failure=failure)
         clock.mark("crawl over seen")
         for at in pool.registered(conn):  # read before the workers stop
             clock.mark("a worker ready (registered with RQ)", at)

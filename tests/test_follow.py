@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
 import subprocess
 import threading
@@ -18,7 +19,7 @@ from collections import Counter
 import pytest
 import redis
 from helpers import BIN, env_with, read_jsonl, rqcrawl, seed_local, wait_until
-from servers import HTTPSite, reply
+from servers import HTTPSite, RedisServer, reply
 
 from rqcrawl import api
 from rqcrawl.frontier.keys import CrawlKeys
@@ -302,8 +303,128 @@ def test_a_follower_killed_between_its_read_and_its_mark_keeps_the_batch_before(
     assert first.step(wait=False) == 2  # written, made durable, acknowledged, trimmed
     add(2)
     assert len(first.deliveries[0].take(10)) == 1  # read, and killed before its mark
-    first.lock.release()  # (a killed follower's lock is taken over by its restart)
+    first.lock.release()  # (a killed follower's locks are taken over by its restart)
+    first.output.release()
     second = follower()
     assert second.step(wait=False) == 1
     second.output.close()
     assert [r["url"] for r in read_jsonl(out)] == [f"http://a.test/{n}" for n in range(3)]
+
+
+def add_records(conn, crawl: str, urls: list[str]) -> None:
+    """Records in the crawl's stream, as a worker's finish step writes them."""
+    for url in urls:
+        conn.xadd(CrawlKeys(crawl).items, {"r": json.dumps({"url": url, "depth": 0})})
+
+
+@pytest.mark.timeout(90)
+def test_one_output_spelled_another_way_is_refused_and_a_restart_so_spelled_loses_nothing(
+    redis_url, conn, tmp_path
+):
+    """Issue 42 item 1: the output reached through a symlinked directory, a leading `//`
+    or a hard link is the same output: a second follower is refused in one line (before, it
+    ran, and a restart's cut-back truncated records the other had acknowledged)."""
+    real, link = tmp_path / "real", tmp_path / "link"
+    real.mkdir()
+    link.symlink_to(real)
+    out = real / "out.jsonl"
+    urls = [f"http://a.test/{n}" for n in range(6)]
+    seed_local(redis_url, "http://127.0.0.1:9/", "twice", 0)  # no worker: it stays running
+    add_records(conn, "twice", urls[:3])
+    first = follower(redis_url, "twice", out)
+    wait_until(lambda: out.exists() and len(read_jsonl(out)) == 3, 30, "the first records")
+    os.link(out, tmp_path / "hard.jsonl")
+    for other in (link / "out.jsonl", f"/{out}", tmp_path / "hard.jsonl"):
+        second = rqcrawl(redis_url, "export", "twice", "--follow", "-o", str(other), check=False)
+        assert second.returncode == 1 and second.stderr.count("\n") == 1, (other, second.stderr)
+        assert "another follower" in second.stderr and str(other) in second.stderr, second.stderr
+    first.kill()  # its batch acknowledged: a restart must cut nothing off
+    first.communicate(timeout=30)
+    add_records(conn, "twice", urls[3:])
+    restarted = follower(redis_url, "twice", link / "out.jsonl")
+    wait_until(lambda: len(read_jsonl(out)) >= 6, 30, "the records after the restart")
+    rqcrawl(redis_url, "cancel", "twice")
+    _, err = restarted.communicate(timeout=30)
+    assert restarted.returncode == 0, err
+    assert [r["url"] for r in read_jsonl(out)] == urls  # each once, in order
+
+
+@pytest.mark.timeout(90)
+def test_a_follower_whose_write_fails_leaves_its_records_for_its_restart(redis_url, conn, tmp_path):
+    """A write that fails (the file size limit, RLIMIT_FSIZE, mid-record) is one line, and
+    nothing of the batch is acknowledged: a restart writes every record once (a follower
+    that acknowledged before writing delivered 0 of 3)."""
+    out, urls = tmp_path / "small.jsonl", [f"http://a.test/{n}" for n in range(3)]
+    seed_local(redis_url, "http://127.0.0.1:9/", "small", 0)
+    add_records(conn, "small", urls)
+
+    def small_files() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (40, 40))  # less than one record
+
+    failed = subprocess.run(
+        [str(BIN / "rqcrawl"), "export", "small", "--follow", "-o", str(out)],
+        env=env_with(redis_url), capture_output=True, text=True, timeout=60,
+        preexec_fn=small_files,
+    )  # fmt: skip
+    assert failed.returncode == 1 and failed.stderr.count("\n") == 1, failed.stderr
+    assert failed.stderr == f"Error: cannot write {out}: File too large\n"
+    assert out.stat().st_size == 40  # the part of a record that fitted
+    restarted = follower(redis_url, "small", out)
+    wait_until(lambda: len(out.read_text().splitlines()) >= 3, 30, "the records rewritten")
+    rqcrawl(redis_url, "cancel", "small")
+    _, err = restarted.communicate(timeout=30)
+    assert restarted.returncode == 0, err
+    assert [r["url"] for r in read_jsonl(out)] == urls
+
+
+def crawl_o(redis_url: str, base: str, out, data_dir) -> subprocess.Popen:
+    """`rqcrawl crawl BASE/ -o OUT` of a loopback site, one worker process."""
+    return subprocess.Popen(
+        [str(BIN / "rqcrawl"), "crawl", base + "/", "-o", str(out), "--max-depth", "1",
+         "--allow-private", "--delay", "0", "--no-sitemaps", "--workers", "1",
+         "--threads", "2", "--data-dir", str(data_dir)],
+        env=env_with(redis_url), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+@pytest.mark.timeout(180)
+def test_crawl_o_rides_out_a_redis_restart_with_every_record_once(tmp_path):
+    """Issue 42 item 2: Redis restarted midway (AOF on); the follower waits for it as the
+    workers do, and the file ends with every page's record once (before, the follower died
+    on the connection error and the crawl ran on: 31 rows of 1501, exit 1)."""
+    pages, out = 60, tmp_path / "all.jsonl"
+    server = RedisServer(tmp_path / "aof", aof=True).start()
+    try:
+        with HTTPSite(site(pages, slow=0.1), max_requests=500, max_seconds=170) as http:
+            proc = crawl_o(server.url, http.base, out, tmp_path / "data")
+            try:
+                wait_until(lambda: out.exists() and len(read_jsonl(out)) >= 8, 60, "rows")
+                server.stop()  # a clean restart: the append-only file has every write
+                server.start()  # same port, same directory
+                _, err = proc.communicate(timeout=150)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+    finally:
+        server.stop()
+    assert proc.returncode == 0, err
+    urls = Counter(r["url"] for r in read_jsonl(out))
+    assert urls == Counter([http.base + "/"] + [f"{http.base}/p{i}" for i in range(pages)])
+
+
+@pytest.mark.timeout(120)
+def test_crawl_o_stops_in_one_line_when_its_follower_fails(redis_url, tmp_path):
+    """Issue 41 item 4: the follower failing (a write refused: the file is /dev/full) stops
+    the crawl with one line, rather than a crawl that runs on with nothing written."""
+    out = tmp_path / "full.jsonl"
+    out.symlink_to("/dev/full")
+    with HTTPSite(site(30, slow=0.2), max_requests=500, max_seconds=110) as http:
+        proc = crawl_o(redis_url, http.base, out, tmp_path / "data")
+        _, err = proc.communicate(timeout=100)
+        fetched = sum(served(http).values())
+    assert proc.returncode == 1 and "Traceback" not in err, err
+    assert err.splitlines()[-1] == (
+        f"Error: cannot write {out}: No space left on device; the crawl stopped: run the same "
+        "command again to resume it"
+    ), err
+    assert fetched < 31  # stopped early, not at the end of the crawl

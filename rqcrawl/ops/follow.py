@@ -18,22 +18,29 @@ renamed when complete: its records are acknowledged then.
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import logging
 import os
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO
 
 from redis import Redis
-from redis.exceptions import LockError
+from redis.exceptions import LockError, LockNotOwnedError
+from redis.lock import Lock
 
+from rqcrawl.defaults import REDIS_POLL
 from rqcrawl.frontier.delivery import LOCK_TTL, Delivery, OutputTaken, hold
 from rqcrawl.ops.exporters.base import Exporter
+from rqcrawl.redisurl import REDIS_DOWN
 
 BATCH = 500  # records taken from a shard in one read
 WAIT_MS = 200  # how long an idle read waits for a new record
+
+log = logging.getLogger(__name__)
 
 
 class OutputError(OSError):
@@ -66,6 +73,38 @@ class Output:
             self.directory.mkdir(parents=True, exist_ok=True)
         elif not exporter.durable_on_flush and append and self.path.exists():
             raise OutputError(f"{target}: a {exporter.extension} file cannot be appended to")
+        self._lock_fd = self._lock()
+
+    def _lock(self) -> int:
+        """An exclusive lock of the operating system on what the output is (the directory,
+        the file, or a Parquet file's `.part`), however it is spelled; held until `release`."""
+        durable = self.exporter.durable_on_flush
+        where = self.directory or (self.path if durable else _part(self.path))
+        flags = os.O_RDONLY if self.directory else os.O_WRONLY | os.O_CREAT | os.O_APPEND
+        try:
+            fd = os.open(where, flags | os.O_CLOEXEC, 0o666)
+        except OSError as exc:
+            raise OutputError(f"cannot write {where}: {exc.strerror}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise OutputError(
+                f"{self.path}: another follower writes to this output (the same file or "
+                "directory by another name): stop it, or follow into another file or directory"
+            ) from None
+        return fd
+
+    def release(self) -> None:
+        """Free the output's lock (the current file closed first), for another follower."""
+        self.close()
+        if self._lock_fd < 0:
+            return
+        os.close(self._lock_fd)
+        self._lock_fd = -1
+        part = None if self.directory or self.exporter.durable_on_flush else _part(self.path)
+        if part and part.exists() and not part.stat().st_size:  # the lock's, nothing written
+            part.unlink()
 
     def start(self) -> tuple[str, int]:
         """Open the file if none is, and say where the next record goes (file, offset)."""
@@ -75,15 +114,26 @@ class Output:
         return os.fspath(self.part or self.final), self.stream.tell()
 
     def write(self, records: list[dict]) -> None:
-        self.writer.write(records)
+        with self._writing():
+            self.writer.write(records)
         self.written += len(records)
 
     def durable(self) -> bool:
         """Make what was written durable; False if this format needs the file closed first."""
         if self.writer is None:
             return True
-        self.writer.flush()
+        with self._writing():
+            self.writer.flush()
         return self.exporter.durable_on_flush
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """A failed write (disk full, file too large, I/O error) is one line naming the file."""
+        try:
+            yield
+        except OSError as exc:
+            where = self.part or self.final
+            raise OutputError(f"cannot write {where}: {exc.strerror or exc}") from None
 
     def full(self) -> bool:
         """Whether the current file reached a rotation bound (a directory's only)."""
@@ -96,17 +146,21 @@ class Output:
         """Finish the current file (durable, renamed from .part where it had one)."""
         if self.writer is None:
             return
-        self.writer.close()
-        self.stream.close()
+        writer, stream = self.writer, self.stream
+        self.writer = self.stream = None  # closed once, even if that fails
+        self.written = 0
+        with self._writing():
+            try:
+                writer.close()
+            finally:
+                stream.close()
         if self.part:
             os.replace(self.part, self.final)
-        self.writer = self.stream = None
-        self.written = 0
 
     def _open(self) -> None:
         self.final = self._next_file() if self.directory else self.path
         durable = self.exporter.durable_on_flush
-        self.part = None if durable else self.final.with_name(self.final.name + ".part")
+        self.part = None if durable else _part(self.final)
         mode = ("ab" if self.exporter.binary else "a+") if durable and self.append else "w"
         mode = "wb" if self.exporter.binary and mode == "w" else mode
         text = {} if self.exporter.binary else {"encoding": "utf-8", "newline": ""}
@@ -118,9 +172,10 @@ class Output:
         self.append = True  # a file started afresh is appended to after a rotation
 
     def name(self) -> str:
-        """The follower's name in the delivery group: this machine and the output, so that
-        a follower restarted on the same output resumes its own records."""
-        return f"{os.uname().nodename}:{os.path.abspath(self.path)}"
+        """The follower's name in the delivery group: this machine and the output's real
+        path, so that a follower restarted on the same output, however spelled, resumes its
+        own records (and a second one is refused by the lock of that name)."""
+        return f"{os.uname().nodename}:{os.path.realpath(self.path)}"
 
     def _next_file(self) -> Path:
         """The next number after every file of the crawl in the directory."""
@@ -132,6 +187,11 @@ class Output:
 
 def _is_dir(target: str | os.PathLike) -> bool:
     return os.path.isdir(target) or os.fspath(target).endswith(os.sep)
+
+
+def _part(final: Path) -> Path:
+    """Where a format written whole (Parquet) is written until complete."""
+    return final.with_name(final.name + ".part")
 
 
 class Follower:
@@ -147,17 +207,20 @@ class Follower:
     ) -> None:
         """`seen` is shown every batch written (the caller's view of what leaves Redis).
         OutputError if another follower runs on this output (delivery.hold)."""
-        self.seen = seen
-        try:
-            self.lock = hold(shards[0], crawl, output.name())
-        except OutputTaken as exc:
-            raise OutputError(f"{output.path}: {exc}") from None
+        self.seen, self.crawl, self.output = seen, crawl, output
+        self.redis = shards[0]
+        self.lock = self._hold()
         self.renewed = time.monotonic()
         self.deliveries = [Delivery(r, crawl, output.name(), reclaim_after) for r in shards]
-        self.output = output
         self.unacked: list[tuple[Delivery, list[str]]] = []
         self.delivered = 0
         self._cut_back()
+
+    def _hold(self) -> Lock:
+        try:
+            return hold(self.redis, self.crawl, self.output.name())
+        except OutputTaken as exc:
+            raise OutputError(f"{self.output.path}: {exc}") from None
 
     def _cut_back(self) -> None:
         """A batch of the last run on this output written but not acknowledged is cut off
@@ -175,14 +238,47 @@ class Follower:
         delivered."""
         try:
             while not stop.is_set():
-                if not self.step() and finished() and not self.step(wait=False):
-                    break
+                try:
+                    if not self.step() and finished() and not self.step(wait=False):
+                        break
+                except REDIS_DOWN as exc:
+                    self._ride_out(exc, stop)
         finally:
-            self.output.close()
-            self._acknowledge()
-            with contextlib.suppress(LockError):  # expired: nobody else may hold it anyway
-                self.lock.release()
+            try:
+                self.output.close()
+                self._acknowledge()
+                with contextlib.suppress(LockError):  # expired: nobody else may hold it anyway
+                    self.lock.release()
+            finally:
+                self.output.release()
         return self.delivered
+
+    def _ride_out(self, exc: Exception, stop: threading.Event) -> None:
+        """Wait until Redis answers again (or `stop`), as the workers and the crawl's watch
+        do, then go on where this follower was (`_resume`)."""
+        log.warning("follower of %s: Redis unreachable (%s), waiting for it", self.crawl, exc)
+        while not stop.is_set():
+            try:
+                self._resume()
+            except REDIS_DOWN:
+                stop.wait(REDIS_POLL)
+                continue
+            log.warning("follower of %s: Redis is back", self.crawl)
+            return
+
+    def _resume(self) -> None:
+        """After an outage: the lock again (an outage past LOCK_TTL lost it: taken anew, or
+        OutputError if another follower took it meanwhile), what was written acknowledged,
+        and this follower's entries taken but not written read again first."""
+        try:
+            self.lock.reacquire()
+        except LockNotOwnedError:
+            self.lock = self._hold()
+        self.renewed = time.monotonic()
+        if self.output.durable():  # (a Parquet file's records wait for its end)
+            self._acknowledge()
+            for delivery in self.deliveries:
+                delivery.backlog = True
 
     def step(self, wait: bool = True) -> int:
         """One read of every shard (waiting up to WAIT_MS in all for records, if `wait`),
@@ -210,7 +306,9 @@ class Follower:
         return taken
 
     def _acknowledge(self) -> None:
-        for delivery, ids in self.unacked:
+        """Acknowledge the batches written, one at a time (Redis may go away in between)."""
+        while self.unacked:
+            delivery, ids = self.unacked[0]
             delivery.acknowledge(ids)
+            del self.unacked[0]
             self.delivered += len(ids)
-        self.unacked = []

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
 from datetime import UTC
 from pathlib import Path
@@ -343,10 +343,12 @@ def watch(
     workers: LocalWorkers,
     out: TextIO = sys.stderr,
     stop: Stop | None = None,
+    failure: Callable[[], str | None] = lambda: None,
 ) -> dict:
     """Show progress until the crawl is finished (or cancelled), pumping its due revisits
     (a crawl with revisits never finishes: it runs until interrupted); returns the final
-    status. Raises StopAsked between two steps once `stop` was asked.
+    status. Raises StopAsked between two steps once `stop` was asked, and RuntimeError once
+    a part the crawl needs says it failed (`failure`: the command's follower).
 
     On a terminal a progress bar (monitor.ProgressBar); otherwise a plain line every 5 seconds.
     """
@@ -359,6 +361,8 @@ def watch(
             while True:
                 if stop is not None:
                     stop.check()
+                if why := failure():
+                    raise RuntimeError(why)
                 try:
                     frontiers = frontiers or crawl_frontiers(conn, crawl)
                     for frontier in frontiers:
