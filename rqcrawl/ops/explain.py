@@ -21,6 +21,8 @@ _HINTS = {
     "not_html": "it is not an HTML page: seed a page that links to it",
     "connection_refused": "nothing listens at that address and port: is the server up?",
     "timeout": "the server did not answer in time: is it up and reachable from here?",
+    "job_timeout": "its job ran over job_timeout (a --config file setting): a page served "
+    "slower than that, or a hook or rendering that long",
     "tls": "the TLS handshake failed (certificate or protocol)",
 }
 
