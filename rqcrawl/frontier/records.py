@@ -19,6 +19,7 @@ FIELDS = [
     "content_type",
     "title",
     "bytes",
+    "truncated",  # true when the body was over max_body_bytes: `bytes` are its first ones
     "outlinks",
     "links_cut",
     "attempts",
