@@ -36,7 +36,7 @@ from rqcrawl.workers import process_name
 from rqcrawl.workers.crawls import Crawl
 
 # Permanent fetch outcomes that mean "not for us" rather than "broken": counted as skips.
-SKIP_REASONS = {"out_of_scope", "refused_address", "too_large", "not_html"}
+SKIP_REASONS = {"out_of_scope", "refused_address", "not_html"}
 
 
 @dataclass
