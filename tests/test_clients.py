@@ -80,3 +80,5 @@ def test_the_size_cap_holds_for_every_client(http_client):
             with pytest.raises(FetchError) as err:
                 fetch(site.base + path, cfg, lambda hop: None)
             assert err.value.reason == "too_large", path
+            cut = fetch(site.base + path, cfg, lambda hop: None, truncate_at=1_000_000)
+            assert cut.truncated and len(cut.body) == 1_000_000, path  # a page's read

@@ -28,6 +28,9 @@ def dripping(req: BaseHTTPRequestHandler) -> None:
     elif req.path == "/body":
         req.wfile.write(HEAD)
         drip(req, b"x" * 40)
+    elif req.path == "/slow":  # 40 bytes at 0.3 s each: 12 s, over a job_timeout of 2 s
+        req.wfile.write(HEAD)
+        drip(req, b"x" * 40)
     else:
         reply(req, 404, b"")
 
@@ -63,3 +66,19 @@ def test_a_drip_fed_page_is_retried_then_failed_not_lost(redis_url, tmp_path, ht
         assert "download took over 2.0s" in rows[path]["error"]
         assert rows[path]["attempts"] == 2 and http.hits[path] == 2
     assert s["failed"] == 2 and s["fetched"] == 1
+
+
+def test_a_page_over_job_timeout_is_a_failure_by_reason(redis_url, tmp_path):
+    """A page whose job RQ cuts at job_timeout (the download's own deadline is longer) is
+    failed with the reason `job_timeout`, counted among the failures by reason."""
+    conf = tmp_path / "slow.toml"
+    conf.write_text(
+        "[crawl]\nread_timeout = 5.0\ndownload_timeout = 60.0\njob_timeout = 2\nretries = 0\n"
+    )
+    with HTTPSite(dripping, max_requests=5, max_seconds=60) as http:
+        seed_local(redis_url, http.base + "/slow", "jt", 0, "--config", str(conf))
+        with LocalWorkers(redis_url, 1, log_dir=tmp_path):
+            s = wait_finished(redis_url, "jt", timeout=60)
+    assert s["failed"] == 1 and s["failed_by_reason"] == {"job_timeout": 1}, s
+    shown = rqcrawl(redis_url, "status", "jt").stdout
+    assert "failed     1 (job_timeout 1)" in shown, shown

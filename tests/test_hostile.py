@@ -80,12 +80,48 @@ def test_every_misbehaving_page_ends_with_a_precise_outcome(redis_url, tmp_path)
 
     assert rows["slow"]["outcome"] == "failed" and "timeout" in rows["slow"]["error"]
     assert rows["trickle"]["outcome"] == "failed" and "3.0s" in rows["trickle"]["error"]
-    assert rows["endless"]["outcome"] == "too_large"
-    assert rows["bomb"]["outcome"] == "too_large"  # decoded bytes are what is capped
+    for cut in ("endless", "bomb"):  # read up to the cap on decoded bytes, no further
+        assert rows[cut]["outcome"] == "fetched" and rows[cut]["truncated"] is True, rows[cut]
+        assert rows[cut]["bytes"] == 1_000_000
     assert rows["pdf"]["outcome"] == "not_html" and rows["pdf"]["bytes"] is None
     assert rows["latin1"]["title"] == "café"
     assert rows["meta1251"]["title"] == "Привет"
     assert rows["broken"]["outcome"] == "fetched" and rows["broken"]["title"].startswith("broken")
     assert {"ok?a=1", "ok?b=2"} <= set(rows)  # links are still found in broken HTML
-    assert s["failed"] == 2 and s["skipped"] == {"too_large": 2, "not_html": 1}
+    assert s["failed"] == 2 and s["skipped"] == {"not_html": 1}
     assert elapsed < 45  # bounded by the timeouts, not by the servers' patience
+
+
+BIG_LINKS = [f"/only{i}" for i in range(3)]
+
+
+def big_page(req: BaseHTTPRequestHandler) -> None:
+    """`/`: 3 MB declared in its Content-Length, its links first (Derby's 17 MB javadoc
+    index-all.html is the only page linking some of its pages); `/stream`: the same without
+    a Content-Length."""
+    links = "".join(f'<a href="{p}">{p}</a>' for p in BIG_LINKS).encode()
+    if req.path == "/":
+        reply(req, 200, b'<title>big</title><a href="/stream">s</a>' + links + b"x" * 3_000_000)
+    elif req.path == "/stream":
+        stream(req, links + b"<p>" + b"x" * 65_533, pause=0, limit=200_000_000)
+    elif req.path == "/robots.txt":
+        req.send_error(404)
+    else:
+        reply(req, 200, b"<title>linked only from a big page</title>")
+
+
+def test_a_page_over_the_size_cap_is_read_to_the_cap_and_its_links_followed(redis_url, tmp_path):
+    conf = tmp_path / "cap.toml"
+    conf.write_text("[crawl]\nmax_body_bytes = 1_000_000\n")
+    with HTTPSite(big_page, max_requests=20, max_seconds=60) as http:
+        seed_local(redis_url, http.base + "/", "big", 2, "--config", str(conf))
+        with LocalWorkers(redis_url, 1):
+            wait_finished(redis_url, "big", timeout=60)
+    out = tmp_path / "big.jsonl"
+    rqcrawl(redis_url, "export", "big", "-o", str(out))
+    rows = {r["url"].removeprefix(http.base): r for r in read_jsonl(out)}
+    assert set(rows) == {"/", "/stream", *BIG_LINKS}
+    for cut in ("/", "/stream"):
+        assert rows[cut]["outcome"] == "fetched" and rows[cut]["truncated"] is True, rows[cut]
+        assert rows[cut]["bytes"] == 1_000_000
+    assert all(rows[p]["outcome"] == "fetched" and rows[p]["truncated"] is None for p in BIG_LINKS)

@@ -35,6 +35,7 @@ class Response:
     body: bytes | None  # None when the page is not HTML (not downloaded)
     headers: Mapping[str, str]  # case-insensitive, getlist keeps each line (clients.base.Headers)
     redirect_to: str | None = None  # a redirect not followed (fetch's `follow`): its target
+    truncated: bool = False  # the body is the first `truncate_at` bytes of a longer one
 
 
 # Called with every HTTP response received (each redirect hop, errors too) and its decoded
@@ -132,11 +133,12 @@ def fetch(
     `check_hop(url)` returns a skip reason or None (or raises FetchError: a hop that could
     not wait for its host's turn). Only HTML bodies are downloaded unless
     `any_type`; `truncate_at` keeps the first bytes of a longer body instead of refusing it
-    (robots.txt). Every response received is passed to `archive`, except those whose body
-    failed to download. `download_timeout` bounds the whole, redirects, headers and bodies
-    included. Cookies are sent and kept in `cookies`, if given. `conditional` headers
-    (If-None-Match, If-Modified-Since) go with the request of `url` itself, not with a
-    redirect's target: a 304 comes back as a Response with status 304 and no body.
+    (robots.txt, a page: Response.truncated says so), reading no further. Every response
+    received is passed to `archive`, except those whose body failed to download or was
+    cut. `download_timeout` bounds the whole, redirects, headers and bodies included.
+    Cookies are sent and kept in `cookies`, if given. `conditional` headers (If-None-Match,
+    If-Modified-Since) go with the request of `url` itself, not with a redirect's target: a
+    304 comes back as a Response with status 304 and no body.
     Raises FetchError.
     """
     with Watch(cfg.download_timeout) as watch:
@@ -252,11 +254,12 @@ def _read(
         declared = resp.headers.get("content-length", "")
         if truncate_at is None and declared.isdigit() and int(declared) > cfg.max_body_bytes:
             raise FetchError("too_large", f"Content-Length {declared} over the cap", status=status)
-        body = _body(resp, cfg, watch, truncate_at)
-        archive(resp, body)
+        body, cut = _body(resp, cfg, watch, truncate_at)
+        if not cut:  # (a WARC record of a cut body would pass for the whole response)
+            archive(resp, body)
         if not (any_type or mime or sniff_html(body)):
             return Response(url, final, status, ctype, None, resp.headers)
-        return Response(url, final, status, ctype, body, resp.headers)
+        return Response(url, final, status, ctype, body, resp.headers, truncated=cut)
 
 
 # What a body without a Content-Type must start with to be taken for HTML (the WHATWG MIME
@@ -281,17 +284,20 @@ def sniff_html(body: bytes) -> bool:
     return False
 
 
-def _body(resp: HttpResponse, cfg: CrawlConfig, watch: Watch, truncate_at: int | None) -> bytes:
-    """Read the decoded body; a cap on decoded bytes also stops decompression bombs. A body
-    cut short by the deadline may look complete (a connection closed ends a body without
-    length): the watch, not the read, says whether it was."""
+def _body(
+    resp: HttpResponse, cfg: CrawlConfig, watch: Watch, truncate_at: int | None
+) -> tuple[bytes, bool]:
+    """Read the decoded body, and whether it was cut at `truncate_at` (nothing past it is
+    read); a cap on decoded bytes also stops decompression bombs. A body cut short by the
+    deadline may look complete (a connection closed ends a body without length): the watch,
+    not the read, says whether it was."""
     chunks, size = [], 0
     try:
         for chunk in resp.iter_bytes(_CHUNK):
             size += len(chunk)
-            if truncate_at is not None and size >= truncate_at:
+            if truncate_at is not None and size > truncate_at:
                 chunks.append(chunk)
-                return b"".join(chunks)[:truncate_at]
+                return b"".join(chunks)[:truncate_at], True
             if size > cfg.max_body_bytes:
                 raise FetchError(
                     "too_large", f"body over {cfg.max_body_bytes} bytes", status=resp.status
@@ -303,7 +309,7 @@ def _body(resp: HttpResponse, cfg: CrawlConfig, watch: Watch, truncate_at: int |
         raise FetchError(exc.kind, str(exc), transient=True) from None
     if watch.fired:
         raise _too_slow(cfg, resp.status)
-    return b"".join(chunks)
+    return b"".join(chunks), False
 
 
 def _too_slow(cfg: CrawlConfig, status: int | None) -> FetchError:

@@ -14,9 +14,9 @@ too), a `response` record and the `request` record that asked for it. Bodies are
 rqcrawl read them, after any Content-Encoding was decoded and chunked transfer undone, so
 those two headers are removed and Content-Length states the stored length. Bodies rqcrawl
 does not download (non-HTML pages, redirects, error responses) are archived as headers only,
-marked `WARC-Truncated: unspecified`; responses whose body failed to download (over the size
-cap, too slow, connection lost) and robots.txt files (read by the robots gate, not by the
-page fetch) are not archived.
+marked `WARC-Truncated: unspecified`; responses whose body failed to download or was cut
+(over the size cap, too slow, connection lost) and robots.txt files (read by the robots
+gate, not by the page fetch) are not archived.
 
 Revisits (crawls with `revisit`): a page that did not change since the URL's last visit is a
 `revisit` record (headers only) instead of a `response`: profile `server-not-modified` for a

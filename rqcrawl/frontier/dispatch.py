@@ -204,9 +204,7 @@ class Frontier:
         which schedules the next one, and the record gets its visit number and change: a
         worker dying between the two leaves the URL in flight, fetched again, rather than
         ended with no next visit. A page whose body an earlier URL of the crawl had is
-        recorded `duplicate_of` it and its links are not admitted: they were with the first
-        (unless it is a seed: the first may be from an earlier run of the crawl, another
-        Redis, whose links this one never admitted).
+        recorded `duplicate_of` it, its links admitted as any page's.
         `content`: what a fetched visit saw of the page."""
         record = ending.record
         if self.cfg.revisit and record is not None:
@@ -219,8 +217,6 @@ class Frontier:
                 record["similarity"] = visited.similarity
             if visited.duplicate_of:
                 record["duplicate_of"] = visited.duplicate_of
-                if record["depth"] > 0:  # a seed's links are followed: the user named it
-                    ending = replace(ending, children=[], links=None, cut=())
         ended = self.state.finish(url, ending)
         if ended.duplicate_of and record is not None:  # found by the finish step (Ending)
             record["duplicate_of"] = ended.duplicate_of

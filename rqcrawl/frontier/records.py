@@ -19,6 +19,7 @@ FIELDS = [
     "content_type",
     "title",
     "bytes",
+    "truncated",  # true when the body was over max_body_bytes: `bytes` are its first ones
     "outlinks",
     "links_cut",
     "attempts",
@@ -29,8 +30,7 @@ FIELDS = [
     "visit",  # crawls with revisits: the visit's number (1, 2...)
     "change",  # and its change: new, changed, unchanged, gone (rqcrawl.frontier.tasks)
     "not_modified",  # true when the server answered 304 to a conditional GET
-    "duplicate_of",  # the crawl's first URL with the same body: this page's links were not
-    # followed (detect_duplicates)
+    "duplicate_of",  # the crawl's first URL with the same body (detect_duplicates)
     "similarity",  # a changed visit: how alike its text is to the last one, 0 to 1
     "source",  # "sitemap" for a URL found in a sitemap (rqcrawl.frontier.sitemaps); else None:
     # a link (depth > 0) or a seed (depth 0)

@@ -646,9 +646,8 @@ end
 # max_host_share counts `others`, the URLs admitted by the other shards (as last read).
 # digest: the body digest of a fetched page (detect_duplicates), or ''. The first URL to
 # end with a digest is kept in `digests`; another one with the same digest is a duplicate:
-# its children new to the Bloom filter are neither admitted nor added to it (known ones still
-# lower their depth), its `links`, `cut` and outbox entries are dropped, and its record gets
-# `duplicate_of`.
+# its record gets `duplicate_of`, its links are admitted like any page's (a copy under
+# another path links URLs found nowhere else: traps are the trap rules' and max_depth's).
 # Returns {1 | 0 (done had already ended), admitted, reap due, level up (over shards: this
 # shard's pending URLs are past the crawl's level), links sent to the outbox, records left to
 # settle, when the freed key may go next, the first URL of `digest` if done is a duplicate
@@ -714,12 +713,12 @@ if done ~= '' then
   end
 end
 local dup = ''
-if digest ~= '' and done ~= '' then  -- a body the crawl already fetched: no links followed
+if digest ~= '' and done ~= '' then  -- a body the crawl already fetched: named in the record
   local first = redis.call('HGET', digests, digest)
   if not first then
     redis.call('HSET', digests, digest, done)
   elseif first ~= done then
-    dup, foreign, links, cut = first, '', '', ''
+    dup = first
     local named = '"duplicate_of":' .. cjson.encode(first)
     record = string.gsub(record, '"duplicate_of":null', function() return named end, 1)
   end
@@ -732,12 +731,12 @@ if kids > 0 then bloom_alloc(bloom0, sbits, size) end
 local total = tonumber(redis.call('HGET', counters, 'admitted') or '0')
 local admitted = 0
 local skip = nil
-local fresh = bloom_check(bloom0, sbits, kk, ARGV, children + 4 * kids, kids, dup == '')
+local fresh = bloom_check(bloom0, sbits, kk, ARGV, children + 4 * kids, kids, true)
 local refused = {}
 for i = 1, kids do
   local at = children + 4 * (i - 1)
   local verdict, key, host, url = ARGV[at], ARGV[at + 1], ARGV[at + 2], ARGV[at + 3]
-  if fresh[i] == 1 and dup == '' then
+  if fresh[i] == 1 then
     if verdict == '-' then
       local so_far = total + admitted
       local whole = so_far + tonumber(others)

@@ -175,8 +175,7 @@ class Ending:
     held back (exact depth), all its `links` and those `cut` by max_depth, which a shorter
     path found later sends again. `digest`: the body digest of a fetched page, when the
     crawl detects duplicates: a page whose body an earlier URL of the crawl had is recorded
-    `duplicate_of` it and admits none of its new links (the first page's were), each call
-    of the finish step checking it (scripts.FINISH)."""
+    `duplicate_of` it (scripts.FINISH), its links admitted as any page's."""
 
     counts: dict[str, int]
     record: dict | None
@@ -480,21 +479,20 @@ class CrawlState:
         children = [c for c in ending.children if self.known.get(c[1], depth + 1) > depth]
         children, foreign = self._split(children, ending, source)
         parts = list(batches(children, self.bloom.hashes + CHILD_COST)) or [[]]
-        admitted, released, sent, dup = 0, [], 0, ""
-        for part in parts[:-1]:
-            only = replace(ending, counts={}, record=None, slot=None, links=None, cut=())
+        admitted, released, sent = 0, [], 0
+        for part in parts[:-1]:  # (the last call, which writes the record, checks the digest)
+            only = replace(ending, counts={}, record=None, slot=None, links=None, cut=(),
+                           digest=b"")  # fmt: skip
             ended = self._finish_call(done, False, only, part, [], source)
             if ended is None:  # a stale job: the URL ended meanwhile, its links are not ours
                 return Ended(admitted, released)
             admitted, released = admitted + ended.admitted, released + ended.released
             sent += ended.sent
-            dup = dup or ended.duplicate_of
         last = self._finish_call(done, True, ending, parts[-1], foreign, source)
         if last is None:
             return Ended(admitted, released)
         return replace(last, admitted=admitted + last.admitted,
-                       released=released + last.released, sent=sent + last.sent,
-                       duplicate_of=dup or last.duplicate_of)  # fmt: skip
+                       released=released + last.released, sent=sent + last.sent)  # fmt: skip
 
     def _split(
         self, children: Children, ending: Ending, source: str

@@ -8,7 +8,7 @@ dying between the two refetches the URL rather than losing its next visit).
 
 A row is `scheduled` (due at `next_visit`), `queued` (taken by the pump into Redis at
 `queued_at`), `gone` (answered 404/410 `revisit_gone_after` visits in a row) or `skipped`
-(its last visit was a skip: out of scope, robots.txt, not HTML, too large; skips are not
+(its last visit was a skip: out of scope, robots.txt, not HTML; skips are not
 revisited). The pump (Frontier.pump) takes due rows in batches, exactly once however many
 pumps run: `FOR UPDATE SKIP LOCKED` on PostgreSQL and MySQL, SQLite's single writer (BEGIN
 IMMEDIATE) otherwise (each database's own ways are in rqcrawl.frontier.dialects). A row left

@@ -17,10 +17,11 @@ _HINTS = {
     "ignores robots.txt (only for sites you may crawl so)",
     "out_of_scope": "it redirects to a host outside the crawl's scope: seed the final URL, or "
     "set scope_hosts in a --config file",
-    "too_large": "its body is larger than max_body_bytes (a --config file setting)",
     "not_html": "it is not an HTML page: seed a page that links to it",
     "connection_refused": "nothing listens at that address and port: is the server up?",
     "timeout": "the server did not answer in time: is it up and reachable from here?",
+    "job_timeout": "its job ran over job_timeout (a --config file setting): a page served "
+    "slower than that, or a hook or rendering that long",
     "tls": "the TLS handshake failed (certificate or protocol)",
 }
 

@@ -135,8 +135,11 @@ def _sitemap(job: Job, c: Crawl, url: str, depth: int, claimed: Claim) -> str:
 
 
 def _page_timed_out(c: Crawl, url: str, depth: int, entry: InFlight, error: FetchError) -> dict:
+    """End (or retry) a page whose job ran over job_timeout: counted like any failure, its
+    reason among the failures by reason."""
     slot = Slot(c.frontier.state.key_of(url), c.cfg.job_timeout)
-    return settle.page(c, url, depth, entry, failed_visit(url, depth, error), slot)
+    failed = settle.counted(url, entry, failed_visit(url, depth, error))
+    return settle.page(c, url, depth, entry, failed, slot)
 
 
 def _sitemap_timed_out(c: Crawl, url: str, depth: int, entry: InFlight, error: FetchError) -> str:
@@ -184,7 +187,7 @@ def _held(
         return settle.defer(c, url, entry, until, Slot(c.frontier.state.key_of(url)))
     except JobTimeoutException:  # RQ's job_timeout: a timeout of this URL, not a lost job
         message = f"job ran over job_timeout ({job.timeout}s)"
-        return timed_out(c, url, depth, entry, FetchError("timeout", message, transient=True))
+        return timed_out(c, url, depth, entry, FetchError("job_timeout", message, transient=True))
 
 
 def abandon(job: Job) -> None:

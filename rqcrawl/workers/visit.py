@@ -36,7 +36,7 @@ from rqcrawl.workers import process_name
 from rqcrawl.workers.crawls import Crawl
 
 # Permanent fetch outcomes that mean "not for us" rather than "broken": counted as skips.
-SKIP_REASONS = {"out_of_scope", "refused_address", "too_large", "not_html"}
+SKIP_REASONS = {"out_of_scope", "refused_address", "not_html"}
 
 
 @dataclass
@@ -122,9 +122,11 @@ def visit(
     speculative: bool = False,
 ) -> Visit:
     """Fetch (archiving the responses) and parse `url`, extract its fields, run the hook;
-    never raises for anything a web server can do. Links in `known` were already admitted
-    or refused by this process at their depth or less: they are not judged again (the
-    frontier drops them); a `speculative` page keeps them all (see Visit).
+    never raises for anything a web server can do. A page over max_body_bytes is parsed up
+    to it (recorded `truncated`): a generated index may be the only page linking some.
+    Links in `known` were already admitted or refused by this process at their depth or
+    less: they are not judged again (the frontier drops them); a `speculative` page keeps
+    them all (see Visit).
     Cookies are sent and kept in `cookies`, if given. With the `prior` visit's validators
     the GET is conditional, and a 304 is a visit of the page as it was. A redirect or a
     meta refresh ends the visit, its target a URL of its own (rqcrawl.fetch.hops); `via`: the
@@ -136,8 +138,8 @@ def visit(
     try:
         conditional = prior.conditional_headers() if prior else None
         resp = fetch(  # a redirect ends the fetch: its target passes admission (hops)
-            url, cfg, lambda hop: None, archive=archive, cookies=cookies,
-            conditional=conditional, follow=False,
+            url, cfg, lambda hop: None, truncate_at=cfg.max_body_bytes, archive=archive,
+            cookies=cookies, conditional=conditional, follow=False,
         )  # fmt: skip
     except FetchError as exc:
         failed = failed_visit(url, depth, exc)
@@ -206,6 +208,7 @@ def _parsed(
         if why:
             return Visit(page_record, {}, fetch_s=fetch_s, render=why)
     page_record.update(outcome="fetched", title=page.title, bytes=len(resp.body))
+    page_record["truncated"] = resp.truncated or None  # its links: those of the part read
     page_record["fields"] = extract_fields(page.selector, cfg.fields)
     if cfg.content:  # the rendered DOM's content when the browser made the page
         page_record["content"], skipped = page_content(

@@ -19,7 +19,7 @@ from rqcrawl.ops.exporters.base import Exporter
 
 INTEGERS = {"status", "depth", "bytes", "outlinks", "links_cut", "attempts", "visit"}
 FLOATS = {"similarity"}
-FLAGS = {"not_modified", "noindex", "nofollow"}
+FLAGS = {"not_modified", "noindex", "nofollow", "truncated"}
 JSON_COLUMNS = ["fields", "content"]
 
 
