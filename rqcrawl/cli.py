@@ -210,6 +210,7 @@ def seed(urls, name, priority, fresh, config_file, url, **flags) -> None:
     """Store a crawl's settings in Redis and queue its seed URLs at depth 0."""
     planned = api.plan(urls, name, config_file=config_file, priority=priority, **flags)
     started = started_crawl(connect(redis_url(url)), planned, fresh)
+    warn_refused_seeds(planned)
     click.echo(
         f"crawl {started.name}: {started.admitted} of {len(planned.seeds)} seed(s) queued "
         f"(max depth {started.cfg.max_depth}"
@@ -227,6 +228,16 @@ def seed(urls, name, priority, fresh, config_file, url, **flags) -> None:
             f"and render workers with: rq worker {keys.RENDER_QUEUE} -w {RENDER_WORKER_CLASS}"
         )
     click.echo(started.name)
+
+
+def warn_refused_seeds(planned: api.Plan) -> None:
+    """One line on the seeds the address guard will refuse, with the flag that allows them
+    (`crawl` says so at its end; a seeded crawl ends on workers, where no one reads it)."""
+    if planned.cfg.allow_private:
+        return
+    refused = explain.refused_seeds(planned.seeds, planned.cfg.allow_networks)
+    if refused:
+        click.echo(f"warning: {explain.refusal(refused, len(planned.seeds))}", err=True)
 
 
 def started_crawl(conn: redis.Redis, planned: api.Plan, fresh: bool = False) -> api.Started:
@@ -399,9 +410,16 @@ FAILURE_COLUMNS = ("url", "reason", "status", "error", "attempts")  # of `failur
 @click.argument("name")
 @click.option("--reason", "wanted", multiple=True, help="Only this reason (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+@click.option(
+    "--skipped",
+    "with_skipped",
+    is_flag=True,
+    help="The skipped URLs too (refused addresses, robots.txt, out of scope...), their outcome "
+    "as their reason.",
+)
 @records_option
 @redis_option
-def failures(name, wanted, as_json, records_file, url) -> None:
+def failures(name, wanted, as_json, with_skipped, records_file, url) -> None:
     """The failed URLs of crawl NAME: reason, HTTP status, URL (and the error with --json)."""
     conn = connect(redis_url(url))
     if records_file is None and api.delivered(conn, name):
@@ -410,11 +428,15 @@ def failures(name, wanted, as_json, records_file, url) -> None:
             "--follow) left Redis and are not listed: --records FILE reads them",
             err=True,
         )
-    for record in api.failures(conn, name, wanted, records_file):
+    for record in api.failures(conn, name, wanted, records_file, with_skipped):
         if as_json:
             click.echo(json.dumps({k: record[k] for k in FAILURE_COLUMNS}))
         else:
             click.echo(f"{record['reason']}  {record['status'] or '-'}  {record['url']}")
+    s = api.status(conn, name, recover=False)
+    if s["skipped_total"] and not with_skipped:
+        said = f"crawl {name}: {stats.skip_summary(s)}, not listed: --skipped lists them"
+        click.echo(said, err=True)
 
 
 @main.command()
@@ -881,7 +903,7 @@ def run_local(
         clock.mark("workers stopped")
     click.echo(
         f"crawl {name} {final['state']}: {final['fetched']} fetched, {final['failed']} failed, "
-        f"{final['skipped_total']} skipped in {final['elapsed_s']:.1f} s",
+        f"{stats.skip_summary(final)} in {final['elapsed_s']:.1f} s",
         err=True,
     )
     return final

@@ -612,7 +612,6 @@ def bloom_line(bloom: dict) -> str:
 
 def render(s: dict) -> str:
     """Human-readable status, one fact per line."""
-    skipped = ", ".join(f"{k} {v}" for k, v in sorted(s["skipped"].items())) or "none"
     dropped = ", ".join(f"{k} {v}" for k, v in sorted(s["links_dropped"].items())) or "none"
     return "\n".join(
         [
@@ -624,7 +623,7 @@ def render(s: dict) -> str:
             f"admitted   {s['admitted']}",
             f"fetched    {s['fetched']} ({s['bytes']:,} bytes)",
             f"failed     {s['failed']}" + (f" ({reasons(s)})" if s["failed"] else ""),
-            f"skipped    {s['skipped_total']} ({skipped})",
+            f"skipped    {s['skipped_total']} ({skip_reasons(s) or 'none'})",
             f"retries    {s['retries']} (+{s['recovered']} jobs recovered from dead workers)",
             f"in flight  {s['in_flight']} (queued, scheduled, running or deferred; "
             f"{s['deferred']} deferred for politeness)",
@@ -714,6 +713,17 @@ def reasons(s: dict) -> str:
     """`http_404 3, timeout 1`: the failures by reason, most frequent first."""
     found = sorted(s["failed_by_reason"].items(), key=lambda kv: (-kv[1], kv[0]))
     return ", ".join(f"{k} {v}" for k, v in found)
+
+
+def skip_reasons(s: dict) -> str:
+    """`robots_disallowed 1, redirected 2`: the skipped URLs by reason ("" if none)."""
+    return ", ".join(f"{k} {v}" for k, v in sorted(s["skipped"].items()))
+
+
+def skip_summary(s: dict) -> str:
+    """`3 skipped (redirected 2, robots_disallowed 1)`: how many, and why."""
+    why = skip_reasons(s)
+    return f"{s['skipped_total']} skipped" + (f" ({why})" if why else "")
 
 
 def duration(seconds: float | None) -> str:
