@@ -22,6 +22,7 @@ import re
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -433,6 +434,14 @@ def export_wacz(
 def delivered(redis: Redis, name: str) -> bool:
     """Whether a follower delivered records of the crawl (they left Redis then)."""
     return any(delivery.delivered(shard, name) for shard in _shards(redis, name))
+
+
+def delivered_to(redis: Redis, name: str) -> dict[str, int]:
+    """The records each follower (by name: its machine and output) delivered, every shard's."""
+    went: Counter[str] = Counter()
+    for shard in _shards(redis, name):
+        went.update(delivery.delivered_to(shard, name))
+    return dict(went)
 
 
 def export_formats(redis: Redis | None = None, name: str = "") -> list[str]:

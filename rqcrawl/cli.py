@@ -422,12 +422,8 @@ FAILURE_COLUMNS = ("url", "reason", "status", "error", "attempts")  # of `failur
 def failures(name, wanted, as_json, with_skipped, records_file, url) -> None:
     """The failed URLs of crawl NAME: reason, HTTP status, URL (and the error with --json)."""
     conn = connect(redis_url(url))
-    if records_file is None and api.delivered(conn, name):
-        click.echo(
-            f"warning: crawl {name}: the records a follower delivered (crawl -o, export "
-            "--follow) left Redis and are not listed: --records FILE reads them",
-            err=True,
-        )
+    if records_file is None:
+        warn_delivered(conn, name, "listed: --records FILE reads them")
     for record in api.failures(conn, name, wanted, records_file, with_skipped):
         if as_json:
             click.echo(json.dumps({k: record[k] for k in FAILURE_COLUMNS}))
@@ -623,7 +619,7 @@ def following_records(
     """A follower of crawl NAME in a thread (api.follow_records) and an event set when it
     ended by itself. Leaving the block ends it once it has delivered what the stream holds,
     or, left by a stop signal (StopAsked) without `drain`, once what it took is on disk;
-    its count is printed."""
+    its count is printed, however the block was left."""
     stop, ending, done, result = threading.Event(), threading.Event(), threading.Event(), {}
 
     def deliver() -> None:
@@ -646,9 +642,9 @@ def following_records(
     finally:
         ending.set()
         thread.join()
-    if "error" in result:
-        raise click.ClickException(str(result["error"]))
-    click.echo(f"{result['rows']} row(s) written to {output}", err=True)
+        if "error" in result:
+            raise click.ClickException(str(result["error"]))
+        click.echo(f"{result['rows']} row(s) written to {output}", err=True)
 
 
 def write_export(
@@ -667,6 +663,22 @@ def write_export(
         skip_noindex=skip_noindex,
     )  # fmt: skip
     click.echo(f"{rows} row(s) written to {output}", err=True)
+    warn_delivered(conn, name, "in this export")
+
+
+def warn_delivered(conn: redis.Redis, name: str, missing: str) -> None:
+    """One line when followers took records of crawl NAME: how many went where (a follower
+    is named after its machine and output), and that they are `missing` here."""
+    if not api.delivered(conn, name):
+        return
+    went = api.delivered_to(conn, name)
+    where = ", ".join(f"{n} to {output}" for output, n in sorted(went.items()))
+    where = where or "crawl -o, export --follow"  # (a follower of an older version)
+    click.echo(
+        f"warning: crawl {name}: the records a follower delivered ({where}) left Redis and are "
+        f"not {missing}",
+        err=True,
+    )
 
 
 @main.command()
