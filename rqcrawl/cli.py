@@ -32,6 +32,7 @@ from rqcrawl.parse.urls import InvalidURL, canonicalize
 from rqcrawl.quickexit import skip_final_collection
 from rqcrawl.redisurl import client, masked
 from rqcrawl.untrusted import printable_lines
+from rqcrawl.workers import embedded as embedded_redis
 from rqcrawl.workers.embedded import EmbeddedRedis
 from rqcrawl.workers.stopping import Stop, StopAsked
 
@@ -75,6 +76,34 @@ def connect(url: str) -> redis.Redis:
 redis_option = click.option(
     "--url", "-u", "url", default=None, help="Redis URL (default: $RQ_REDIS_URL, $REDIS_URL)."
 )
+data_dir_option = click.option(
+    "--data-dir", type=click.Path(file_okay=False), default=".rqcrawl", show_default=True,
+    help="With no Redis URL given: the embedded Redis that `crawl` keeps there, opened for "
+    "this command (or the running crawl's); if none there, localhost:6379.",
+)  # fmt: skip
+
+
+@contextmanager
+def crawl_redis(url: str | None, data_dir: str) -> Iterator[redis.Redis]:
+    """The Redis of a command that reads a crawl: the configured one (--url, $RQ_REDIS_URL,
+    $REDIS_URL), else the embedded one of `crawl` in `data_dir` if it holds one (see
+    embedded.opened), else localhost:6379."""
+    configured = configured_redis_url(url)
+    if configured:
+        yield connect(configured)
+        return
+    with contextlib.ExitStack() as stack:
+        try:
+            local = stack.enter_context(embedded_redis.opened(Path(data_dir)))
+        except RuntimeError as exc:
+            raise click.ClickException(str(exc)) from None
+        yield connect(local or DEFAULT_REDIS_URL)
+
+
+def crawl_connection(url: str | None, data_dir: str) -> redis.Redis:
+    """crawl_redis's connection, held until the command ends (an embedded Redis opened for
+    it is stopped then, however it ends)."""
+    return click.get_current_context().with_resource(crawl_redis(url, data_dir))
 
 
 def _none_if_empty(_ctx, _param, value: tuple) -> list | None:
@@ -278,12 +307,13 @@ def resumed_table(found: TableExtent) -> str:
     show_default=True,
     help="Seconds between two refreshes of --watch.",
 )
+@data_dir_option
 @redis_option
-def status(name, as_json, show_config, watching, interval, url) -> None:
+def status(name, as_json, show_config, watching, interval, data_dir, url) -> None:
     """State and counters of crawl NAME, or its settings (--config)."""
     if watching and (as_json or show_config):
         raise click.UsageError("--watch cannot be combined with --json or --config")
-    conn = connect(redis_url(url))
+    conn = crawl_connection(url, data_dir)
     if show_config:
         cfg = api.crawl_config(conn, name)
         shown = json.dumps(asdict(cfg), indent=2) if as_json else cfg.to_toml()
@@ -301,16 +331,17 @@ def status(name, as_json, show_config, watching, interval, url) -> None:
 @click.argument("name")
 @click.argument("target")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object.")
+@data_dir_option
 @redis_option
-def inspect(name, target, as_json, url) -> None:
+def inspect(name, target, as_json, data_dir, url) -> None:
     """Where URL TARGET is in crawl NAME and why: held for its level, queued, running on a
     worker, deferred (politeness, Retry-After, robots.txt), due, ended, or unknown."""
-    conn = connect(redis_url(url))
-    api.crawl_config(conn, name)
     try:
         wanted = canonicalize(target)
     except InvalidURL as exc:
         raise click.ClickException(str(exc)) from None
+    conn = crawl_connection(url, data_dir)
+    api.crawl_config(conn, name)
     s = inspection.url_status(conn, name, wanted)
     click.echo(
         json.dumps(s, sort_keys=True, default=str)
@@ -418,10 +449,11 @@ FAILURE_COLUMNS = ("url", "reason", "status", "error", "attempts")  # of `failur
     "as their reason.",
 )
 @records_option
+@data_dir_option
 @redis_option
-def failures(name, wanted, as_json, with_skipped, records_file, url) -> None:
+def failures(name, wanted, as_json, with_skipped, records_file, data_dir, url) -> None:
     """The failed URLs of crawl NAME: reason, HTTP status, URL (and the error with --json)."""
-    conn = connect(redis_url(url))
+    conn = crawl_connection(url, data_dir)
     if records_file is None:
         warn_delivered(conn, name, "listed: --records FILE reads them")
     for record in api.failures(conn, name, wanted, records_file, with_skipped):
@@ -568,15 +600,16 @@ def pump(name, every, once, url) -> None:
     default=0,
     help="With --follow into a directory: a new file past this size (0: none).",
 )
+@data_dir_option
 @redis_option
 def export(
     name, output, fmt, since, changes, raw_csv, skip_noindex, warc_dir, records_file,
-    following, rotate_records, rotate_bytes, url,
+    following, rotate_records, rotate_bytes, data_dir, url,
 ) -> None:  # fmt: skip
     """Write every recorded URL of crawl NAME not yet delivered to a follower to a file, one
     row per visit; with --since and --change, a change feed; with --follow, as they come;
     with --format wacz, a web archive of the crawl."""
-    conn = connect(redis_url(url))
+    conn = crawl_connection(url, data_dir)
     if fmt == "wacz" or (fmt is None and output.endswith(".wacz")):
         if since or changes or raw_csv or skip_noindex or following or output == "-":
             raise click.UsageError("a WACZ is a file of the whole crawl: no filters, no '-'")
