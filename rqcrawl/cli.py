@@ -454,15 +454,14 @@ FAILURE_COLUMNS = ("url", "reason", "status", "error", "attempts")  # of `failur
 def failures(name, wanted, as_json, with_skipped, records_file, data_dir, url) -> None:
     """The failed URLs of crawl NAME: reason, HTTP status, URL (and the error with --json)."""
     conn = crawl_connection(url, data_dir)
-    if records_file is None:
-        warn_delivered(conn, name, "listed: --records FILE reads them")
+    away = records_file is None and warn_delivered(conn, name, "listed: --records FILE reads them")
     for record in api.failures(conn, name, wanted, records_file, with_skipped):
         if as_json:
             click.echo(json.dumps({k: record[k] for k in FAILURE_COLUMNS}))
         else:
             click.echo(f"{record['reason']}  {record['status'] or '-'}  {record['url']}")
     s = api.status(conn, name, recover=False)
-    if s["skipped_total"] and not with_skipped:
+    if s["skipped_total"] and not with_skipped and not away:  # (--skipped lists what is here)
         said = f"crawl {name}: {stats.skip_summary(s)}, not listed: --skipped lists them"
         click.echo(said, err=True)
 
@@ -699,11 +698,11 @@ def write_export(
     warn_delivered(conn, name, "in this export")
 
 
-def warn_delivered(conn: redis.Redis, name: str, missing: str) -> None:
+def warn_delivered(conn: redis.Redis, name: str, missing: str) -> bool:
     """One line when followers took records of crawl NAME: how many went where (a follower
-    is named after its machine and output), and that they are `missing` here."""
+    is named after its machine and output), and that they are `missing` here; whether so."""
     if not api.delivered(conn, name):
-        return
+        return False
     went = api.delivered_to(conn, name)
     where = ", ".join(f"{n} to {output}" for output, n in sorted(went.items()))
     where = where or "crawl -o, export --follow"  # (a follower of an older version)
@@ -712,6 +711,7 @@ def warn_delivered(conn: redis.Redis, name: str, missing: str) -> None:
         f"not {missing}",
         err=True,
     )
+    return True
 
 
 @main.command()
