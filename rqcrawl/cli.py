@@ -83,27 +83,19 @@ data_dir_option = click.option(
 )  # fmt: skip
 
 
-@contextmanager
-def crawl_redis(url: str | None, data_dir: str) -> Iterator[redis.Redis]:
+def crawl_connection(url: str | None, data_dir: str) -> redis.Redis:
     """The Redis of a command that reads a crawl: the configured one (--url, $RQ_REDIS_URL,
     $REDIS_URL), else the embedded one of `crawl` in `data_dir` if it holds one (see
-    embedded.opened), else localhost:6379."""
+    embedded.opened: one opened for the command is stopped when it ends, however it ends),
+    else localhost:6379."""
     configured = configured_redis_url(url)
     if configured:
-        yield connect(configured)
-        return
-    with contextlib.ExitStack() as stack:
-        try:
-            local = stack.enter_context(embedded_redis.opened(Path(data_dir)))
-        except RuntimeError as exc:
-            raise click.ClickException(str(exc)) from None
-        yield connect(local or DEFAULT_REDIS_URL)
-
-
-def crawl_connection(url: str | None, data_dir: str) -> redis.Redis:
-    """crawl_redis's connection, held until the command ends (an embedded Redis opened for
-    it is stopped then, however it ends)."""
-    return click.get_current_context().with_resource(crawl_redis(url, data_dir))
+        return connect(configured)
+    try:
+        local = click.get_current_context().with_resource(embedded_redis.opened(Path(data_dir)))
+    except RuntimeError as exc:
+        raise click.ClickException(str(exc)) from None
+    return connect(local or DEFAULT_REDIS_URL)
 
 
 def _none_if_empty(_ctx, _param, value: tuple) -> list | None:
