@@ -22,6 +22,7 @@ import re
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -327,15 +328,17 @@ def failures(
     name: str,
     reasons: Iterable[str] = (),
     records_file: str | os.PathLike | None = None,
+    skipped: bool = False,
 ) -> Iterator[dict]:
     """The records of the URLs that failed for good, their `reason` filled in ("other" if
-    none), only those of `reasons` if given: from the records in Redis or, once a follower
-    delivered them (`delivered`), from the JSON lines file or directory they went to
-    (`records_file`)."""
+    none), and with `skipped` those of the URLs skipped (their outcome is their reason:
+    refused_address, robots_disallowed...), only those of `reasons` if given: from the
+    records in Redis or, once a follower delivered them (`delivered`), from the JSON lines
+    file or directory they went to (`records_file`)."""
     if records_file is None:
-        return _failed(records(redis, name), set(reasons))
+        return _failed(records(redis, name), set(reasons), skipped)
     crawl_config(redis, name)
-    return _failed(_read_records(records_file), set(reasons))
+    return _failed(_read_records(records_file), set(reasons), skipped)
 
 
 def _read_records(path: str | os.PathLike) -> Iterator[dict]:
@@ -348,12 +351,16 @@ def _read_records(path: str | os.PathLike) -> Iterator[dict]:
         raise InvalidInput(f"cannot read {os.fspath(path)}: {exc.strerror}") from None
 
 
-def _failed(rows: Iterator[dict], reasons: set[str]) -> Iterator[dict]:
+def _failed(rows: Iterator[dict], reasons: set[str], skipped: bool) -> Iterator[dict]:
     for record in rows:
         if record["outcome"] in FAILED_OUTCOMES:
             record["reason"] = record["reason"] or "other"
-            if not reasons or record["reason"] in reasons:
-                yield record
+        elif skipped and record["outcome"] != "fetched":
+            record["reason"] = record["outcome"]
+        else:
+            continue
+        if not reasons or record["reason"] in reasons:
+            yield record
 
 
 def export(
@@ -427,6 +434,14 @@ def export_wacz(
 def delivered(redis: Redis, name: str) -> bool:
     """Whether a follower delivered records of the crawl (they left Redis then)."""
     return any(delivery.delivered(shard, name) for shard in _shards(redis, name))
+
+
+def delivered_to(redis: Redis, name: str) -> dict[str, int]:
+    """The records each follower (by name: its machine and output) delivered, every shard's."""
+    went: Counter[str] = Counter()
+    for shard in _shards(redis, name):
+        went.update(delivery.delivered_to(shard, name))
+    return dict(went)
 
 
 def export_formats(redis: Redis | None = None, name: str = "") -> list[str]:

@@ -34,6 +34,7 @@ from rqcrawl.parse.urls import InvalidURL, canonicalize
 from rqcrawl.quickexit import skip_final_collection
 from rqcrawl.redisurl import client, masked
 from rqcrawl.untrusted import printable_lines
+from rqcrawl.workers import embedded as embedded_redis
 from rqcrawl.workers.embedded import EmbeddedRedis
 from rqcrawl.workers.stopping import Stop, StopAsked
 
@@ -77,6 +78,26 @@ def connect(url: str) -> redis.Redis:
 redis_option = click.option(
     "--url", "-u", "url", default=None, help="Redis URL (default: $RQ_REDIS_URL, $REDIS_URL)."
 )
+data_dir_option = click.option(
+    "--data-dir", type=click.Path(file_okay=False), default=".rqcrawl", show_default=True,
+    help="With no Redis URL given: the embedded Redis that `crawl` keeps there, opened for "
+    "this command (or the running crawl's); if none there, localhost:6379.",
+)  # fmt: skip
+
+
+def crawl_connection(url: str | None, data_dir: str) -> redis.Redis:
+    """The Redis of a command that reads a crawl: the configured one (--url, $RQ_REDIS_URL,
+    $REDIS_URL), else the embedded one of `crawl` in `data_dir` if it holds one (see
+    embedded.opened: one opened for the command is stopped when it ends, however it ends),
+    else localhost:6379."""
+    configured = configured_redis_url(url)
+    if configured:
+        return connect(configured)
+    try:
+        local = click.get_current_context().with_resource(embedded_redis.opened(Path(data_dir)))
+    except RuntimeError as exc:
+        raise click.ClickException(str(exc)) from None
+    return connect(local or DEFAULT_REDIS_URL)
 
 
 def _none_if_empty(_ctx, _param, value: tuple) -> list | None:
@@ -215,6 +236,7 @@ def seed(urls, name, priority, fresh, config_file, url, **flags) -> None:
     """Store a crawl's settings in Redis and queue its seed URLs at depth 0."""
     planned = api.plan(urls, name, config_file=config_file, priority=priority, **flags)
     started = started_crawl(connect(redis_url(url)), planned, fresh)
+    warn_refused_seeds(planned)
     click.echo(
         f"crawl {started.name}: {started.admitted} of {len(planned.seeds)} seed(s) queued "
         f"(max depth {started.cfg.max_depth}"
@@ -232,6 +254,16 @@ def seed(urls, name, priority, fresh, config_file, url, **flags) -> None:
             f"and render workers with: rq worker {keys.RENDER_QUEUE} -w {RENDER_WORKER_CLASS}"
         )
     click.echo(started.name)
+
+
+def warn_refused_seeds(planned: api.Plan) -> None:
+    """One line on the seeds the address guard will refuse, with the flag that allows them
+    (`crawl` says so at its end; a seeded crawl ends on workers, where no one reads it)."""
+    if planned.cfg.allow_private:
+        return
+    refused = explain.refused_seeds(planned.seeds, planned.cfg.allow_networks)
+    if refused:
+        click.echo(f"warning: {explain.refusal(refused, len(planned.seeds))}", err=True)
 
 
 def started_crawl(conn: redis.Redis, planned: api.Plan, fresh: bool = False) -> api.Started:
@@ -272,12 +304,13 @@ def resumed_table(found: TableExtent) -> str:
     show_default=True,
     help="Seconds between two refreshes of --watch.",
 )
+@data_dir_option
 @redis_option
-def status(name, as_json, show_config, watching, interval, url) -> None:
+def status(name, as_json, show_config, watching, interval, data_dir, url) -> None:
     """State and counters of crawl NAME, or its settings (--config)."""
     if watching and (as_json or show_config):
         raise click.UsageError("--watch cannot be combined with --json or --config")
-    conn = connect(redis_url(url))
+    conn = crawl_connection(url, data_dir)
     if show_config:
         cfg = api.crawl_config(conn, name)
         shown = json.dumps(asdict(cfg), indent=2) if as_json else cfg.to_toml()
@@ -295,16 +328,17 @@ def status(name, as_json, show_config, watching, interval, url) -> None:
 @click.argument("name")
 @click.argument("target")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object.")
+@data_dir_option
 @redis_option
-def inspect(name, target, as_json, url) -> None:
+def inspect(name, target, as_json, data_dir, url) -> None:
     """Where URL TARGET is in crawl NAME and why: held for its level, queued, running on a
     worker, deferred (politeness, Retry-After, robots.txt), due, ended, or unknown."""
-    conn = connect(redis_url(url))
-    api.crawl_config(conn, name)
     try:
         wanted = canonicalize(target)
     except InvalidURL as exc:
         raise click.ClickException(str(exc)) from None
+    conn = crawl_connection(url, data_dir)
+    api.crawl_config(conn, name)
     s = inspection.url_status(conn, name, wanted)
     click.echo(
         json.dumps(s, sort_keys=True, default=str)
@@ -404,22 +438,29 @@ FAILURE_COLUMNS = ("url", "reason", "status", "error", "attempts")  # of `failur
 @click.argument("name")
 @click.option("--reason", "wanted", multiple=True, help="Only this reason (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+@click.option(
+    "--skipped",
+    "with_skipped",
+    is_flag=True,
+    help="The skipped URLs too (refused addresses, robots.txt, out of scope...), their outcome "
+    "as their reason.",
+)
 @records_option
+@data_dir_option
 @redis_option
-def failures(name, wanted, as_json, records_file, url) -> None:
+def failures(name, wanted, as_json, with_skipped, records_file, data_dir, url) -> None:
     """The failed URLs of crawl NAME: reason, HTTP status, URL (and the error with --json)."""
-    conn = connect(redis_url(url))
-    if records_file is None and api.delivered(conn, name):
-        click.echo(
-            f"warning: crawl {name}: the records a follower delivered (crawl -o, export "
-            "--follow) left Redis and are not listed: --records FILE reads them",
-            err=True,
-        )
-    for record in api.failures(conn, name, wanted, records_file):
+    conn = crawl_connection(url, data_dir)
+    away = records_file is None and warn_delivered(conn, name, "listed: --records FILE reads them")
+    for record in api.failures(conn, name, wanted, records_file, with_skipped):
         if as_json:
             click.echo(json.dumps({k: record[k] for k in FAILURE_COLUMNS}))
         else:
             click.echo(f"{record['reason']}  {record['status'] or '-'}  {record['url']}")
+    s = api.status(conn, name, recover=False)
+    if s["skipped_total"] and not with_skipped and not away:  # (--skipped lists what is here)
+        said = f"crawl {name}: {stats.skip_summary(s)}, not listed: --skipped lists them"
+        click.echo(said, err=True)
 
 
 @main.command()
@@ -555,15 +596,16 @@ def pump(name, every, once, url) -> None:
     default=0,
     help="With --follow into a directory: a new file past this size (0: none).",
 )
+@data_dir_option
 @redis_option
 def export(
     name, output, fmt, since, changes, raw_csv, skip_noindex, warc_dir, records_file,
-    following, rotate_records, rotate_bytes, url,
+    following, rotate_records, rotate_bytes, data_dir, url,
 ) -> None:  # fmt: skip
     """Write every recorded URL of crawl NAME not yet delivered to a follower to a file, one
     row per visit; with --since and --change, a change feed; with --follow, as they come;
     with --format wacz, a web archive of the crawl."""
-    conn = connect(redis_url(url))
+    conn = crawl_connection(url, data_dir)
     if fmt == "wacz" or (fmt is None and output.endswith(".wacz")):
         if since or changes or raw_csv or skip_noindex or following or output == "-":
             raise click.UsageError("a WACZ is a file of the whole crawl: no filters, no '-'")
@@ -621,7 +663,8 @@ def following_records(
 ) -> Iterator[FollowerThread]:
     """A follower of crawl NAME in a thread (api.follow_records). Leaving the block ends it
     once it has delivered what the stream holds, or, left by a stop signal (StopAsked)
-    without `drain`, once what it took is on disk; its count is printed."""
+    without `drain`, once what it took is on disk; its count is printed, however the block
+    was left."""
     stop, ending, following = threading.Event(), threading.Event(), FollowerThread()
 
     def deliver() -> None:
@@ -644,9 +687,10 @@ def following_records(
     finally:
         ending.set()
         thread.join()
-    if following.error:
+        if following.error is None:
+            click.echo(f"{following.rows} row(s) written to {output}", err=True)
+    if following.error:  # (a crawl's watch said it already, and how to resume)
         raise click.ClickException(str(following.error))
-    click.echo(f"{following.rows} row(s) written to {output}", err=True)
 
 
 def write_export(
@@ -665,6 +709,23 @@ def write_export(
         skip_noindex=skip_noindex,
     )  # fmt: skip
     click.echo(f"{rows} row(s) written to {output}", err=True)
+    warn_delivered(conn, name, "in this export")
+
+
+def warn_delivered(conn: redis.Redis, name: str, missing: str) -> bool:
+    """One line when followers took records of crawl NAME: how many went where (a follower
+    is named after its machine and output), and that they are `missing` here; whether so."""
+    if not api.delivered(conn, name):
+        return False
+    went = api.delivered_to(conn, name)
+    where = ", ".join(f"{n} to {output}" for output, n in sorted(went.items()))
+    where = where or "crawl -o, export --follow"  # (a follower of an older version)
+    click.echo(
+        f"warning: crawl {name}: the records a follower delivered ({where}) left Redis and are "
+        f"not {missing}",
+        err=True,
+    )
+    return True
 
 
 @main.command()
@@ -908,7 +969,7 @@ def run_local(
         clock.mark("workers stopped")
     click.echo(
         f"crawl {name} {final['state']}: {final['fetched']} fetched, {final['failed']} failed, "
-        f"{final['skipped_total']} skipped in {final['elapsed_s']:.1f} s",
+        f"{stats.skip_summary(final)} in {final['elapsed_s']:.1f} s",
         err=True,
     )
     return final

@@ -56,7 +56,9 @@ def test_seed_derives_and_prints_a_name(redis_url):
 def test_guard_refuses_loopback_unless_allowed(redis_url, tmp_path):
     site = Site(pages=5)
     with HTTPSite(site.handle, max_requests=50, max_seconds=60) as http:
-        rqcrawl(redis_url, "seed", http.base + "/p0.html", "--max-depth", "2", "--crawl", "g")
+        seeded = rqcrawl(
+            redis_url, "seed", http.base + "/p0.html", "--max-depth", "2", "--crawl", "g"
+        )
         with LocalWorkers(redis_url, 1, worker_class=None):
             s = wait_finished(redis_url, "g")
     assert http.hits == {}  # refused before a single byte was sent
@@ -65,6 +67,25 @@ def test_guard_refuses_loopback_unless_allowed(redis_url, tmp_path):
     rqcrawl(redis_url, "export", "g", "-o", str(out))
     [row] = read_jsonl(out)
     assert row["outcome"] == "refused_address" and "loopback" in row["error"]
+    # the seed said so, in one line naming the flag; `failures` says where the skipped went
+    assert seeded.stderr == (
+        f"warning: {http.base}/p0.html (refused address 127.0.0.1 (loopback)) will be skipped "
+        "as refused_address: add --allow-private for a site on your own machine or network "
+        "(nothing else will be crawled)\n"
+    )
+    quiet = rqcrawl(redis_url, "failures", "g")
+    assert quiet.stdout == ""
+    said = "crawl g: 1 skipped (refused_address 1), not listed: --skipped lists them\n"
+    assert quiet.stderr == said
+    listed = rqcrawl(redis_url, "failures", "g", "--skipped")
+    assert listed.stdout == f"refused_address  -  {http.base}/p0.html\n" and listed.stderr == ""
+
+
+def test_a_seed_on_loopback_with_allow_private_or_a_name_to_resolve_says_nothing(redis_url):
+    """Only what this machine can tell without DNS is checked at seed time."""
+    allowed = seed_local(redis_url, "http://127.0.0.1:9/", "allowed", 0)
+    named = rqcrawl(redis_url, "seed", "http://example.org/", "--crawl", "named")
+    assert allowed.stderr == named.stderr == ""
 
 
 def redirecting(routes: dict[str, tuple[int, str]]):

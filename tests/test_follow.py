@@ -284,6 +284,20 @@ def test_a_follower_sent_sigterms_until_it_has_exited_exits_cleanly(redis_url, t
             assert proc.returncode == 0 and "Traceback" not in err, (run, proc.returncode, err)
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_follower_stopped_says_how_many_rows_it_wrote(redis_url, tmp_path, sig):
+    """Ctrl-C or SIGTERM: the count, as a plain export says it (nothing was said before)."""
+    conn = redis.Redis.from_url(redis_url)
+    seed_local(redis_url, "http://127.0.0.1:9/", "stopped", 0)  # no worker: it never ends
+    out = tmp_path / "stopped.jsonl"
+    proc = follower(redis_url, "stopped", out)
+    wait_until(lambda: following(conn, "stopped", proc.pid), 30, "the follower")
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and err == f"0 row(s) written to {out}\n", err
+
+
 def test_a_follower_killed_between_its_read_and_its_mark_keeps_the_batch_before(conn, tmp_path):
     """A follower read a batch (pending in the group: Redis hands a blocked read its entries
     before the process sees them) and was killed before it marked where that batch would

@@ -1,11 +1,13 @@
 """Connections kept: every answer, whatever was read of its body (an error's, a 304's, a
 refused type's, a truncated one's), gives its connection back for the host's next request,
-unless much of its body is left; judged from the servers' count of TCP connections."""
+unless much of its body is left; judged from the servers' count of TCP connections, for
+each HTTP client (the `http_client` fixture)."""
 
 from __future__ import annotations
 
 import threading
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 from helpers import seed_local, wait_finished
@@ -67,24 +69,26 @@ def fresh_sessions(monkeypatch):
 
 
 @pytest.mark.parametrize("path", ["/304", "/404", "/429", "/503", "/pdf", "/truncated"])
-def test_an_answer_whose_body_is_not_read_keeps_its_connection(fresh_sessions, path):
+def test_an_answer_whose_body_is_not_read_keeps_its_connection(fresh_sessions, http_client, path):
     counted = Counted()
+    cfg = replace(CFG, http_client=http_client)
     with HTTPSite(answers(counted), max_requests=10, max_seconds=30) as site:
         for _ in range(3):
             try:
-                fetch(site.base + path, CFG, lambda hop: None, truncate_at=100,
+                fetch(site.base + path, cfg, lambda hop: None, truncate_at=100,
                       conditional={"If-None-Match": '"v1"'})  # fmt: skip
             except FetchError:
                 pass
     assert counted.requests == 3 and len(counted.connections) == 1
 
 
-def test_an_answer_with_a_long_body_left_is_closed(fresh_sessions):
+def test_an_answer_with_a_long_body_left_is_closed(fresh_sessions, http_client):
     counted = Counted()
+    cfg = replace(CFG, http_client=http_client)
     with HTTPSite(answers(counted), max_requests=10, max_seconds=30) as site:
         for _ in range(2):
             with pytest.raises(FetchError):
-                fetch(site.base + "/long-404", CFG, lambda hop: None)
+                fetch(site.base + "/long-404", cfg, lambda hop: None)
     assert counted.requests == 2 and len(counted.connections) == 2  # not read for a reuse
 
 

@@ -175,6 +175,20 @@ def test_status_drops_rate_buckets_older_than_a_minute(redis_url, conn):
     assert conn.hget(counters, current) == b"3"
 
 
+def test_a_crawl_over_keeps_the_rate_of_its_last_minute(redis_url, conn):
+    """Read 5 minutes after its end, a crawl's recent pages/s are those of its last minute:
+    its buckets are kept (pruned a minute before its last URL's end, not before now)."""
+    seed_local(redis_url, "http://127.0.0.1:9/", "past", 0)
+    rqcrawl(redis_url, "cancel", "past")  # over: its end is its last URL's
+    now = time.time()
+    last = f"{keys.RATE}{int(now - 305) // RATE_BUCKET}"
+    counters = CrawlKeys("past").counters
+    conn.hset(counters, mapping={keys.STARTED_AT: now - 330, keys.LAST_AT: now - 300, last: 30})
+    s = status(redis_url, "past")
+    assert s["state"] == "cancelled" and s["recent_pages_per_s"] > 0, s
+    assert conn.hget(counters, last) == b"30"
+
+
 def test_the_recent_rate_of_a_crawl_younger_than_a_minute_counts_from_its_start():
     now = 1_000_005.0  # 5 s into a 10-second bucket
     bucket = int(now) // RATE_BUCKET

@@ -54,19 +54,29 @@ def read_until(fd: int, done, timeout: float) -> str:
     return wait_until(text, timeout, f"output that passes {done.__name__}", accept=done, every=0)
 
 
-def watch_on_a_terminal(redis_url: str, crawl: str, columns: int, rows: int, frames: int):
+def watch_on_a_terminal(
+    redis_url: str,
+    crawl: str,
+    columns: int,
+    rows: int,
+    frames: int,
+    term: str = "xterm-256color",
+    frame: str = ": paused",
+):
     """What `status CRAWL --watch` shows on a terminal of `columns` x `rows` (a pty read by
-    pyte, a terminal emulator) after `frames` refreshes and a Ctrl-C; and its stderr."""
+    pyte, a terminal emulator) of type `term` after `frames` refreshes (`frame` shown that
+    many times) and a Ctrl-C; and its raw output."""
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
     env = {k: v for k, v in env_with(redis_url).items() if k not in ("COLUMNS", "LINES")}
+    env["TERM"] = term  # the tests' own terminal may be a dumb one
     proc = subprocess.Popen(
         [str(BIN / "rqcrawl"), "status", crawl, "--watch", "--interval", "0.1"],
         env=env, stdin=subprocess.DEVNULL, stdout=slave, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     os.close(slave)
     try:
-        shown = read_until(master, lambda text: text.count(": paused") >= frames, timeout=30)
+        shown = read_until(master, lambda text: text.count(frame) >= frames, timeout=30)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=10)
         shown += read_until(master, lambda text: True, timeout=1)
@@ -89,6 +99,18 @@ def test_watch_redraws_in_place_on_a_terminal_and_ctrl_c_ends_it_cleanly(redis_u
     assert [row for row in screen if "crawl      tty: paused" in row] == [  # ... in place
         "crawl      tty: paused"
     ]
+
+
+def test_watch_on_a_dumb_terminal_prints_a_line_per_refresh(redis_url):
+    """TERM=dumb: rich's live view would show nothing until the end; a line per refresh."""
+    seed_local(redis_url, "http://127.0.0.1:9/", "dumb", 1)
+    rqcrawl(redis_url, "pause", "dumb")
+    screen, shown = watch_on_a_terminal(
+        redis_url, "dumb", 120, 40, frames=3, term="dumb", frame=" dumb  paused  "
+    )
+    lines = [row for row in screen if " dumb  paused  " in row]
+    assert len(lines) >= 3, "\n".join(screen)
+    assert "\x1b" not in shown
 
 
 def test_watch_leaves_no_stale_lines_on_a_narrow_terminal(redis_url):

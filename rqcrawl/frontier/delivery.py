@@ -16,6 +16,9 @@ Two followers on one output would share one name, and the second would cut the f
 back: a running follower holds a lock of its name (`hold`), renewed as it goes; a second is
 refused, unless the holder was a process of this machine that is gone (killed outright: its
 lock would otherwise block a restart for LOCK_TTL seconds).
+
+Each follower's count of records delivered is kept (`delivered_to`), so that an export or
+a listing that misses them says how many went where.
 """
 
 from __future__ import annotations
@@ -78,6 +81,12 @@ def delivered(redis: Redis, crawl: str) -> bool:
     return False
 
 
+def delivered_to(redis: Redis, crawl: str) -> dict[str, int]:
+    """The records each follower (by name: its machine and output) delivered on this Redis."""
+    found = redis.hgetall(CrawlKeys(crawl).delivered)
+    return {name.decode(): int(n) for name, n in found.items()}
+
+
 class Delivery:
     """One consumer `consumer` of a crawl's records on one Redis (a shard's stream)."""
 
@@ -86,7 +95,7 @@ class Delivery:
     ) -> None:
         self.redis, self.consumer = redis, consumer
         keys = CrawlKeys(crawl)
-        self.stream, self.followers = keys.items, keys.followers
+        self.stream, self.followers, self.delivered = keys.items, keys.followers, keys.delivered
         self.backlog = True  # this consumer's own pending entries are read first
         self.reclaim_ms = int(reclaim_after * 1000)
         self._claim_from = "0-0"
@@ -144,6 +153,6 @@ class Delivery:
         """The records of `ids` are on disk: acknowledged and trimmed, and this consumer's
         mark dropped with them; returns the stream's length left."""
         return scripts.ACK_RECORDS(
-            self.redis, tail_args=ids, items=self.stream, followers=self.followers, group=GROUP,
-            consumer=self.consumer,
+            self.redis, tail_args=ids, items=self.stream, followers=self.followers,
+            delivered_to=self.delivered, group=GROUP, consumer=self.consumer,
         )  # fmt: skip

@@ -54,6 +54,7 @@ class CrawlKeys:
         self.items = self._key("items")  # stream: one record per ended URL
         # hash: follower -> JSON {file, offset} of the batch it writes (frontier.delivery)
         self.followers = self._key("followers")
+        self.delivered = self._key("delivered")  # hash: follower -> records it delivered
         # + follower: a lock with a TTL held by the running follower of that name (its token
         # "host:pid:random"), so that a second one on the same output is refused
         self.fprefix = self._key("following", "")

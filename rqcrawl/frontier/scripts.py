@@ -1203,13 +1203,17 @@ return job
 # where its batch started in its file (the `followers` hash: a restart cuts the file back to
 # a batch still pending there, never to one acknowledged), and trim the stream of every
 # record that each of its groups has delivered and acknowledged (below the oldest pending
-# one, else past the last delivered one). Returns the stream's length.
+# one, else past the last delivered one); count them as the follower's (`delivered_to`:
+# what left Redis and where it went). Returns the stream's length.
 ACK_RECORDS = Script(
-    keys=("items", "followers"),
+    keys=("items", "followers", "delivered_to"),
     args=("group", "consumer"),
     arg_tail="delivered",
     body="""
-if #ARGV >= delivered then redis.call('XACK', items, group, unpack(ARGV, delivered)) end
+if #ARGV >= delivered then
+  local acked = redis.call('XACK', items, group, unpack(ARGV, delivered))
+  if acked > 0 then redis.call('HINCRBY', delivered_to, consumer, acked) end
+end
 redis.call('HDEL', followers, consumer)
 local floor = nil
 local function lower(id)

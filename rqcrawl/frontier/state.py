@@ -989,7 +989,8 @@ class CrawlState:
 
     def snapshot(self) -> Snapshot:
         """The crawl's counters and queues in one round trip (rate buckets older than RECENT
-        are pruned here, so the counters hash stays small however long the crawl runs)."""
+        before the last URL's end are pruned here, so the counters hash stays small however
+        long the crawl runs, and a finished crawl keeps the rate of its last RECENT s)."""
         k = self.keys
         with self.redis.pipeline(transaction=False) as pipe:
             pipe.hgetall(k.counters)
@@ -1018,7 +1019,8 @@ class CrawlState:
         )
 
     def _prune_rates(self, counters: dict) -> None:
-        first = int(time.time()) // RATE_BUCKET - RECENT // RATE_BUCKET
+        last = counters.get(keys.LAST_AT, time.time())
+        first = int(last) // RATE_BUCKET - RECENT // RATE_BUCKET
         old = [f for f in counters if f.startswith(keys.RATE) and int(f[len(keys.RATE) :]) < first]
         if old:
             self.redis.hdel(self.keys.counters, *old)

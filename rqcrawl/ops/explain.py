@@ -4,9 +4,15 @@ could be crawled, instead of finishing quietly with "0 fetched")."""
 
 from __future__ import annotations
 
+import ipaddress
+from urllib.parse import urlsplit
+
+from rqcrawl.fetch import guard
+
+_ALLOW_HINT = "add --allow-private for a site on your own machine or network"
 _REFUSED_HINT = (
     "rqcrawl refuses private, loopback and link-local addresses unless the crawl allows "
-    "them: add --allow-private for a site on your own machine or network"
+    f"them: {_ALLOW_HINT}"
 )
 _DNS_HINT = (
     "its host name does not resolve: check the URL, and this machine's DNS and internet "
@@ -42,3 +48,36 @@ def seed_problem(rec: dict) -> str:
             hint = _HINTS.get(outcome) or _HINTS.get(reason) or ""
     what = f"{outcome}: {error}" if error else outcome
     return f"{rec['url']}: {what}" + (f"\n  -> {hint}" if hint else "")
+
+
+def refused_seeds(seeds: list[str], allow_networks: list[str]) -> list[str]:
+    """The seeds the workers' address guard will refuse (a crawl without allow_private),
+    each with why, that this machine can tell without DNS: an IP address or localhost. Other
+    names are left to the workers, as a name can resolve elsewhere than here."""
+    allowed, found = guard.networks(allow_networks), []
+    for url in seeds:
+        if not _local_answer(urlsplit(url).hostname or ""):
+            continue
+        try:
+            guard.check_url(url, allowed)
+        except guard.AddressRefused as exc:
+            found.append(f"{url} ({exc.detail})")
+        except OSError:  # does not resolve: the workers record what it is
+            continue
+    return found
+
+
+def _local_answer(host: str) -> bool:
+    """Whether `host` resolves without DNS: an IP address, or localhost (RFC 6761)."""
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return host == "localhost" or host.endswith(".localhost")
+    return True
+
+
+def refusal(refused: list[str], seeds: int) -> str:
+    """One line for the seeds the guard will refuse, and the flag that lets them through."""
+    more = f" and {len(refused) - 1} more seed(s)" if len(refused) > 1 else ""
+    alone = " (nothing else will be crawled)" if len(refused) == seeds else ""
+    return f"{refused[0]}{more} will be skipped as refused_address: {_ALLOW_HINT}{alone}"

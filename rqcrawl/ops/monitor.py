@@ -41,8 +41,8 @@ def _view(out: TextIO) -> Iterator[Callable[[dict], None]]:
     """How a refresh is shown. On a terminal, rich's Live redraws the block: it wraps the
     lines at the terminal's width itself, so it moves back over the screen rows they took
     (counting lines instead left a stale copy of every line wider than the terminal).
-    Elsewhere, one timed summary line."""
-    if not out.isatty():
+    Elsewhere (a file, a pipe, a dumb terminal), one timed summary line."""
+    if not live_terminal(out):
 
         def line(s: dict) -> None:
             out.write(time.strftime("%H:%M:%S ") + stats.summary(s) + "\n")
@@ -65,6 +65,18 @@ def _view(out: TextIO) -> Iterator[Callable[[dict], None]]:
     with Live(console=console, auto_refresh=False, redirect_stdout=False,
               redirect_stderr=False) as live:  # fmt: skip
         yield redraw
+
+
+def live_terminal(out: TextIO) -> bool:
+    """Whether `out` can show a view redrawn in place: a terminal that rich drives (not one
+    it counts as dumb, TERM=dumb or unknown, where its Live shows nothing until it ends).
+    Output to a file or pipe does not import rich."""
+    if not out.isatty():
+        return False
+    from rich.console import Console
+
+    console = Console(file=out)
+    return console.is_terminal and not console.is_dumb_terminal
 
 
 class ProgressBar:

@@ -72,7 +72,7 @@ def status(redis: Redis, crawl: str) -> dict | None:
     started = snap.counters.get(keys.STARTED_AT, now)
     end = snap.counters.get(keys.LAST_AT, started) if over else now
     fetched = snap.count(keys.FETCHED)
-    recent = recent_rate(snap.family(keys.RATE), started, now) if not over else 0.0
+    recent = recent_rate(snap.family(keys.RATE), started, end)  # a finished crawl's last
     pace = observed_pace(states, now) if not done else {}
     until = {h: t for s in states for h, t in s.host_facts([]).deferred_until.items()}
     delays = host_delays(states, cfg, snap)
@@ -612,7 +612,6 @@ def bloom_line(bloom: dict) -> str:
 
 def render(s: dict) -> str:
     """Human-readable status, one fact per line."""
-    skipped = ", ".join(f"{k} {v}" for k, v in sorted(s["skipped"].items())) or "none"
     dropped = ", ".join(f"{k} {v}" for k, v in sorted(s["links_dropped"].items())) or "none"
     return "\n".join(
         [
@@ -624,7 +623,7 @@ def render(s: dict) -> str:
             f"admitted   {s['admitted']}",
             f"fetched    {s['fetched']} ({s['bytes']:,} bytes)",
             f"failed     {s['failed']}" + (f" ({reasons(s)})" if s["failed"] else ""),
-            f"skipped    {s['skipped_total']} ({skipped})",
+            f"skipped    {s['skipped_total']} ({skip_reasons(s) or 'none'})",
             f"retries    {s['retries']} (+{s['recovered']} jobs recovered from dead workers)",
             f"in flight  {s['in_flight']} (queued, scheduled, running or deferred; "
             f"{s['deferred']} deferred for politeness)",
@@ -633,7 +632,8 @@ def render(s: dict) -> str:
             f"sitemaps   {sitemap_line(s['sitemaps'])}",
             f"hook       {s['hook_errors']} error(s)",
             f"speed      {s['pages_per_s']} pages/s over {s['elapsed_s']} s, "
-            f"{s['recent_pages_per_s']} pages/s in the last {RECENT} s",
+            f"{s['recent_pages_per_s']} pages/s in "
+            + (f"its last {RECENT} s" if s["state"] in OVER else f"the last {RECENT} s"),
             f"eta        {duration(s['eta_s'])}"
             + (" for the URLs admitted so far" if s["eta_s"] is not None else ""),
             f"bloom      {bloom_line(s['bloom'])}",
@@ -659,14 +659,26 @@ def depth_lines(s: dict) -> list[str]:
     if s["exact_depth"]:
         return [
             f"held       {s['held']} (admitted, waiting for their host's turn)",
-            f"level      {s['level']} of max depth {s['max_depth']} (settled: every URL up to "
-            f"depth {s['level'] + 1} is at its shortest depth); "
-            f"{s['held_back']} record(s) held back until it moves on",
+            f"level      {level_line(s)}; {s['held_back']} record(s) held back until it moves on",
         ]
     return [
         f"held       {s['held']} (admitted, waiting for their host's turn)",
         f"depth      first found, up to max depth {s['max_depth']}",
     ]
+
+
+def level_line(s: dict) -> str:
+    """The settled level L in words: the pages of depth < L have ended, so every URL of
+    depth <= L + 1 (no deeper than max depth) is known at its shortest depth
+    (rqcrawl.frontier.levels); once nothing is left, every depth is done."""
+    level, deepest = s["level"], s["max_depth"]
+    if s["state"] in ("finished", "idle"):
+        return f"every depth done, 0 to max depth {deepest}"
+    doing = "cancelled at" if s["state"] == "cancelled" else "being crawled:"
+    return (
+        f"{doing} depth {level} of 0-{deepest} (the pages above it have ended; every URL "
+        f"to depth {min(level + 1, deepest)} is at its shortest depth)"
+    )
 
 
 def depth_progress(s: dict) -> str:
@@ -701,6 +713,17 @@ def reasons(s: dict) -> str:
     """`http_404 3, timeout 1`: the failures by reason, most frequent first."""
     found = sorted(s["failed_by_reason"].items(), key=lambda kv: (-kv[1], kv[0]))
     return ", ".join(f"{k} {v}" for k, v in found)
+
+
+def skip_reasons(s: dict) -> str:
+    """`robots_disallowed 1, redirected 2`: the skipped URLs by reason ("" if none)."""
+    return ", ".join(f"{k} {v}" for k, v in sorted(s["skipped"].items()))
+
+
+def skip_summary(s: dict) -> str:
+    """`3 skipped (redirected 2, robots_disallowed 1)`: how many, and why."""
+    why = skip_reasons(s)
+    return f"{s['skipped_total']} skipped" + (f" ({why})" if why else "")
 
 
 def duration(seconds: float | None) -> str:

@@ -9,6 +9,8 @@ import os
 import shutil
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 
@@ -93,6 +95,10 @@ class EmbeddedRedis:
             time.sleep(0.01)
         return self
 
+    def holds_data(self) -> bool:
+        """Whether the directory holds a server's append-only file (Redis 7 keeps a folder)."""
+        return any((self.data_dir / name).exists() for name in ("appendonly.aof", "appendonlydir"))
+
     def _alive(self) -> bool:
         if not self.socket.exists():
             return False
@@ -119,3 +125,22 @@ class EmbeddedRedis:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+
+
+@contextmanager
+def opened(data_dir: Path) -> Iterator[str | None]:
+    """The URL of the embedded Redis kept in `data_dir`, for a command that reads a crawl
+    `rqcrawl crawl` ran there: the running server's (a crawl running now), else one started
+    from its append-only file and stopped at the end (RuntimeError: a one-line reason);
+    None when the directory holds none."""
+    server = EmbeddedRedis(data_dir)
+    if not server.holds_data():
+        yield None
+    elif server._alive():
+        yield server.url
+    else:
+        server.start()
+        try:
+            yield server.url
+        finally:
+            server.stop()

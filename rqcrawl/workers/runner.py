@@ -29,7 +29,7 @@ from rqcrawl.frontier.dispatch import Frontier
 from rqcrawl.frontier.keys import CrawlKeys
 from rqcrawl.frontier.state import CrawlState, all_shards
 from rqcrawl.ops import stats
-from rqcrawl.ops.monitor import ProgressBar
+from rqcrawl.ops.monitor import ProgressBar, live_terminal
 from rqcrawl.processes import end_with_parent
 from rqcrawl.redisurl import CLIENT, REDIS_DOWN, is_sentinel
 from rqcrawl.workers import SLOTS_ENV
@@ -350,14 +350,15 @@ def watch(
     status. Raises StopAsked between two steps once `stop` was asked, and RuntimeError once
     a part the crawl needs says it failed (`failure`: the command's follower).
 
-    On a terminal a progress bar (monitor.ProgressBar); otherwise a plain line every 5 seconds.
+    On a terminal a progress bar (monitor.ProgressBar); otherwise (a file, a pipe, a dumb
+    terminal) a plain line every 5 seconds.
     """
     crawl_keys = CrawlKeys(crawl)
     changes = Changes(conn, [crawl_keys.counters, crawl_keys.inflight])
     frontiers: list[Frontier] = []
     try:
         last_line = 0.0
-        with ProgressBar(out) if out.isatty() else nullcontext() as bar:
+        with ProgressBar(out) if live_terminal(out) else nullcontext() as bar:
             while True:
                 if stop is not None:
                     stop.check()
