@@ -1,6 +1,6 @@
 """Hostile input, round 5, against a real hostile site and the real commands: control
 characters in titles reach no exported file raw (CSV escapes them, JSON lines as JSON
-escapes)."""
+escapes), and a redirect to markup leaves no markup in the record's error."""
 
 from __future__ import annotations
 
@@ -18,12 +18,15 @@ STEERING = "\x1b]0;owned\x07 \x1bc \x9b31m \u202egnp.exe \x7f \u2066x"
 TITLE = f"evil {STEERING} end"
 CSV_TITLE = "evil \\x1b]0;owned\\x07 \\x1bc \\x9b31m \\u202egnp.exe \\x7f \\u2066x end"
 RAW = set("\x1b\x07\x9b\u202e\x7f\u2066")
+XSS = "http://[<img src=x onerror=alert('record')>"
 
 
 def hostile(req) -> None:
     if req.path == "/":
-        body = f"<title>{TITLE}</title><h1>{STEERING}</h1>"
+        body = f"<title>{TITLE}</title><h1>{STEERING}</h1><a href=/xss>x</a>"
         reply(req, 200, body.encode(), "text/html; charset=utf-8")
+    elif req.path == "/xss":
+        reply(req, 302, b"", headers={"Location": XSS})
     else:
         reply(req, 404, b"no")
 
@@ -61,3 +64,16 @@ def test_no_control_character_reaches_an_exported_file_raw(redis_url, crawled, t
 
 def records(path) -> dict[str, dict]:
     return {r["url"]: r for r in map(json.loads, path.read_text().splitlines())}
+
+
+def test_a_redirect_to_markup_leaves_none_in_the_record(redis_url, crawled, tmp_path):
+    out = tmp_path / "all.jsonl"
+    rqcrawl(redis_url, "export", "steer", "-o", str(out))
+    record = records(out)[crawled + "/xss"]
+    assert record["reason"] == "bad_redirect"
+    error = record["error"]
+    assert error.startswith(
+        "bad redirect: invalid URL 'http://[%3Cimg src=x onerror=alert(%27record%27)%3E': "
+    ), error
+    assert not set('<>"&') & set(error), error
+    assert "<img" not in rqcrawl(redis_url, "failures", "steer", "--json").stdout

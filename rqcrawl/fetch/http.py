@@ -176,8 +176,8 @@ def _follow(
         resp.release()
         try:
             target = canonicalize(resp.headers["location"], current)
-        except InvalidURL as exc:
-            message = f"bad redirect: {exc}"
+        except InvalidURL as exc:  # the server's text: records are loaded into HTML pages
+            message = f"bad redirect: {exc.inert()}"
             raise FetchError("bad_redirect", message, status=resp.status) from None
         if not follow:
             ctype = resp.headers.get("content-type", "")
