@@ -1,6 +1,7 @@
 """Hostile input, round 5, against a real hostile site and the real commands: control
 characters in titles reach no exported file raw (CSV escapes them, JSON lines as JSON
-escapes), and a redirect to markup leaves no markup in the record's error."""
+escapes), a redirect to markup leaves no markup in the record's error, and a records file
+(`--records FILE`) that is malformed on purpose is one line naming its line."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import json
 import pytest
 from helpers import rqcrawl, seed_local, wait_finished
 from servers import HTTPSite, reply
+from test_cli import assert_one_line_error
 
 from rqcrawl.workers.runner import LocalWorkers
 
@@ -77,3 +79,40 @@ def test_a_redirect_to_markup_leaves_none_in_the_record(redis_url, crawled, tmp_
     ), error
     assert not set('<>"&') & set(error), error
     assert "<img" not in rqcrawl(redis_url, "failures", "steer", "--json").stdout
+
+
+RECORD = {"url": "http://a.test/", "outcome": "failed", "reason": "dns", "status": None,
+          "error": "dns: no such host", "attempts": 3}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        ("[" * 100_000, "line 2 is not a record (nested too deeply)"),
+        ("{" * 100_000, "line 2 is not"),
+        (json.dumps({**RECORD, "outcome": ["failed"]}), "line 2 has no 'outcome' (text)"),
+        (json.dumps({"outcome": "failed"}), "line 2 has no 'url' (text)"),
+        (json.dumps({**RECORD, "reason": 7}), "line 2 field 'reason' is an integer, not text"),
+        (json.dumps({**RECORD, "status": "500"}), "line 2 field 'status' is text, not an integer"),
+        (json.dumps({**RECORD, "content": "text"}), "line 2 field 'content' is text, not an obj"),
+        (json.dumps({**RECORD, "content": {"text": 1}}), "line 2 field 'content' holds a value"),
+        (json.dumps({**RECORD, "final_url": ["x"]}), "line 2 field 'final_url' is a list"),
+        ("[1, 2]", "line 2 is not a record (a JSON object)"),
+        ('{"url": ', "line 2 is not JSON"),
+    ],
+)
+def test_a_malformed_records_file_is_one_line_naming_the_line(redis_url, tmp_path, line, said):
+    rqcrawl(redis_url, "seed", "http://a.test/", "--crawl", "rec")
+    given = tmp_path / "records.jsonl"
+    given.write_text(json.dumps(RECORD) + "\n" + line + "\n", encoding="utf-8")
+    proc = rqcrawl(redis_url, "failures", "rec", "--records", str(given), check=False)
+    assert_one_line_error(proc, str(given), said)
+
+
+def test_a_records_file_with_fields_missing_is_read(redis_url, tmp_path):
+    """A record read back needs its url and outcome; the other fields default to None."""
+    rqcrawl(redis_url, "seed", "http://a.test/", "--crawl", "rec")
+    given = tmp_path / "records.jsonl"
+    given.write_text(json.dumps({"url": "http://a.test/x", "outcome": "failed"}) + "\n")
+    out = rqcrawl(redis_url, "failures", "rec", "--records", str(given)).stdout
+    assert out.split() == ["other", "-", "http://a.test/x"]
