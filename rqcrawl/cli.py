@@ -276,7 +276,7 @@ def status(name, as_json, show_config, watching, interval, url) -> None:
     if show_config:
         cfg = api.crawl_config(conn, name)
         shown = json.dumps(asdict(cfg), indent=2) if as_json else cfg.to_toml()
-        for secret in (cfg.db, *cfg.shards):  # their passwords
+        for secret in (cfg.db, *cfg.shards, *cfg.proxies):  # their passwords
             shown = masked(shown, secret)
         click.echo(shown)
     elif watching:
