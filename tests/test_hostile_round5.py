@@ -1,15 +1,17 @@
 """Hostile input, round 5, against a real hostile site and the real commands: control
 characters in titles reach no exported file raw (CSV escapes them, JSON lines as JSON
 escapes), a redirect to markup leaves no markup in the record's error, and a records file
-(`--records FILE`) that is malformed on purpose is one line naming its line."""
+(`--records FILE`) that is malformed on purpose is one line naming its line, as is a class
+named by the settings (`http_client`, `exporters`) that does not load, when seeding."""
 
 from __future__ import annotations
 
 import csv
 import json
+import subprocess
 
 import pytest
-from helpers import rqcrawl, seed_local, wait_finished
+from helpers import BIN, env_with, rqcrawl, seed_local, wait_finished
 from servers import HTTPSite, reply
 from test_cli import assert_one_line_error
 
@@ -116,3 +118,36 @@ def test_a_records_file_with_fields_missing_is_read(redis_url, tmp_path):
     given.write_text(json.dumps({"url": "http://a.test/x", "outcome": "failed"}) + "\n")
     out = rqcrawl(redis_url, "failures", "rec", "--records", str(given)).stdout
     assert out.split() == ["other", "-", "http://a.test/x"]
+
+
+MODULES = {
+    "boom.py": "raise RuntimeError('no database at import time')\n",
+    "ownclient.py": "from rqcrawl.fetch.clients.requests_client import RequestsClient as Client\n",
+}
+
+
+@pytest.mark.parametrize(
+    ("setting", "said"),
+    [
+        ('http_client = "no_such_module:Client"', "http_client 'no_such_module:Client': No module"),
+        ('http_client = "json:JSONDecoder"', "http_client 'json:JSONDecoder': not an HttpClient"),
+        ('http_client = "json:Missing"', "has no attribute 'Missing'"),
+        ('http_client = "boom:Client"', "importing 'boom' raised RuntimeError: no database"),
+        ('exporters = {x = "json:JSONDecoder"}', "'exporters': export format 'x': json:JSONDec"),
+        ('exporters = {x = "no_such_module:X"}', "format 'x' (no_such_module:X) cannot be loaded"),
+        ('exporters = {x = "boom:X"}', "importing 'boom' raised RuntimeError"),
+    ],
+)
+def test_a_class_name_that_does_not_load_is_refused_at_seeding(redis_url, tmp_path, setting, said):
+    """Seeded, it made every URL `lost` with two tracebacks a page; now one line, and no
+    crawl. The working directory is on the import path, as `rq worker` puts it."""
+    for name, code in MODULES.items():
+        (tmp_path / name).write_text(code)
+    (tmp_path / "c.toml").write_text(f"[crawl]\n{setting}\n")
+    seed = [str(BIN / "rqcrawl"), "seed", "http://a.test/", "--crawl", "cls", "--config", "c.toml"]
+    proc = subprocess.run(seed, cwd=tmp_path, env=env_with(redis_url), capture_output=True,
+                          text=True, timeout=60)  # fmt: skip
+    assert_one_line_error(proc, said)
+    assert "cls" not in rqcrawl(redis_url, "list").stdout
+    (tmp_path / "c.toml").write_text('[crawl]\nhttp_client = "ownclient:Client"\n')
+    subprocess.run(seed, cwd=tmp_path, env=env_with(redis_url), check=True, timeout=60)
