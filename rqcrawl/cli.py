@@ -568,6 +568,8 @@ def export(
             f"{done.pages} page(s)" + (f", {done.uncaptured} page(s) not in the WARC files"
             if done.uncaptured else ""), err=True,
         )  # fmt: skip
+        for line in done.cut:
+            click.echo(f"warning: {line}", err=True)
         return
     if records_file:
         raise click.UsageError("--records is read by --format wacz only")
