@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import json
 import subprocess
+import zipfile
 
 import pytest
 from helpers import BIN, env_with, rqcrawl, seed_local, wait_finished
@@ -41,7 +42,8 @@ def crawled(redis_url, tmp_path) -> str:
     conf = tmp_path / "fields.toml"
     conf.write_text('[crawl.fields]\nheading = { css = "h1::text" }\n')
     with HTTPSite(hostile, host="127.0.0.8", max_requests=40, max_seconds=120) as http:
-        seed_local(redis_url, http.base + "/", "steer", 1, "--config", str(conf))
+        seed_local(redis_url, http.base + "/", "steer", 1, "--config", str(conf), "--warc",
+                   str(tmp_path / "warc"))  # fmt: skip
         with LocalWorkers(redis_url, 1):
             wait_finished(redis_url, "steer")
     return http.base
@@ -51,8 +53,11 @@ def test_no_control_character_reaches_an_exported_file_raw(redis_url, crawled, t
     safe, raw, lines = tmp_path / "safe.csv", tmp_path / "raw.csv", tmp_path / "all.jsonl"
     rqcrawl(redis_url, "export", "steer", "-o", str(safe))
     rqcrawl(redis_url, "export", "steer", "-o", str(raw), "--raw-csv")
+    rqcrawl(redis_url, "export", "steer", "-o", str(tmp_path / "steer.wacz"))
     rqcrawl(redis_url, "export", "steer", "-o", str(lines))
-    for path in (safe, raw, lines):
+    with zipfile.ZipFile(tmp_path / "steer.wacz") as wacz:
+        (tmp_path / "pages.jsonl").write_bytes(wacz.read("pages/pages.jsonl"))
+    for path in (safe, raw, lines, tmp_path / "pages.jsonl"):
         text = path.read_text(encoding="utf-8")
         assert RAW.isdisjoint(text), (path.name, sorted(RAW & set(text)))
     for path in (safe, raw):  # the escapes as text, the rest of the cell as it was

@@ -33,6 +33,8 @@ from datetime import UTC, datetime
 from importlib.metadata import version
 from pathlib import Path
 
+from rqcrawl.untrusted import inert_json
+
 CHUNK = 1 << 20
 PAGES_HEADER = {"format": "json-pages-1.0", "id": "pages", "title": "All Pages"}
 # The datapackage's profile and version as py-wacz 0.6.0's `wacz validate` requires: it
@@ -194,7 +196,8 @@ def _pages(
     records: Iterable[dict], captured: dict[str, list[str]], pages: Path
 ) -> tuple[int, int, dict | None]:
     """Write pages.jsonl: every fetched HTML page that the WARC files hold, at the time of
-    its capture, with its title and (when the crawl extracted it) its main text. Returns the
+    its capture, with its title and (when the crawl extracted it) its main text, control
+    characters as JSON escapes (as in JSON lines exports). Returns the
     pages listed, the pages left out for want of a capture, and the first page listed."""
     listed = uncaptured = 0
     home = None
@@ -206,7 +209,7 @@ def _pages(
                 continue
             home = home or {"url": page["url"], "ts": page["ts"]}
             has_text = has_text or "text" in page
-            body.write(json.dumps(page, ensure_ascii=False) + "\n")
+            body.write(inert_json(page) + "\n")
             listed += 1
         body.seek(0)
         with open(pages, "w", encoding="utf-8") as out:
