@@ -37,11 +37,13 @@ from rqcrawl import config
 from rqcrawl.config import ConfigError, CrawlConfig
 from rqcrawl.defaults import PUMP_EVERY
 from rqcrawl.fetch import warc
+from rqcrawl.fetch.clients import client_class
 from rqcrawl.frontier import configs, delivery, keys
 from rqcrawl.frontier.dispatch import Frontier
 from rqcrawl.frontier.outage import TableUnavailable
 from rqcrawl.frontier.records import FAILED_OUTCOMES
 from rqcrawl.frontier.state import all_shards, crawl_names, is_known
+from rqcrawl.loading import on_worker_path
 from rqcrawl.ops import control, follow, sinks, stats, wacz
 from rqcrawl.ops.exporters.base import Exporter
 from rqcrawl.ops.exporters.registry import UnknownFormat, exporter_class, format_of, formats
@@ -146,9 +148,26 @@ def settings(
     """The settings of a new crawl: `base` (or the defaults) < TOML file < `flags`, each a
     setting of conf/default.toml by name (None leaves it to the file or the default)."""
     try:
-        return config.layered(config_file, flags, base)
+        chosen = config.layered(config_file, flags, base)
     except (ConfigError, HookError) as exc:
         raise InvalidInput(str(exc)) from exc
+    _check_classes(chosen)
+    return chosen
+
+
+def _check_classes(cfg: CrawlConfig) -> None:
+    """Import the classes the settings name (`http_client`, `exporters`) as the workers and
+    the export will, so that a bad name is one line now, not a lost page per URL later."""
+    on_worker_path()
+    try:
+        client_class(cfg.http_client)
+    except ValueError as exc:
+        raise InvalidInput(f"setting {exc}") from None
+    for fmt in cfg.exporters:
+        try:
+            exporter_class(cfg.exporters, fmt)
+        except UnknownFormat as exc:
+            raise InvalidInput(f"setting 'exporters': {exc}") from None
 
 
 def plan(

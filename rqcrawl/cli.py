@@ -314,7 +314,7 @@ def status(name, as_json, show_config, watching, interval, data_dir, url) -> Non
     if show_config:
         cfg = api.crawl_config(conn, name)
         shown = json.dumps(asdict(cfg), indent=2) if as_json else cfg.to_toml()
-        for secret in (cfg.db, *cfg.shards):  # their passwords
+        for secret in (cfg.db, *cfg.shards, *cfg.proxies):  # their passwords
             shown = masked(shown, secret)
         click.echo(shown)
     elif watching:
@@ -615,6 +615,8 @@ def export(
             f"{done.pages} page(s)" + (f", {done.uncaptured} page(s) not in the WARC files"
             if done.uncaptured else ""), err=True,
         )  # fmt: skip
+        for line in done.cut:
+            click.echo(f"warning: {line}", err=True)
         return
     if records_file:
         raise click.UsageError("--records is read by --format wacz only")

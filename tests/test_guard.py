@@ -1,15 +1,21 @@
 """The address guard: embedded IPv4 forms are judged by the IPv4 they carry, and a refused
-address gets no byte from us, not even a TCP handshake."""
+address gets no byte from us, not even a TCP handshake, whatever the client (a client class
+of the user's own included)."""
 
 from __future__ import annotations
 
+import http.client
 import socket
+from collections.abc import Iterator
 from dataclasses import replace
+from urllib.parse import urlsplit
 
 import pytest
 from servers import HTTPSite, reply
 
 from rqcrawl.config import CrawlConfig
+from rqcrawl.fetch.clients import CLIENTS
+from rqcrawl.fetch.clients.base import Headers, HttpClient, HttpResponse, Sent
 from rqcrawl.fetch.guard import networks, refusal
 from rqcrawl.fetch.http import FetchError, fetch
 
@@ -39,8 +45,39 @@ def test_public_addresses_and_their_embeddings_pass(ip):
     assert refusal(ip) is None
 
 
+class OwnClient(HttpClient):
+    """A client of a user's own (`http_client = "test_guard:OwnClient"`): http.client
+    straight to the URL's host, with no guard of its own."""
+
+    def send(self, method, url, headers, timeouts, data=None, proxy=None) -> HttpResponse:
+        parts = urlsplit(url)
+        conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeouts[0])
+        conn.request(method, parts.path or "/", body=data, headers=dict(headers))
+        return OwnResponse(conn.getresponse(), Sent(method, url, headers))
+
+
+class OwnResponse(HttpResponse):
+    def __init__(self, resp: http.client.HTTPResponse, sent: Sent):
+        super().__init__(sent, resp.status, resp.reason, Headers(resp.getheaders()), "HTTP/1.1")
+        self._resp = resp
+
+    def iter_bytes(self, size: int) -> Iterator[bytes]:
+        while chunk := self._resp.read(size):
+            yield chunk
+
+    def release(self) -> None:
+        self._resp.close()
+
+    def close(self) -> None:
+        self._resp.close()
+
+
+OWN = "test_guard:OwnClient"
+
+
 @pytest.mark.parametrize("host", ["127.0.0.9", "localhost"])
-def test_a_refused_address_gets_no_handshake(host, http_client):
+@pytest.mark.parametrize("client", [*sorted(CLIENTS), OWN])
+def test_a_refused_address_gets_no_handshake(host, client):
     # A listening socket nobody accepts on: the kernel would complete a handshake into the
     # backlog, where a non-blocking accept() finds it.
     with socket.socket() as listener:
@@ -49,10 +86,18 @@ def test_a_refused_address_gets_no_handshake(host, http_client):
         listener.setblocking(False)
         url = f"http://{host}:{listener.getsockname()[1]}/"
         with pytest.raises(FetchError) as err:
-            fetch(url, replace(GUARDED, http_client=http_client), lambda hop: None)
+            fetch(url, replace(GUARDED, http_client=client), lambda hop: None)
         assert err.value.reason == "refused_address" and "loopback" in str(err.value)
         with pytest.raises(BlockingIOError):
             listener.accept()
+
+
+def test_a_client_of_ones_own_reaches_what_the_crawl_allows():
+    """The refusal above is the guard's: the same client fetches with allow_private."""
+    with HTTPSite(lambda req: reply(req, 200, b"<title>in</title>"), max_seconds=30) as site:
+        cfg = replace(GUARDED, http_client=OWN, allow_private=True)
+        resp = fetch(site.base + "/", cfg, lambda hop: None)
+    assert resp.status == 200 and resp.body == b"<title>in</title>"
 
 
 def test_allowed_networks_let_only_themselves_through():

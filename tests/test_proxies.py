@@ -121,3 +121,17 @@ def test_a_crawl_rotates_proxies_and_survives_one_dying(redis_url, tmp_path):
     assert not lost, lost
     assert sum(p1.hits.values()) >= 5 and carried > 0  # both carried pages before
     assert sum(p2.hits.values()) > carried  # and the live one after
+
+
+def test_status_config_masks_the_proxies_passwords(redis_url, tmp_path):
+    """As it masks the task table's and the shards': `status --config` is pasted into
+    tickets and chats."""
+    conf = tmp_path / "proxies.toml"
+    conf.write_text('[crawl]\nproxies = ["http://alice:S3cretPW@127.0.0.2:3128"]\n')
+    rqcrawl(redis_url, "seed", "http://a.test/", "--crawl", "pw", "--config", str(conf))
+    for shown in (
+        rqcrawl(redis_url, "status", "pw", "--config").stdout,
+        rqcrawl(redis_url, "status", "pw", "--config", "--json").stdout,
+    ):
+        assert "S3cretPW" not in shown, shown
+        assert "http://alice:***@127.0.0.2:3128" in shown, shown

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import subprocess
 import zipfile
 from dataclasses import dataclass
@@ -29,6 +30,9 @@ class Export:
     damaged: subprocess.CompletedProcess  # the export of a WARC file that holds no WARC
     damaged_name: str
     no_warc: subprocess.CompletedProcess  # the export pointed at a directory without any
+    cut: subprocess.CompletedProcess  # the export of WARC files whose last record is cut
+    cut_wacz: Path
+    cut_name: str
 
 
 @pytest.fixture(scope="module")
@@ -70,14 +74,27 @@ def exported(tmp_path_factory, redis_server) -> Export:
         redis_url, "export", "docs", "-o", str(tmp / "none.wacz"), "--warc", str(empty),
         check=False,
     )  # fmt: skip
-    return Export(wacz, warc_dir, read_jsonl(out), bad, first.name, no_warc)
+    cut_dir = tmp / "cut"  # a worker killed while writing: its last record cut short
+    shutil.copytree(warc_dir, cut_dir)
+    last = sorted(cut_dir.glob("*.warc.gz"))[-1]
+    last.write_bytes(last.read_bytes()[:-50])  # within the last gzip member (one record)
+    cut = rqcrawl(redis_url, "export", "docs", "-o", str(tmp / "cut.wacz"), "--warc",
+                  str(cut_dir), "--records", str(out), check=False)  # fmt: skip
+    return Export(
+        wacz, warc_dir, read_jsonl(out), bad, first.name, no_warc, cut, tmp / "cut.wacz",
+        last.name,
+    )  # fmt: skip
+
+
+def validate(wacz: Path) -> subprocess.CompletedProcess:
+    """py-wacz's own check of a package."""
+    return subprocess.run(
+        [str(BIN / "wacz"), "validate", "-f", str(wacz)], capture_output=True, text=True
+    )
 
 
 def test_py_wacz_validates_the_export(exported):
-    wacz = exported.wacz
-    proc = subprocess.run(
-        [str(BIN / "wacz"), "validate", "-f", str(wacz)], capture_output=True, text=True
-    )
+    proc = validate(exported.wacz)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "the passed WACZ is valid" in proc.stdout
 
@@ -152,3 +169,23 @@ def test_a_damaged_warc_file_is_a_one_line_error_naming_it(exported):
 
 def test_a_crawl_without_warc_files_is_a_one_line_error(exported):
     assert_one_line_error(exported.no_warc, "no WARC files of it in")
+
+
+def test_a_record_cut_short_is_left_out_and_said(exported):
+    """Before, the cut WARC file went in as it was: the export said only "page(s) not in
+    the WARC files" and `wacz validate` failed on it with an EOFError."""
+    proc = exported.cut
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    warnings = [line for line in proc.stderr.splitlines() if line.startswith("warning: ")]
+    assert len(warnings) == 1 and exported.cut_name in warnings[0], proc.stderr
+    assert "cut short, its last " in warnings[0] and "bytes left out" in warnings[0]
+    checked = validate(exported.cut_wacz)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    with zipfile.ZipFile(exported.cut_wacz) as z:
+        stored = z.read(f"archive/{exported.cut_name}")
+    original = (exported.warc_dir / exported.cut_name).read_bytes()
+    assert 0 < len(stored) < len(original) - 50 and original.startswith(stored)
+    with zipfile.ZipFile(exported.wacz) as whole, zipfile.ZipFile(exported.cut_wacz) as cut:
+        lines = whole.read("indexes/index.cdxj").splitlines()
+        kept = cut.read("indexes/index.cdxj").splitlines()
+    assert set(kept) <= set(lines) and len(lines) - len(kept) <= 1  # the cut record's line

@@ -76,13 +76,15 @@ def send(
     guard, the deadline's watch) with the crawl's timeouts, and through its proxy for the
     host if any (see rqcrawl.fetch.proxies): the proxy's own address is the operator's
     choice, the target's is checked here, for every client, before the proxy hears of it.
+    A client of the user's own that does not guard its connections (guarded_connections)
+    has its target checked here too, before it is handed the request.
     A proxy that dies is retired and the request goes to the next live one. Raises
     TransportError."""
     http = client(cfg.http_client, cfg.allow_private, cfg.allow_networks)
     timeouts = (cfg.connect_timeout, cfg.read_timeout)
     if not cfg.proxies:
         proxy = proxies.from_environment(url)
-        if proxy:
+        if proxy or not http.guarded_connections:
             _check_target(cfg, url)
         return http.send(method, url, headers, timeouts, data, proxy)
     _check_target(cfg, url)
@@ -102,8 +104,8 @@ def send(
 
 
 def _check_target(cfg: CrawlConfig, url: str) -> None:
-    """The guard's check of a target reached through a proxy (unless the crawl allows
-    private addresses)."""
+    """The guard's check of a target reached through a proxy or a client that does not
+    guard its own connections (unless the crawl allows private addresses)."""
     if cfg.allow_private:
         return
     try:
@@ -178,8 +180,8 @@ def _follow(
         resp.release()
         try:
             target = canonicalize(resp.headers["location"], current)
-        except InvalidURL as exc:
-            message = f"bad redirect: {exc}"
+        except InvalidURL as exc:  # the server's text: records are loaded into HTML pages
+            message = f"bad redirect: {exc.inert()}"
             raise FetchError("bad_redirect", message, status=resp.status) from None
         if not follow:
             ctype = resp.headers.get("content-type", "")

@@ -41,6 +41,14 @@ FIELDS = [
     "via",  # the redirects that led to this URL, first one first (rqcrawl.fetch.hops)
 ]
 
+# The JSON type of each field (None aside, which any field may be): integers, numbers, flags,
+# lists and objects; every other field of FIELDS is text. The Parquet exporter types its
+# columns by them, readers of an exported file check them (checked).
+INTEGERS = {"status", "depth", "bytes", "outlinks", "links_cut", "attempts", "visit"}
+FLOATS = {"similarity"}
+FLAGS = {"not_modified", "noindex", "nofollow", "truncated"}
+LISTS = {"via"}
+OBJECTS = {"fields", "content"}  # the user's fields; the page's content (`content` setting)
 
 FAILED_OUTCOMES = ("failed", "lost")  # a record's outcome when its URL failed for good
 
@@ -69,3 +77,36 @@ def from_entry(data: dict) -> dict:
     """The record of a stream entry, with every field of FIELDS (the finish script writes
     refused links' records with only the fields they have)."""
     return dict.fromkeys(FIELDS) | {"fields": {}} | json.loads(data[b"r"])
+
+
+# Each field's JSON type, as json.loads gives it (bool apart from int).
+_TYPES: dict[str, type] = {
+    **dict.fromkeys(FIELDS, str),
+    **dict.fromkeys(INTEGERS, int),
+    **dict.fromkeys(FLOATS, float),
+    **dict.fromkeys(FLAGS, bool),
+    **dict.fromkeys(LISTS, list),
+    **dict.fromkeys(OBJECTS, dict),
+}
+_JSON_NAMES = {str: "text", int: "an integer", float: "a number", bool: "true or false",
+               list: "a list", dict: "an object"}  # fmt: skip
+
+
+def checked(data: object) -> dict:
+    """A record read back from an exported file (`--records FILE`): a JSON object whose
+    `url` and `outcome` are text and whose other fields are of their type or None, given
+    every field of FIELDS (missing ones None), so that its readers never meet a value they
+    cannot use. Raises ValueError saying what is wrong, in one line."""
+    if not isinstance(data, dict):
+        raise ValueError("is not a record (a JSON object)")
+    for name in ("url", "outcome"):
+        if not isinstance(data.get(name), str):
+            raise ValueError(f"has no {name!r} (text)")
+    for name, value in data.items():
+        wanted, kind = _TYPES.get(name), type(value)
+        if value is not None and wanted and kind is not wanted and (wanted, kind) != (float, int):
+            raise ValueError(f"field {name!r} is {_JSON_NAMES[kind]}, not {_JSON_NAMES[wanted]}")
+    content = data.get("content") or {}
+    if any(v is not None and not isinstance(v, str) for v in content.values()):
+        raise ValueError("field 'content' holds a value that is not text")
+    return dict.fromkeys(FIELDS) | {"fields": {}} | data

@@ -21,7 +21,7 @@ from typing import IO
 from redis import Redis
 
 from rqcrawl.frontier.keys import CrawlKeys
-from rqcrawl.frontier.records import from_entry
+from rqcrawl.frontier.records import checked, from_entry
 from rqcrawl.ops.exporters.base import Exporter
 
 
@@ -52,7 +52,8 @@ def iter_records(
 def read_jsonl_records(path: str | os.PathLike) -> Iterator[dict]:
     """The records of a JSON lines export (`crawl -o`, `export --follow`), in its order: one
     file, or a follower's directory of numbered files (every `*.jsonl` in name order). A line
-    that is not a JSON object is a ValueError naming it (and its file, in a directory)."""
+    that is not a record (records.checked) is a ValueError naming it (and its file, in a
+    directory)."""
     if not os.path.isdir(path):
         yield from _jsonl_file(path)
         return
@@ -72,11 +73,13 @@ def _jsonl_file(path: str | os.PathLike) -> Iterator[dict]:
             if not line.strip():
                 continue
             try:
-                record = json.loads(line)
+                record = checked(json.loads(line))
             except json.JSONDecodeError as exc:
                 raise ValueError(f"line {number} is not JSON ({exc.msg})") from None
-            if not isinstance(record, dict):
-                raise ValueError(f"line {number} is not a record (a JSON object)")
+            except RecursionError:  # json's parser recurses per level of [ or {
+                raise ValueError(f"line {number} is not a record (nested too deeply)") from None
+            except ValueError as exc:  # not a record, or a field of the wrong type
+                raise ValueError(f"line {number} {exc}") from None
             yield record
 
 

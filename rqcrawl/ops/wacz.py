@@ -25,12 +25,15 @@ import json
 import shutil
 import tempfile
 import zipfile
+import zlib
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib.metadata import version
 from pathlib import Path
+
+from rqcrawl.untrusted import inert_json
 
 CHUNK = 1 << 20
 PAGES_HEADER = {"format": "json-pages-1.0", "id": "pages", "title": "All Pages"}
@@ -53,13 +56,16 @@ class Written:
     captures: int  # lines of the CDXJ index
     pages: int  # lines of pages.jsonl after its header
     uncaptured: int  # fetched pages with no response in the WARC files given (left out)
+    cut: tuple[str, ...] = ()  # a line per WARC file cut short: what of it was left out
 
 
 def write_wacz(records: Iterable[dict], warcs: Sequence[Path], out: Path, title: str) -> Written:
     """Write the WACZ `out` of the WARC files `warcs` and the crawl's `records` (those of
     sinks.iter_records); `title` names the collection. The file is written beside `out`
-    and renamed into place, so a failure leaves no half-written WACZ."""
+    and renamed into place, so a failure leaves no half-written WACZ. A WARC file cut short
+    goes in with its whole records only (see _whole_files)."""
     with tempfile.TemporaryDirectory(dir=out.parent) as work:
+        warcs, cut = _whole_files(warcs, Path(work) / "whole")
         index = Path(work) / "index.cdxj"
         captures = _index(warcs, index)
         pages = Path(work) / "pages.jsonl"
@@ -74,7 +80,60 @@ def write_wacz(records: Iterable[dict], warcs: Sequence[Path], out: Path, title:
             digest = {"path": "datapackage.json", "hash": _sha256(package)}
             wacz.writestr("datapackage-digest.json", json.dumps(digest), zipfile.ZIP_DEFLATED)
         partial.replace(out)
-    return Written(len(warcs), captures, listed, uncaptured)
+    return Written(len(warcs), captures, listed, uncaptured, tuple(cut))
+
+
+def _whole_files(warcs: Sequence[Path], work: Path) -> tuple[list[Path], list[str]]:
+    """The WARC files to package, each made of whole records: as it is, or, when it was cut
+    short (a worker killed while writing, a copy interrupted), a copy in `work` of its whole
+    records (none: the file is left out), and a line saying so per such file. A cut record
+    would make the package invalid (py-wacz's `wacz validate` fails on it with EOFError)."""
+    kept, cut = [], []
+    for warc in warcs:
+        try:
+            _check_warc(warc)
+            whole, size = _whole_length(warc), warc.stat().st_size
+        except _warc_errors() as exc:
+            raise WaczError(f"cannot index {warc}: {_first_line(exc)}") from None
+        if whole == size:
+            kept.append(warc)
+            continue
+        cut.append(f"{warc}: cut short, its last {size - whole} of {size} bytes left out")
+        if whole:
+            work.mkdir(exist_ok=True)
+            kept.append(_copy_head(warc, work / warc.name, whole))
+    return kept, cut
+
+
+def _whole_length(path: Path) -> int:
+    """The bytes of `path` up to the end of its last whole gzip member (a record each, as
+    warcio writes them): its size unless it was cut short or damaged past that point.
+    warcio itself reads a cut member as a shorter record without a word."""
+    end = consumed = 0
+    member = zlib.decompressobj(zlib.MAX_WBITS | 16)  # gzip
+    with open(path, "rb") as stream:
+        while chunk := stream.read(CHUNK):
+            consumed += len(chunk)
+            while chunk:
+                try:
+                    member.decompress(chunk)
+                except zlib.error:
+                    return end
+                if not member.eof:
+                    break
+                chunk = member.unused_data
+                end = consumed - len(chunk)
+                member = zlib.decompressobj(zlib.MAX_WBITS | 16)
+    return end
+
+
+def _copy_head(source: Path, target: Path, length: int) -> Path:
+    """`target`, a copy of the first `length` bytes of `source`."""
+    with open(source, "rb") as src, open(target, "wb") as dst:
+        while length and (chunk := src.read(min(CHUNK, length))):
+            dst.write(chunk)
+            length -= len(chunk)
+    return target
 
 
 def _index(warcs: Sequence[Path], index: Path) -> int:
@@ -82,21 +141,26 @@ def _index(warcs: Sequence[Path], index: Path) -> int:
     `index`: each file indexed on its own, to name the one that cannot be read, then merged.
     Returns the line count."""
     from cdxj_indexer.main import write_cdx_index
-    from warcio.exceptions import ArchiveLoadFailed
 
     parts = [index.with_name(f"{index.name}.{n}") for n in range(len(warcs))]
     for warc, part in zip(warcs, parts, strict=True):
         try:
-            _check_warc(warc)
             write_cdx_index(str(part), [str(warc)], {"sort": True, "post_append": True})
-        except (ArchiveLoadFailed, OSError, EOFError, ValueError) as exc:
-            raise WaczError(f"cannot index {warc}: {_first_line(exc)}") from None
+        except _warc_errors() as exc:
+            raise WaczError(f"cannot index {warc.name}: {_first_line(exc)}") from None
     with contextlib.ExitStack() as stack, open(index, "w", encoding="utf-8") as out:
         lines = 0
         for line in heapq.merge(*(stack.enter_context(open(p, encoding="utf-8")) for p in parts)):
             out.write(line)
             lines += 1
     return lines
+
+
+def _warc_errors() -> tuple[type[BaseException], ...]:
+    """What reading a damaged WARC file raises (warcio is imported by the WACZ export only)."""
+    from warcio.exceptions import ArchiveLoadFailed
+
+    return (ArchiveLoadFailed, OSError, EOFError, ValueError)
 
 
 def _check_warc(path: Path) -> None:
@@ -132,7 +196,8 @@ def _pages(
     records: Iterable[dict], captured: dict[str, list[str]], pages: Path
 ) -> tuple[int, int, dict | None]:
     """Write pages.jsonl: every fetched HTML page that the WARC files hold, at the time of
-    its capture, with its title and (when the crawl extracted it) its main text. Returns the
+    its capture, with its title and (when the crawl extracted it) its main text, control
+    characters as JSON escapes (as in JSON lines exports). Returns the
     pages listed, the pages left out for want of a capture, and the first page listed."""
     listed = uncaptured = 0
     home = None
@@ -144,7 +209,7 @@ def _pages(
                 continue
             home = home or {"url": page["url"], "ts": page["ts"]}
             has_text = has_text or "text" in page
-            body.write(json.dumps(page, ensure_ascii=False) + "\n")
+            body.write(inert_json(page) + "\n")
             listed += 1
         body.seek(0)
         with open(pages, "w", encoding="utf-8") as out:

@@ -17,14 +17,13 @@ from __future__ import annotations
 import importlib
 import json
 import logging
-import os
-import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from parsel import Selector
 
+from rqcrawl.loading import on_worker_path
 from rqcrawl.parse.urls import InvalidURL, canonicalize
 
 log = logging.getLogger(__name__)
@@ -78,8 +77,7 @@ def load(path: str) -> Callable[[HookPage], Any]:
 def check(path: str) -> None:
     """Import the hook as `rq worker` will (the working directory on the import path)."""
     if path:
-        if os.getcwd() not in sys.path:
-            sys.path.append(os.getcwd())
+        on_worker_path()
         load(path)
 
 

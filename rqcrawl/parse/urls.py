@@ -11,6 +11,8 @@ from urllib.parse import unquote_plus, urljoin, urlsplit, urlunsplit
 
 from w3lib.url import canonicalize_url
 
+from rqcrawl.untrusted import inert
+
 _SCHEMES = {"http", "https"}
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 # A host name after IDNA encoding: labels of 1-63 letters, digits, hyphens and underscores
@@ -21,7 +23,19 @@ _HOST_NAME = re.compile(r"(?:[a-z0-9_-]{1,63}\.)*[a-z0-9_-]{1,63}")
 
 
 class InvalidURL(ValueError):
-    """A URL that cannot be crawled (no http(s) scheme, no host, bad port...)."""
+    """A URL that cannot be crawled (no http(s) scheme, no host, bad port...): `why`, and
+    the `url` refused when canonicalize says which."""
+
+    def __init__(self, why: str, url: str | None = None):
+        self.why, self.url = why, url
+        super().__init__(why if url is None else f"invalid URL {url!r}: {why}")
+
+    def inert(self) -> str:
+        """The message with the URL and the reason inert (rqcrawl.untrusted.inert), for a
+        record or a job field that a server's text reaches (a redirect's `Location`)."""
+        if self.url is None:
+            return inert(self.why)
+        return f"invalid URL '{inert(self.url)}': {inert(self.why)}"
 
 
 def canonicalize(url: str, base: str | None = None, strip: ParamFilter | None = None) -> str:
@@ -36,7 +50,7 @@ def canonicalize(url: str, base: str | None = None, strip: ParamFilter | None = 
     try:
         canonical = _canonical(url.strip(), base)
     except ValueError as exc:  # urllib's, IDNA's (UnicodeError) and our own InvalidURL
-        raise InvalidURL(f"invalid URL {url!r}: {exc}") from None
+        raise InvalidURL(str(exc), url) from None
     return strip(canonical) if strip else canonical
 
 

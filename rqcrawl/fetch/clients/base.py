@@ -118,6 +118,11 @@ class HttpClient(ABC):
     """One per process and guard setting (rqcrawl.fetch.clients.client): keeps its
     connections alive across requests and threads."""
 
+    # Whether the client connects through the guard itself (checked addresses, the peer
+    # checked again), as the built-in ones do. A client of the user's own that does not say
+    # so gets only targets the guard accepted just before (rqcrawl.fetch.http.send).
+    guarded_connections: bool = False
+
     def __init__(self, guard: bool, allowed: Networks):
         self.guard = guard  # connect only to addresses the guard accepts
         self.allowed = allowed  # networks the guard lets through (`allow_networks`)

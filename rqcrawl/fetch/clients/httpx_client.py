@@ -164,6 +164,8 @@ DRAIN_BYTES = 64 * 1024
 
 
 class HttpxClient(HttpClient):
+    guarded_connections = True  # _Backend.connect_tcp
+
     def __init__(self, guard: bool, allowed: Networks):
         super().__init__(guard, allowed)
         self._clients: dict[str | None, httpx.Client] = {}

@@ -168,6 +168,8 @@ DRAIN_BYTES = 64 * 1024  # the most of an unread body read to keep its connectio
 
 
 class RequestsClient(HttpClient):
+    guarded_connections = True  # GuardedConnection
+
     def __init__(self, guard: bool, allowed: Networks):
         super().__init__(guard, allowed)
         s = requests.Session()

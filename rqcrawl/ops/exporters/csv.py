@@ -1,7 +1,10 @@
 """CSV: the fixed columns (rqcrawl.frontier.records.FIELDS), then the user's fields spread over
 `fields.NAME` columns in name order, list and object values written as JSON; `content` is
 left out (JSON lines carry it). A cell that a spreadsheet would take for a formula (a page
-title `=HYPERLINK(...)`) is neutralised unless the export asks for raw cells.
+title `=HYPERLINK(...)`) is neutralised unless the export asks for raw cells; control
+characters (ESC, BEL, C1, bidirectional overrides) are escaped as `\\xNN` / `\\uNNNN` in
+every cell, raw or not (rqcrawl.untrusted.printable_cell), so that no page steers the
+terminal or the spreadsheet that shows the file.
 
 A file's columns are fixed by its header: by the names an export reads first, else by the
 first batch written to it (a file appended to keeps its header). A later record's field
@@ -11,11 +14,11 @@ outside them goes to the last column, `fields`, as one JSON object, so that no v
 from __future__ import annotations
 
 import csv
-import json
 from collections.abc import Iterable
 
 from rqcrawl.frontier.records import FIELDS
 from rqcrawl.ops.exporters.base import Exporter
+from rqcrawl.untrusted import inert_json, printable_cell
 
 OTHERS = "fields"  # the column of user fields outside a file's header
 
@@ -31,9 +34,13 @@ class CsvExporter(Exporter):
         if self.writer is None:
             self._start(records)
         for record in records:
-            row = self._row(record)
-            self.writer.writerow(row if self.raw_csv else {k: safe_cell(v) for k, v in row.items()})
+            self.writer.writerow({k: self._cell(v) for k, v in self._row(record).items()})
         return len(records)
+
+    def _cell(self, value: object) -> object:
+        """A cell without control characters, neutralised unless raw."""
+        value = printable_cell(value) if isinstance(value, str) else value
+        return value if self.raw_csv else safe_cell(value)
 
     def _start(self, first: list[dict]) -> None:
         """The header: the file's own when appending (its `a+` stream is read from the
@@ -57,7 +64,7 @@ class CsvExporter(Exporter):
         others = {k[7:]: record["fields"][k[7:]] for k in row if k.startswith("fields.")}
         others = {k: v for k, v in others.items() if f"fields.{k}" not in self.columns}
         if others:
-            row[OTHERS] = json.dumps(others, ensure_ascii=False)
+            row[OTHERS] = inert_json(others)
         return row
 
 
@@ -78,5 +85,5 @@ def flat(record: dict) -> dict:
     row = {k: v for k, v in record.items() if k != "fields"}
     for name, value in (record.get("fields") or {}).items():
         keep = value is None or isinstance(value, str)
-        row[f"fields.{name}"] = value if keep else json.dumps(value, ensure_ascii=False)
+        row[f"fields.{name}"] = value if keep else inert_json(value)
     return row

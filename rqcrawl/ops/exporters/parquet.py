@@ -14,12 +14,9 @@ from collections.abc import Iterable
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rqcrawl.frontier.records import FIELDS
+from rqcrawl.frontier.records import FIELDS, FLAGS, FLOATS, INTEGERS
 from rqcrawl.ops.exporters.base import Exporter
 
-INTEGERS = {"status", "depth", "bytes", "outlinks", "links_cut", "attempts", "visit"}
-FLOATS = {"similarity"}
-FLAGS = {"not_modified", "noindex", "nofollow", "truncated"}
 JSON_COLUMNS = ["fields", "content"]
 
 
