@@ -24,6 +24,7 @@ LAYERS = [
         "untrusted",
         "processes",
         "loading",
+        "extras",
     },  # small utilities
     {"parse"},  # what a response says: pure functions
     {"config"},  # the settings and their checks
