@@ -38,6 +38,7 @@ from rqcrawl.ops.exporters.base import Exporter
 from rqcrawl.redisurl import REDIS_DOWN
 
 BATCH = 500  # records taken from a shard in one read
+BATCH_BYTES = 16_000_000  # and about as many bytes of them (records with `content` are big)
 WAIT_MS = 200  # how long an idle read waits for a new record
 
 log = logging.getLogger(__name__)
@@ -351,7 +352,7 @@ class Follower:
         batches = []
         for delivery in self.deliveries:
             block_ms = WAIT_MS // len(self.deliveries) if wait and not batches else 0
-            if batch := delivery.take(BATCH, block_ms=block_ms):
+            if batch := delivery.take(BATCH, block_ms=block_ms, max_bytes=BATCH_BYTES):
                 batches.append((delivery, batch))
         return batches
 
