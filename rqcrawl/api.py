@@ -539,7 +539,8 @@ def _crawled(
     server = None if target else EmbeddedRedis(data_dir)
     try:
         if server:
-            target = embedded_redis(server)
+            embedded_redis(server)
+            target = embedded_redis(server, ready=True)
         redis = client(target)
         planned.start(redis, fresh)
         with fleet(shards or [target], log_dir=data_dir / "workers") as (pool, _):
@@ -562,11 +563,11 @@ def _crawled(
             server.stop()
 
 
-def embedded_redis(server: EmbeddedRedis, ready: bool = True) -> str:
-    """Start the embedded Redis (or only `launch` it unless `ready`: EmbeddedRedis.ready
-    then waits for it); its URL. CrawlError, one line, if it cannot."""
+def embedded_redis(server: EmbeddedRedis, ready: bool = False) -> str:
+    """Launch the embedded Redis, or with `ready` wait until it answers; its URL. CrawlError,
+    one line, if it cannot."""
     try:
-        return (server.start() if ready else server.launch()).url
+        return (server.ready() if ready else server.launch()).url
     except RuntimeError as exc:
         raise CrawlError(str(exc)) from None
     except OSError as exc:

@@ -741,12 +741,12 @@ def crawl(
     server = None if target else EmbeddedRedis(Path(data_dir))
     try:
         if server:  # launched, and waited for once the workers' modules are imported
-            target = api.embedded_redis(server, ready=False)
+            target = api.embedded_redis(server)
         if FORK_WORKERS:
             preload(threads, WORKER_CLASS)
             clock.mark("workers' modules imported")
         if server:
-            api.embedded_redis(server)
+            api.embedded_redis(server, ready=True)
             clock.mark("embedded Redis ready")
         # Seeded before the workers start: their release thread then knows the crawl from
         # its first look (it reads the running crawls once a second), and releases its
