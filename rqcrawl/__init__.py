@@ -23,7 +23,7 @@ __version__ = "0.1.0"
 
 _API = (
     "settings", "plan", "start", "add_seeds", "crawls", "crawl_config", "status", "records",
-    "failures", "export", "pause", "resume", "cancel", "purge", "pump", "CrawlError",
+    "failures", "export", "pause", "resume", "cancel", "purge", "pump", "crawl", "CrawlError",
     "InvalidInput", "NoSuchCrawl", "StateError", "DamagedCrawl",
 )  # fmt: skip
 _ELSEWHERE = {

@@ -804,12 +804,12 @@ def crawl(
     server = None if target else EmbeddedRedis(Path(data_dir))
     try:
         if server:  # launched, and waited for once the workers' modules are imported
-            target = embedded(server)
+            target = api.embedded_redis(server)
         if FORK_WORKERS:
             preload(threads, WORKER_CLASS)
             clock.mark("workers' modules imported")
         if server:
-            embedded(server, ready=True)
+            api.embedded_redis(server, ready=True)
             clock.mark("embedded Redis ready")
         # Seeded before the workers start: their release thread then knows the crawl from
         # its first look (it reads the running crawls once a second), and releases its
@@ -887,16 +887,6 @@ def keep_only_logs(data_dir: Path) -> None:
             shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
 
 
-def embedded(server: EmbeddedRedis, ready: bool = False) -> str:
-    """Launch the embedded Redis, or with `ready` wait until it answers; its URL."""
-    try:
-        return (server.ready() if ready else server.launch()).url
-    except RuntimeError as exc:
-        raise click.ClickException(str(exc)) from None
-    except OSError as exc:
-        raise click.ClickException(f"cannot use {server.data_dir}: {exc.strerror}") from None
-
-
 def writable_output(output: str) -> None:
     """The export is written once the crawl is over: fail now, in one line, if it cannot be."""
     if output == "-":
@@ -913,24 +903,16 @@ def writable_output(output: str) -> None:
 
 @contextlib.contextmanager
 def local_fleet(
-    targets: list[str],
-    workers: int,
-    threads: int,
-    log_dir: Path,
-    render_workers: int,
+    targets: list[str], workers: int, threads: int, log_dir: Path, render_workers: int
 ) -> Iterator[tuple[LocalWorkers, LocalWorkers]]:
-    """`workers` processes per Redis of `targets` (the crawl's shards) and `render_workers`
-    browser workers of the render queue, stopped on exit."""
-    pool = LocalWorkers(targets, workers, threads, log_dir, fork=FORK_WORKERS)
-    renderers = LocalWorkers(
-        targets, render_workers, 1, log_dir / "render", RENDER_WORKER_CLASS,
-        queue=keys.RENDER_QUEUE,
-    )  # fmt: skip
+    """The crawl's local fleet (api.local_fleet, forked where that is safe), said."""
     per = f" per shard ({len(targets)})" if len(targets) > 1 else ""
     also = f" and {render_workers} render worker(s)" if render_workers else ""
     click.echo(f"{workers} local worker(s){also}{per}, logs in {log_dir}", err=True)
-    with pool, renderers:
-        yield pool, renderers
+    with api.local_fleet(
+        targets, workers, threads, log_dir, render_workers, fork=FORK_WORKERS
+    ) as fleet:
+        yield fleet
 
 
 def run_local(

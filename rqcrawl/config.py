@@ -159,6 +159,7 @@ class CrawlConfig:
     # Records not yet delivered (rqcrawl.ops.follow) a crawl's Redis stream may hold: at the
     # bound the crawl releases no new URL until a follower drains it (no record is dropped).
     max_undelivered: int = 100_000
+    max_undelivered_bytes: int = 256_000_000  # and bytes of them (records with `content`)
     # Export formats beside the built-in ones (rqcrawl.ops.exporters.registry.BUILTIN):
     # {name: "package.module:Class"}, an Exporter subclass.
     exporters: dict[str, str] = field(default_factory=dict)
@@ -618,6 +619,7 @@ _BOUNDS: dict[str, Bounds] = {
     "bloom_max_mb": Bounds(1),
     "window": Bounds(1),
     "max_undelivered": Bounds(1),
+    "max_undelivered_bytes": Bounds(1),
     "job_timeout": Bounds(1, DAY),
     "failure_ttl": Bounds(1),
     "failed_job_ttl": Bounds(1),

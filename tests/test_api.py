@@ -12,6 +12,7 @@ from test_bad_input import crawl_keys
 from test_crawl_e2e import path_of
 from testsite import Site
 
+import rqcrawl
 from rqcrawl import api
 from rqcrawl.config import CrawlConfig
 from rqcrawl.frontier import keys
@@ -62,6 +63,32 @@ def test_a_crawl_driven_through_the_api_alone(redis_url, conn, tmp_path):
     assert api.crawls(conn) == [started.name]
     assert api.purge(conn, started.name).keys > 0  # finished: no force needed
     assert api.crawls(conn) == [] and crawl_keys(conn) == []
+
+
+def test_crawl_yields_each_record_once_and_a_second_run_resumes(tmp_path):
+    """rqcrawl.crawl runs its own Redis and workers; a loop that breaks leaves the record it
+    held (unacknowledged) to the next run, which hands it first, then the rest: every URL
+    of the crawl once, but the one in hand."""
+    site = Site(pages=30)
+    with HTTPSite(site.handle, max_requests=300, max_seconds=180) as http:
+        seeds = [http.base + "/p0.html"]
+        run = {"max_depth": 2, "allow_private": True, "delay": 0, "workers": 1}
+        first = []
+        for record in rqcrawl.crawl(seeds, data_dir=tmp_path / "data", **run):
+            first.append(record)
+            if len(first) == 5:
+                break
+        rest = list(rqcrawl.crawl(seeds, data_dir=tmp_path / "data", **run))
+    assert rest[0] == first[-1]
+    expected = {path_of(canonicalize(http.base + p)) for p in site.expected(2)}
+    assert sorted(path_of(r["url"]) for r in first[:-1] + rest) == sorted(expected)
+    assert (tmp_path / "data" / "workers" / "1.log").exists()
+
+
+def test_crawl_checks_its_input_before_it_starts_anything(tmp_path):
+    with pytest.raises(api.InvalidInput, match="ftp"):
+        rqcrawl.crawl(["ftp://example.org/"], data_dir=tmp_path / "data")
+    assert not (tmp_path / "data").exists()
 
 
 def test_pause_resume_cancel_purge(conn):

@@ -15,6 +15,7 @@ import pytest
 from helpers import BIN, env_with, read_jsonl
 from servers import HTTPSite, reply
 from test_api import finished
+from test_render import CHROMIUM, needs_chromium
 
 from rqcrawl import api
 from rqcrawl.config import ConfigError, CrawlConfig
@@ -269,6 +270,41 @@ def test_markdown_renders_inert_in_python_markdown_and_markdown_it(hostile):
     assert skipped is None and ARTICLE in found["markdown"]
     for rendered in (markdown.markdown(found["markdown"]), MarkdownIt().render(found["markdown"])):
         assert not live_parts(rendered), rendered
+
+
+# What a live page would do: an image that fails (no request leaves the browser) runs onerror.
+CONTROL = "<img src=x onerror=\"alert('control')\">"
+
+
+@needs_chromium
+def test_hostile_markdown_rendered_in_headless_chromium_opens_no_dialog():
+    """Every hostile page's markdown rendered by Python-Markdown and markdown-it-py, loaded in
+    headless Chromium with scripts on (every request refused: images fail, onerror runs): no
+    dialog. An alert shows before the page's load event (alert() blocks until dismissed), so
+    each page is done with when set_content returns; the last page is the control that
+    shows a dialog is seen. (Script links are the static test's, above: a click is needed.)"""
+    import markdown
+    from markdown_it import MarkdownIt
+    from playwright.sync_api import sync_playwright
+
+    url = "http://127.0.0.1/notes/page.html"
+    bodies = []
+    for hostile in HOSTILE:
+        html = f"<html><body><article><p>{ARTICLE} {hostile} {ARTICLE}</p></article></body></html>"
+        found, _ = page_content(html, parse(html, url), url, ["markdown"], 1_000_000, 60)
+        bodies += [markdown.markdown(found["markdown"]), MarkdownIt().render(found["markdown"])]
+    dialogs: list[str] = []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True)
+        try:
+            page = browser.new_page()
+            page.route("**/*", lambda route: route.abort())  # nothing leaves the browser
+            page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+            for body in [*bodies, CONTROL]:
+                page.set_content(f"<!doctype html><body>{body}</body>", wait_until="load")
+        finally:
+            browser.close()
+    assert dialogs == ["control"]
 
 
 def test_markdown_keeps_the_pages_text_and_code_as_they_read():

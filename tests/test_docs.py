@@ -106,6 +106,16 @@ def test_python_api_example_runs(tmp_path):
     assert re.match(r"http_404 http://127\.0\.0\.1:\d+/guide/missing\.html", done.stdout)
 
 
+def test_python_records_example_runs(tmp_path):
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / "api_records.py")],
+        cwd=tmp_path, capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "14 pages fetched"
+    assert re.search(r"http://127\.0\.0\.1:\d+/ [1-9]\d* characters of markdown", done.stdout)
+
+
 def test_extraction_example_with_its_hook(tmp_path):
     site = DemoSite().start()
     try:

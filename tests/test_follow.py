@@ -165,6 +165,62 @@ def test_with_no_follower_the_crawl_holds_at_the_bound_says_why_and_resumes(
     assert not [w for w in stats.status(conn, "held")["warnings"] if w.startswith("held:")]
 
 
+def jsonl_size(record: dict) -> int:
+    return len(json.dumps(record))
+
+
+def big_pages(pages: int, size: int):
+    """A handler: / links to /p0../pN-1, each a page of about `size` bytes of text."""
+
+    def handle(req) -> None:
+        if req.path == "/":
+            links = "".join(f'<a href="/p{i}">{i}</a>' for i in range(pages))
+            reply(req, 200, f"<html><title>home</title>{links}</html>".encode())
+        elif req.path.startswith("/p"):
+            words = "word " * (size // 5)
+            reply(req, 200, f"<html><title>{req.path}</title><p>{words}</p></html>".encode())
+        else:
+            reply(req, 404, b"not found")
+
+    return handle
+
+
+@pytest.mark.timeout(120)
+def test_big_records_hold_the_crawl_at_the_byte_bound_and_are_read_in_small_batches(
+    redis_url, conn, tmp_path, monkeypatch
+):
+    """Issue 43 item 4: records of `content = ["html"]` are big; the stream is bounded in
+    bytes too (a few records here, far below max_undelivered), and a follower's read takes
+    as many as BATCH_BYTES holds, not BATCH (500) records."""
+    pages, size, bound = 12, 200_000, 500_000
+    settings = tmp_path / "bytes.toml"
+    settings.write_text(f'content = ["html"]\nmax_undelivered_bytes = {bound}\n')
+    out, k = tmp_path / "bytes.jsonl", CrawlKeys("bytes")
+    with HTTPSite(big_pages(pages, size), max_requests=500, max_seconds=110) as http:
+        seed_local(redis_url, http.base + "/", "bytes", 1, "--config", str(settings))
+        with LocalWorkers(redis_url, 1, threads=1, log_dir=tmp_path / "workers"):
+            held = wait_until(
+                lambda: stats.status(conn, "bytes"),
+                60,
+                "the crawl held at the byte bound",
+                accept=lambda s: s["undelivered_bytes"] >= bound and not conn.hlen(k.inflight),
+            )
+            assert held["state"] == "running" and held["undelivered"] < pages
+            assert held["undelivered_bytes"] < bound + 2 * size  # one page in flight at most
+            said = [w for w in held["warnings"] if w.startswith("held:")]
+            assert said and f"max_undelivered_bytes = {bound}" in said[0], held["warnings"]
+            monkeypatch.setattr(follow, "BATCH_BYTES", 2 * size + 50_000)
+            batches: list[int] = []
+            delivered = api.follow_records(
+                conn, "bytes", out, seen=lambda b: batches.append(sum(map(jsonl_size, b)))
+            )
+    urls = [r["url"] for r in read_jsonl(out)]
+    assert len(urls) == len(set(urls)) == delivered == pages + 1
+    # (without the byte bound: every record the stream held, at once)
+    assert max(batches) <= follow.BATCH_BYTES, batches
+    assert stats.status(conn, "bytes")["undelivered_bytes"] == 0
+
+
 @pytest.mark.timeout(120)
 def test_crawl_o_stopped_halfway_leaves_the_records_so_far_in_its_file(redis_url, tmp_path):
     out = tmp_path / "half.jsonl"

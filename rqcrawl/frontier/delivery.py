@@ -31,7 +31,7 @@ from redis import Redis
 from redis.exceptions import ResponseError
 from redis.lock import Lock
 
-from rqcrawl.frontier import scripts
+from rqcrawl.frontier import keys, scripts
 from rqcrawl.frontier.keys import CrawlKeys
 from rqcrawl.frontier.records import from_entry
 from rqcrawl.processes import alive
@@ -94,8 +94,10 @@ class Delivery:
         self, redis: Redis, crawl: str, consumer: str, reclaim_after: float = 30.0
     ) -> None:
         self.redis, self.consumer = redis, consumer
-        keys = CrawlKeys(crawl)
-        self.stream, self.followers, self.delivered = keys.items, keys.followers, keys.delivered
+        crawl_keys = CrawlKeys(crawl)
+        self.stream, self.followers = crawl_keys.items, crawl_keys.followers
+        self.delivered, self.counters = crawl_keys.delivered, crawl_keys.counters
+        self.record_size = 0  # bytes of the largest record of the last read
         self.backlog = True  # this consumer's own pending entries are read first
         self.reclaim_ms = int(reclaim_after * 1000)
         self._claim_from = "0-0"
@@ -105,9 +107,13 @@ class Delivery:
             if "BUSYGROUP" not in str(exc):
                 raise
 
-    def take(self, count: int, block_ms: int = 0) -> list[tuple[str, dict]]:
+    def take(self, count: int, block_ms: int = 0, max_bytes: int = 0) -> list[tuple[str, dict]]:
         """Up to `count` records as (entry id, record): first those of dead followers (idle
-        pending entries), then new ones, waiting up to `block_ms` for some (0: no wait)."""
+        pending entries), then new ones, waiting up to `block_ms` for some (0: no wait). With
+        `max_bytes`, fewer when records are big (a read counts entries, not bytes): see
+        `fitting`."""
+        if max_bytes:
+            count = self.fitting(count, max_bytes)
         taken = self._own(count) if self.backlog else []
         taken = taken or self._reclaimed(count)
         if not taken:
@@ -115,7 +121,20 @@ class Delivery:
                 GROUP, self.consumer, {self.stream: ">"}, count=count, block=block_ms or None
             )
             taken = reply[0][1] if reply else []
+        if sizes := [len(data[b"r"]) for _, data in taken if data]:
+            self.record_size = max(sizes)
         return [(eid.decode(), from_entry(data)) for eid, data in taken if data]
+
+    def fitting(self, count: int, max_bytes: int) -> int:
+        """How many records of the stream about `max_bytes` hold, at most `count`, at least
+        one: at the size of the largest record of the last read or the stream's mean size
+        (emit's `record_bytes` less `trimmed_bytes`, over its length), the larger."""
+        with self.redis.pipeline(transaction=False) as pipe:
+            pipe.xlen(self.stream)
+            pipe.hmget(self.counters, keys.RECORD_BYTES, keys.TRIMMED_BYTES)
+            length, (appended, trimmed) = pipe.execute()
+        mean = (int(appended or 0) - int(trimmed or 0)) // max(length, 1)
+        return max(1, min(count, max_bytes // max(self.record_size, mean, 1)))
 
     def _own(self, count: int) -> list:
         """This consumer's pending entries, left by its last run (none: the backlog is done)."""
@@ -154,5 +173,6 @@ class Delivery:
         mark dropped with them; returns the stream's length left."""
         return scripts.ACK_RECORDS(
             self.redis, tail_args=ids, items=self.stream, followers=self.followers,
-            delivered_to=self.delivered, group=GROUP, consumer=self.consumer,
+            delivered_to=self.delivered, counters=self.counters, group=GROUP,
+            consumer=self.consumer,
         )  # fmt: skip

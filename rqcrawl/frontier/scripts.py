@@ -407,6 +407,13 @@ local function free_slot_of(url, slot)
                    tonumber(not_before))
 end
 
+-- Whether the records stream holds `undelivered` ("RECORDS BYTES") records or bytes of them.
+local function stream_full()
+  local most, most_bytes = string.match(undelivered, '^(%d+) (%d+)$')
+  if redis.call('XLEN', items) >= tonumber(most) then return true end
+  local b = redis.call('HMGET', counters, 'record_bytes', 'trimmed_bytes')
+  return (tonumber(b[1]) or 0) - (tonumber(b[2]) or 0) >= tonumber(most_bytes)
+end
 -- The keys due by `horizon` to release first, for `room` URLs: in their turns' order, or,
 -- when more are due than there is room, those whose first URL is the shallowest, then of the
 -- highest priority (its score), among the first due.
@@ -423,11 +430,11 @@ local function first_due(horizon, room)
 end
 -- Release the first URL of each due key while `room` allows, into `inflight` (a slot of its
 -- key taken until its job claims it, or `grace` runs out), appending url, entry to `out`;
--- none while paused, or while the records stream holds `undelivered` records (a follower
--- drains it; the URLs in flight still end and are recorded).
+-- none while paused, or while the records stream is at its bound (a follower drains it; the
+-- URLs in flight still end and are recorded).
 local function release(room, out)
   if room <= 0 or redis.call('HEXISTS', counters, 'paused_at') == 1 then return end
-  if redis.call('XLEN', items) >= tonumber(undelivered) then return end
+  if stream_full() then return end
   local taken = 0
   local horizon = T + PACE.lead
   for _, key in ipairs(first_due(horizon, room)) do
@@ -506,9 +513,11 @@ local function take_due(limit)
   end
 end
 
--- held-back records (see above)
+-- held-back records (see above); each entry carries `o`, the bytes of records appended to the
+-- stream up to it, so that trimming it (ACK_RECORDS) says how many bytes left
 local function emit(record)
-  redis.call('XADD', items, '*', 'r', record)
+  local o = redis.call('HINCRBY', counters, 'record_bytes', #record)
+  redis.call('XADD', items, '*', 'r', record, 'o', o)
 end
 local function with_depth(record, d)
   return (string.gsub(record, '"depth":%-?%d+', '"depth":' .. d, 1))
@@ -1203,10 +1212,11 @@ return job
 # where its batch started in its file (the `followers` hash: a restart cuts the file back to
 # a batch still pending there, never to one acknowledged), and trim the stream of every
 # record that each of its groups has delivered and acknowledged (below the oldest pending
-# one, else past the last delivered one); count them as the follower's (`delivered_to`:
-# what left Redis and where it went). Returns the stream's length.
+# one, else past the last delivered one), counting the bytes trimmed (`trimmed_bytes` of
+# `counters`, against emit's `record_bytes`); count the records as the follower's
+# (`delivered_to`: what left Redis and where it went). Returns the stream's length.
 ACK_RECORDS = Script(
-    keys=("items", "followers", "delivered_to"),
+    keys=("items", "followers", "delivered_to", "counters"),
     args=("group", "consumer"),
     arg_tail="delivered",
     body="""
@@ -1233,7 +1243,14 @@ for _, g in ipairs(redis.call('XINFO', 'GROUPS', items)) do
   end
 end
 if floor then
-  redis.call('XTRIM', items, 'MINID', string.format('%d-%d', floor[1], floor[2]))
+  local id = string.format('%d-%d', floor[1], floor[2])
+  local last = redis.call('XREVRANGE', items, '(' .. id, '-', 'COUNT', 1)[1]
+  if last then  -- the bytes appended up to the last entry trimmed (emit's `o`)
+    for i = 1, #last[2], 2 do
+      if last[2][i] == 'o' then redis.call('HSET', counters, 'trimmed_bytes', last[2][i + 1]) end
+    end
+  end
+  redis.call('XTRIM', items, 'MINID', id)
 end
 return redis.call('XLEN', items)
 """,

@@ -388,6 +388,7 @@ class CrawlState:
             f"{cfg.max_backoff_delay!r} {RELEASE_GRACE!r} {int(cfg.adaptive_throttle)} "
             f"{self.lead!r}"
         )
+        undelivered = f"{cfg.max_undelivered} {cfg.max_undelivered_bytes}"  # stream_full's
         levels = (
             f"{int(cfg.exact_depth)} {int(self.strict)} {cfg.max_ahead} "
             f"{int(self.shards is not None)} {cfg.max_depth} {self.index}"
@@ -397,7 +398,7 @@ class CrawlState:
             qkeys=k.qkeys, hosts=k.hosts, later=k.later, parked=k.parked, pending=k.pending,
             spec=k.spec, lowered=k.lowered, items=k.items, outbox=k.outbox, leased=k.leased,
             qprefix=k.qprefix, lprefix=k.lprefix, sprefix=k.sprefix, pace=pace, levels=levels,
-            now=repr(time.time()), window=self.cfg.window, undelivered=cfg.max_undelivered,
+            now=repr(time.time()), window=self.cfg.window, undelivered=undelivered,
         )  # fmt: skip
 
     # -- admission and ending -------------------------------------------------------------
@@ -970,10 +971,20 @@ class CrawlState:
 
     # -- reading --------------------------------------------------------------------------
 
+    def undelivered(self) -> tuple[int, int]:
+        """Records in the records stream, and their bytes (not yet delivered and trimmed)."""
+        with self.redis.pipeline(transaction=False) as pipe:
+            pipe.xlen(self.keys.items)
+            pipe.hmget(self.keys.counters, keys.RECORD_BYTES, keys.TRIMMED_BYTES)
+            length, (appended, trimmed) = pipe.execute()
+        return length, int(appended or 0) - int(trimmed or 0)
+
     def at_bound(self) -> bool:
-        """Whether the records stream holds max_undelivered records: then no URL is released
-        (scripts.FRONTIER_LIB's release) until a follower drains it (rqcrawl.ops.follow)."""
-        return self.redis.xlen(self.keys.items) >= self.cfg.max_undelivered
+        """Whether the records stream holds max_undelivered records or max_undelivered_bytes
+        bytes: then no URL is released (scripts.FRONTIER_LIB's stream_full) until a follower
+        drains it (rqcrawl.ops.follow)."""
+        records, size = self.undelivered()
+        return records >= self.cfg.max_undelivered or size >= self.cfg.max_undelivered_bytes
 
     def unfinished(self) -> int:
         """URLs in flight, waiting or in the outbox, and records held back: 0 exactly when

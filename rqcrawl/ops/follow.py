@@ -38,6 +38,7 @@ from rqcrawl.ops.exporters.base import Exporter
 from rqcrawl.redisurl import REDIS_DOWN
 
 BATCH = 500  # records taken from a shard in one read
+BATCH_BYTES = 16_000_000  # and about as many bytes of them (records with `content` are big)
 WAIT_MS = 200  # how long an idle read waits for a new record
 
 log = logging.getLogger(__name__)
@@ -185,6 +186,25 @@ class Output:
         return self.directory / name
 
 
+class Handover:
+    """The output of a follower that hands its records to Python code (Follower.handed,
+    api.crawl) instead of writing them: a name in the delivery group, of this machine and
+    `where` (the caller's data directory), so that the next run from there resumes its
+    records; nothing to make durable (a record is acknowledged once the caller took it)."""
+
+    def __init__(self, where: str | os.PathLike) -> None:
+        self.path = Path(where)
+
+    def name(self) -> str:
+        return f"{os.uname().nodename}:python:{os.path.realpath(self.path)}"
+
+    def durable(self) -> bool:
+        return True
+
+    def release(self) -> None:
+        """Nothing to close or unlock (the follower's lock in Redis is the only one)."""
+
+
 def _is_dir(target: str | os.PathLike) -> bool:
     return os.path.isdir(target) or os.fspath(target).endswith(os.sep)
 
@@ -201,7 +221,7 @@ class Follower:
         self,
         shards: Sequence[Redis],
         crawl: str,
-        output: Output,
+        output: Output | Handover,
         reclaim_after: float = 30.0,
         seen: Callable[[list[dict]], None] | None = None,
     ) -> None:
@@ -280,30 +300,61 @@ class Follower:
             for delivery in self.deliveries:
                 delivery.backlog = True
 
+    def handed(self, finished: Callable[[], bool], stop: threading.Event) -> Iterator[dict]:
+        """Each record, as `run` would write it, handed to the caller instead (api.crawl),
+        until `stop` is set or the crawl is `finished` and nothing is left to take. A record
+        is acknowledged (trimmed from Redis) when the caller asks for the next one: a caller
+        that stops with a record in hand is handed it again by the next run of this output."""
+        try:
+            while not stop.is_set():
+                try:
+                    batches = self._take(wait=True)
+                    if not batches and finished():
+                        if not (batches := self._take(wait=False)):
+                            break
+                    for delivery, batch in batches:
+                        for eid, record in batch:
+                            yield record
+                            self.unacked.append((delivery, [eid]))
+                            self._acknowledge()
+                except REDIS_DOWN as exc:  # the batch's rest is read again (backlog)
+                    self._ride_out(exc, stop)
+        finally:
+            with contextlib.suppress(LockError):
+                self.lock.release()
+            self.output.release()
+
     def step(self, wait: bool = True) -> int:
         """One read of every shard (waiting up to WAIT_MS in all for records, if `wait`),
         written and (when durable) acknowledged; returns the records taken."""
-        if time.monotonic() - self.renewed > LOCK_TTL / 3:
-            self.lock.reacquire()
-            self.renewed = time.monotonic()
         taken = 0
-        for delivery in self.deliveries:
-            block_ms = WAIT_MS // len(self.deliveries) if wait and not taken else 0
-            batch = delivery.take(BATCH, block_ms=block_ms)
-            if batch:
-                delivery.mark(*self.output.start())
-                records = [record for _, record in batch]
-                self.output.write(records)
-                if self.seen:
-                    self.seen(records)
-                self.unacked.append((delivery, [eid for eid, _ in batch]))
-                taken += len(batch)
+        for delivery, batch in self._take(wait):
+            delivery.mark(*self.output.start())
+            records = [record for _, record in batch]
+            self.output.write(records)
+            if self.seen:
+                self.seen(records)
+            self.unacked.append((delivery, [eid for eid, _ in batch]))
+            taken += len(batch)
         if taken and self.output.durable():
             self._acknowledge()
         if self.output.full():
             self.output.close()
             self._acknowledge()
         return taken
+
+    def _take(self, wait: bool) -> list[tuple[Delivery, list[tuple[str, dict]]]]:
+        """One read of every shard, the lock renewed first: the shards' non-empty batches
+        of (entry id, record), waiting up to WAIT_MS in all for the first if `wait`."""
+        if time.monotonic() - self.renewed > LOCK_TTL / 3:
+            self.lock.reacquire()
+            self.renewed = time.monotonic()
+        batches = []
+        for delivery in self.deliveries:
+            block_ms = WAIT_MS // len(self.deliveries) if wait and not batches else 0
+            if batch := delivery.take(BATCH, block_ms=block_ms, max_bytes=BATCH_BYTES):
+                batches.append((delivery, batch))
+        return batches
 
     def _acknowledge(self) -> None:
         """Acknowledge the batches written, one at a time (Redis may go away in between)."""

@@ -84,7 +84,7 @@ def status(redis: Redis, crawl: str) -> dict | None:
     workers = live_workers(states) if not done else []
     halted = keys.PAUSED_AT in snap.counters or keys.CANCELLED_AT in snap.counters
     stall = None if done or halted else stalled(states, cfg, snap, hosts, len(workers), now)
-    undelivered = [s.redis.xlen(s.keys.items) for s in states]
+    undelivered = [s.undelivered() for s in states]
     return {
         "crawl": crawl,
         "shards": len(states),
@@ -131,7 +131,8 @@ def status(redis: Redis, crawl: str) -> dict | None:
         "bloom": bloom,
         **revisit_status(crawl, cfg, snap),
         "thin_crawl": thin,
-        "undelivered": sum(undelivered),
+        "undelivered": sum(records for records, _ in undelivered),
+        "undelivered_bytes": sum(size for _, size in undelivered),
         "warnings": bloom_warnings(bloom)
         + (bound_warnings(crawl, cfg, undelivered) if not done else [])
         + ([thin] if thin else [])
@@ -528,16 +529,24 @@ def warnings(redis: Redis) -> list[str]:
     return found
 
 
-def bound_warnings(crawl: str, cfg: config.CrawlConfig, undelivered: list[int]) -> list[str]:
-    """A shard whose records stream reached max_undelivered releases no URL (the bound that
-    keeps Redis from filling with records nobody takes, rqcrawl.ops.follow)."""
-    full = max(undelivered, default=0)
-    if full < cfg.max_undelivered:
+def bound_warnings(
+    crawl: str, cfg: config.CrawlConfig, undelivered: list[tuple[int, int]]
+) -> list[str]:
+    """A shard whose records stream reached max_undelivered records or max_undelivered_bytes
+    releases no URL (the bound that keeps Redis from filling with records nobody takes,
+    rqcrawl.ops.follow). `undelivered`: each shard's records and bytes."""
+    records = max((n for n, _ in undelivered), default=0)
+    size = max((b for _, b in undelivered), default=0)
+    if records >= cfg.max_undelivered:
+        reached = f"{records} record(s)", f"max_undelivered = {cfg.max_undelivered}"
+    elif size >= cfg.max_undelivered_bytes:
+        reached = f"{size} bytes of records", f"max_undelivered_bytes = {cfg.max_undelivered_bytes}"
+    else:
         return []
     return [
-        f"held: {full} record(s) not yet delivered, the bound max_undelivered = "
-        f"{cfg.max_undelivered}; no new URL is released until a follower takes them "
-        f"(`rqcrawl export {crawl} --follow -o DIR/`) or the bound is raised"
+        f"held: {reached[0]} not yet delivered, the bound {reached[1]}; no new URL is "
+        f"released until a follower takes them (`rqcrawl export {crawl} --follow -o DIR/`) "
+        "or the bound is raised"
     ]
 
 
