@@ -262,29 +262,41 @@ class Follower:
                     if not self.step() and finished() and not self.step(wait=False):
                         break
                 except REDIS_DOWN as exc:
-                    self._ride_out(exc, stop)
+                    if not self._ride_out(exc, stop, finished):
+                        break
         finally:
             try:
                 self.output.close()
-                self._acknowledge()
-                with contextlib.suppress(LockError):  # expired: nobody else may hold it anyway
-                    self.lock.release()
+                # Redis gone for good: what was written but not acknowledged stays pending,
+                # and the next run on this output cuts it off and writes it again.
+                with contextlib.suppress(*REDIS_DOWN):
+                    self._acknowledge()
+                with contextlib.suppress(LockError, *REDIS_DOWN):  # expired: nobody else may
+                    self.lock.release()  # hold it anyway
             finally:
                 self.output.release()
         return self.delivered
 
-    def _ride_out(self, exc: Exception, stop: threading.Event) -> None:
-        """Wait until Redis answers again (or `stop`), as the workers and the crawl's watch
-        do, then go on where this follower was (`_resume`)."""
+    def _ride_out(
+        self, exc: Exception, stop: threading.Event, finished: Callable[[], bool]
+    ) -> bool:
+        """Wait until Redis answers again, as the workers and the crawl's watch do, then go
+        on where this follower was (`_resume`): True. False when `stop` is set or the command
+        ended meanwhile (`finished` says so without Redis: a crawl stopped while its Redis is
+        gone has nothing more to drain)."""
         log.warning("follower of %s: Redis unreachable (%s), waiting for it", self.crawl, exc)
         while not stop.is_set():
             try:
                 self._resume()
             except REDIS_DOWN:
+                with contextlib.suppress(*REDIS_DOWN):
+                    if finished():
+                        return False
                 stop.wait(REDIS_POLL)
                 continue
             log.warning("follower of %s: Redis is back", self.crawl)
-            return
+            return True
+        return False
 
     def _resume(self) -> None:
         """After an outage: the lock again (an outage past LOCK_TTL lost it: taken anew, or
@@ -318,9 +330,10 @@ class Follower:
                             self.unacked.append((delivery, [eid]))
                             self._acknowledge()
                 except REDIS_DOWN as exc:  # the batch's rest is read again (backlog)
-                    self._ride_out(exc, stop)
+                    if not self._ride_out(exc, stop, finished):
+                        break
         finally:
-            with contextlib.suppress(LockError):
+            with contextlib.suppress(LockError, *REDIS_DOWN):
                 self.lock.release()
             self.output.release()
 
