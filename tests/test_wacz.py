@@ -5,6 +5,7 @@ datapackage's hashes. And the refusals, each in one line."""
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import subprocess
@@ -112,14 +113,42 @@ def test_the_index_has_a_line_per_response_record(exported):
                     uri = record.rec_headers.get_header("WARC-Target-URI")
                     responses.append((uri, record.http_headers.get_statuscode(), path.name))
     with zipfile.ZipFile(wacz) as z:
-        lines = z.read("indexes/index.cdxj").decode().splitlines()
+        cdx = z.read("indexes/index.cdx.gz")
         stored = {i.filename: i.compress_type for i in z.infolist()}
+    lines = gzip.decompress(cdx).decode().splitlines()
     entries = [json.loads(line.split(" ", 2)[2]) for line in lines]
     assert sorted((e["url"], e["status"], e["filename"]) for e in entries) == sorted(responses)
     assert lines == sorted(lines)  # replay tools binary-search it
     assert any(u.endswith("/docs/data") for u, _, _ in responses)  # headers-only, indexed too
     for entry in entries:  # each offset points at its record in the file under archive/
         assert stored[f"archive/{entry['filename']}"] == zipfile.ZIP_STORED
+    assert stored["indexes/index.cdx.gz"] == zipfile.ZIP_STORED  # read by offset too
+
+
+def test_the_index_is_zipnum_with_a_line_per_block(exported):
+    """WACZ 1.1.1's index: gzip members of sorted CDXJ lines, each found by index.idx (its
+    first key, offset, length, SHA-256), the form py-wacz writes and pywb merges."""
+    with zipfile.ZipFile(exported.wacz) as z:
+        cdx, idx = z.read("indexes/index.cdx.gz"), z.read("indexes/index.idx").decode()
+        package = json.loads(z.read("datapackage.json"))
+    meta, *blocks = idx.splitlines()
+    assert json.loads(meta.split(" ", 2)[2]) == {
+        "format": "cdxj-gzip-1.0",
+        "filename": "index.cdx.gz",
+    }
+    assert blocks
+    end = 0
+    for block in blocks:
+        key, data = block.rsplit(" {", 1)
+        where = json.loads("{" + data)
+        assert where["offset"] == end
+        member = cdx[end : end + where["length"]]
+        assert where["digest"] == "sha256:" + hashlib.sha256(member).hexdigest()
+        assert gzip.decompress(member).decode().startswith(key + " ")
+        end += where["length"]
+    assert end == len(cdx)
+    assert package["profile"] == "data-package" and package["wacz_version"] == "1.1.1"
+    assert "home" not in package  # 1.2's, not part of 1.1.1
 
 
 def test_the_datapackage_lists_every_file_with_its_hash(exported):
@@ -133,7 +162,7 @@ def test_the_datapackage_lists_every_file_with_its_hash(exported):
     listed = {r["path"]: r for r in package["resources"]}
     assert set(listed) == names - {"datapackage.json", "datapackage-digest.json"}
     assert {f"archive/{p.name}" for p in warc_dir.glob("*.warc.gz")} <= set(listed)
-    assert {"indexes/index.cdxj", "pages/pages.jsonl"} <= set(listed)
+    assert {"indexes/index.cdx.gz", "indexes/index.idx", "pages/pages.jsonl"} <= set(listed)
     for path, resource in listed.items():
         assert resource["hash"] == "sha256:" + hashlib.sha256(contents[path]).hexdigest()
         assert resource["bytes"] == len(contents[path])
@@ -141,7 +170,8 @@ def test_the_datapackage_lists_every_file_with_its_hash(exported):
         "path": "datapackage.json",
         "hash": "sha256:" + hashlib.sha256(package_bytes).hexdigest(),
     }
-    assert package["title"] == "docs" and package["home"]["url"].endswith("/")
+    assert package["title"] == "docs" and package["mainPageURL"].endswith("/")
+    assert package["mainPageDate"].endswith("Z")
 
 
 def test_a_damaged_warc_file_is_a_one_line_error_naming_it(exported):
