@@ -8,15 +8,18 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import os
+import signal
 import subprocess
+import threading
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from conftest import emptied
-from helpers import BIN, read_jsonl, rqcrawl
-from servers import HTTPSite
+from helpers import BIN, read_jsonl, rqcrawl, wait_until
+from servers import HTTPSite, reply
 from test_cli import assert_one_line_error
 from test_content import CHAPTERS, body_of, docs_site
 from warcio.archiveiterator import ArchiveIterator
@@ -182,3 +185,69 @@ def test_a_damaged_warc_file_is_a_one_line_error_naming_it(exported):
 
 def test_a_crawl_without_warc_files_is_a_one_line_error(exported):
     assert_one_line_error(exported.no_warc, "no WARC files of it in")
+
+
+def embedded_crawl(tmp: Path, base: str, *extra: str) -> subprocess.Popen:
+    """`rqcrawl crawl BASE/ -o tmp/out.jsonl --wacz tmp/crawl.wacz` on its embedded Redis
+    (no Redis URL in its environment: the one that stops with it)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("RQ_REDIS_URL", "REDIS_URL")}
+    return subprocess.Popen(
+        [str(BIN / "rqcrawl"), "crawl", base + "/", "-o", str(tmp / "out.jsonl"),
+         "--wacz", str(tmp / "crawl.wacz"), "--allow-private", "--delay", "0",
+         "--workers", "1", "--no-sitemaps", "--data-dir", str(tmp / "data"), *extra],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+def pages_of(wacz: Path) -> list[str]:
+    with zipfile.ZipFile(wacz) as z:
+        return [json.loads(line)["url"] for line in z.read("pages/pages.jsonl").splitlines()[1:]]
+
+
+def test_crawl_wacz_packs_the_crawl_when_it_ends(tmp_path):
+    """One command: the crawl on its own Redis, then its package, with no Redis left to
+    ask (`export` after `crawl -o` had none). The WARC files go beside the package."""
+    with HTTPSite(docs_site, max_requests=50) as http:
+        proc = embedded_crawl(tmp_path, http.base, "--max-depth", "2")
+        _, err = proc.communicate(timeout=180)
+    assert proc.returncode == 0 and "Traceback" not in err, err
+    wacz = tmp_path / "crawl.wacz"
+    assert f"{wacz}: {len(CHAPTERS) + 1} page(s)" in err
+    assert list((tmp_path / "crawl-warc").glob("*.warc.gz"))
+    assert len(pages_of(wacz)) == len(CHAPTERS) + 1
+    check = subprocess.run([str(BIN / "wacz"), "validate", "-f", str(wacz)], capture_output=True)
+    assert check.returncode == 0, check.stdout
+
+
+def test_a_crawl_stopped_halfway_is_packed_with_its_pages_so_far(tmp_path):
+    """Ctrl-C while a page is being served: the workers finish it, the follower delivers
+    the records, and the package holds what was fetched; the same command resumes."""
+    served, release = threading.Event(), threading.Event()
+
+    def handle(req):
+        if req.path == "/":
+            reply(req, 200, b"<title>home</title><a href='/slow'>s</a><a href='/next'>n</a>")
+        elif req.path == "/slow":
+            served.set()
+            release.wait(60)
+            reply(req, 200, b"<title>slow</title>")
+        else:
+            reply(req, 200, b"<title>next</title>")
+
+    with HTTPSite(handle, max_requests=50) as http:
+        proc = embedded_crawl(tmp_path, http.base, "--threads", "1")
+        lines: list[str] = []
+        reader = threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True)
+        reader.start()
+        try:
+            assert served.wait(120), "no request for /slow"
+            proc.send_signal(signal.SIGINT)
+            wait_until(lambda: any("interrupted" in line for line in lines), 60, "the stop")
+        finally:
+            release.set()
+        proc.wait(120)
+        reader.join(10)
+    err = "".join(lines)
+    assert proc.returncode == 1 and "Traceback" not in err, err
+    assert "stopped; run the same command again" in err and "(the pages so far)" in err
+    assert http.base + "/" in pages_of(tmp_path / "crawl.wacz")
