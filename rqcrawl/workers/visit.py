@@ -21,12 +21,13 @@ from rqcrawl.fetch import hops, warc
 from rqcrawl.fetch.cookies import Cookies
 from rqcrawl.fetch.http import NOT_MODIFIED, Archive, FetchError, Response, fetch, no_archive
 from rqcrawl.fetch.robots import Robots
-from rqcrawl.frontier import keys
+from rqcrawl.frontier import keys, requisites
 from rqcrawl.frontier.records import record
 from rqcrawl.frontier.rules import link_verdict
 from rqcrawl.frontier.state import InFlight
 from rqcrawl.ops import stats
 from rqcrawl.parse import directives, hooks, rendering
+from rqcrawl.parse import requisites as found_in
 from rqcrawl.parse.changes import Content, Prior, simhash, visible_text
 from rqcrawl.parse.content import page_content
 from rqcrawl.parse.extract import decode, extract_fields, parse
@@ -59,6 +60,8 @@ class Visit:
     # those that max_depth cut (see state.Ending)
     links: list[tuple[str | None, str]] | None = None
     cut: list[tuple[str | None, str]] = field(default_factory=list)
+    # The entries of what a fetched page loads, to archive (rqcrawl.frontier.requisites)
+    requisites: list[str] = field(default_factory=list)
 
 
 # The browser's step of a visit (rqcrawl.render.browser): the rendered page of a response fetched
@@ -265,6 +268,8 @@ def _parsed(
     if speculative:
         visited.links = judged
         visited.cut = [] if depth < cfg.max_depth else judged
+    visited.requisites, cut = requisites.wanted(found_in.of_html(page.selector, page.base), cfg)
+    counts.update(cut)
     return visited
 
 
