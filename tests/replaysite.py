@@ -29,13 +29,17 @@ def png(width: int, height: int) -> bytes:
     )  # fmt: skip
 
 
-def page(title: str, other: str, image: str, elsewhere: str) -> bytes:
+def page(title: str, other: str, image: str, elsewhere: str | None) -> bytes:
+    """A page of the site; with `elsewhere`, also an image robots.txt disallows and one of
+    that other host."""
+    refused = (
+        f'<img id="private" src="/private/secret.png"><img id="far" src="{elsewhere}/img/far.png">'
+        if elsewhere else ""
+    )  # fmt: skip
     return f"""<!doctype html><html><head><title>{title}</title>
 <link rel="stylesheet" href="/static/site.css"><script src="/static/app.js"></script>
 </head><body><h1>{title}</h1>
-<img id="main" src="{image}"><img id="set" srcset="/img/hero.png 1x">
-<img id="private" src="/private/secret.png" alt="">
-<img id="far" src="{elsewhere}/img/far.png" alt="">
+<img id="main" src="{image}"><img id="set" srcset="/img/hero.png 1x">{refused}
 <div style="background-image: url(/img/inline.png)">x</div>
 <a href="{other}">next</a></body></html>""".encode()
 
@@ -61,8 +65,9 @@ FILES = {
 REQUISITES = sorted(p for p in FILES if not p.startswith("/private/"))
 
 
-def handler(elsewhere: str):
-    """The site's handler; `elsewhere`: the base URL of another host its pages load from."""
+def handler(elsewhere: str | None = None):
+    """The site's handler; `elsewhere`: the base URL of another host its pages load from
+    (None: its pages load only what a crawl archives)."""
 
     def handle(req) -> None:
         if req.path == "/robots.txt":
