@@ -79,8 +79,8 @@ def test_a_crawled_page_replays_in_pywb_as_it_looked(tmp_path):
     finally:
         wayback.terminate()
         wayback.wait(30)
-    assert seen["body_color"] == MARKER_COLOR  # site.css applies
-    assert seen["h1_color"] == IMPORTED_COLOR  # ... and the extra.css it @imports
+    assert seen["body_color"] == MARKER_COLOR  # the stylesheet applies
+    assert seen["h1_color"] == IMPORTED_COLOR  # ... and the one it @imports
     assert seen["js"] == "ran"  # app.js ran
     assert seen["images"] and all(w > 0 for w in seen["images"].values()), seen["images"]
     assert [u for u in seen["requests"] if u.startswith(live_base)] == []
