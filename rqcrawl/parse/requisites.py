@@ -53,12 +53,12 @@ def of_html(sel: Selector, base: str) -> list[str]:
                     found += _srcset(value) if attribute == "srcset" else [value]
     for styled in sel.root.xpath("//*[@style]"):
         found += _css_refs(styled.get("style"))
-    return _resolved(found, base)
+    return resolved(found, base)
 
 
 def of_css(text: str, base: str) -> list[str]:
     """The requisites of a stylesheet fetched from `base`: its url()s and @imports."""
-    return _resolved(_css_refs(text), base)
+    return resolved(_css_refs(text), base)
 
 
 def _css_refs(text: str) -> list[str]:
@@ -73,7 +73,9 @@ def _srcset(value: str) -> list[str]:
     return [part.split()[0] for part in value.split(",") if part.split()]
 
 
-def _resolved(refs: Iterable[str], base: str) -> list[str]:
+def resolved(refs: Iterable[str], base: str) -> list[str]:
+    """`refs` resolved against `base`, canonical, once each (those that are no http(s) URL
+    left out)."""
     return list(dict.fromkeys(_canonical(refs, base)))
 
 

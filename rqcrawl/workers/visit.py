@@ -268,7 +268,11 @@ def _parsed(
     if speculative:
         visited.links = judged
         visited.cut = [] if depth < cfg.max_depth else judged
-    visited.requisites, cut = requisites.wanted(found_in.of_html(page.selector, page.base), cfg)
+    loads = found_in.of_html(page.selector, page.base)
+    if render is not None:  # what the browser loaded is archived already (render.browser)
+        loaded = set(found_in.resolved(rendered.loaded, page.base))
+        loads = [u for u in loads if u not in loaded]
+    visited.requisites, cut = requisites.wanted(loads, cfg)
     counts.update(cut)
     return visited
 
