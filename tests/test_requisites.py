@@ -4,6 +4,7 @@ counted in max_pages; and the pure extraction of them from HTML and CSS."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from helpers import read_jsonl, rqcrawl
@@ -33,8 +34,8 @@ def crawl_site(redis_url: str, tmp: Path, *extra: str) -> tuple[HTTPSite, HTTPSi
         with HTTPSite(handler(far.base), max_requests=100) as http:
             rqcrawl(
                 redis_url, "crawl", http.base + "/", "-o", str(tmp / "out.jsonl"),
-                "--allow-private", "--delay", "0", "--no-sitemaps", "--max-pages", "2",
-                "--workers", "1", *extra,
+                "--crawl", "req", "--allow-private", "--delay", "0", "--no-sitemaps",
+                "--max-pages", "2", "--workers", "1", *extra,
             )  # fmt: skip
     return http, far, read_jsonl(tmp / "out.jsonl")
 
@@ -53,6 +54,15 @@ def test_each_requisite_is_archived_once_and_not_recorded(redis_url, tmp_path):
     for path in REQUISITES:
         assert archived[base + path] == [("200", FILES[path][0])]
     assert len(archived) == len(REQUISITES) + 2
+    status = json.loads(rqcrawl(redis_url, "status", "req", "--json").stdout)
+    assert status["state"] == "finished"
+    assert status["requisites"] == {
+        "admitted": len(REQUISITES) + 1,  # and /private/secret.png, refused by robots.txt
+        "archived": len(REQUISITES),
+        "bytes": sum(len(FILES[p][0]) for p in REQUISITES),
+        "cut": 0,
+        "problems": {"robots": 1},
+    }
 
 
 def test_a_crawl_without_warc_fetches_no_requisite(redis_url, tmp_path):
