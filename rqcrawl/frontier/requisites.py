@@ -43,11 +43,16 @@ def resource(url: str) -> str | None:
     return url[len(PREFIX) :] if url.startswith(PREFIX) else None
 
 
+def fetched(cfg: CrawlConfig) -> bool:
+    """Whether the crawl fetches its pages' requisites (it archives, and did not opt out)."""
+    return bool(cfg.warc_dir and cfg.requisites)
+
+
 def wanted(urls: list[str], cfg: CrawlConfig) -> tuple[list[str], Counter]:
     """The entries of the requisites `urls` (of one page or stylesheet) that the crawl
     fetches: on its hosts or `requisite_hosts`, the first `max_requisites_per_page`; with
     the count of those cut."""
-    if not (cfg.warc_dir and cfg.requisites):
+    if not fetched(cfg):
         return [], Counter()
     hosts = set(cfg.scope_hosts) | set(cfg.requisite_hosts)
     kept = [u for u in urls if ANY_HOST in hosts or host_of(u) in hosts]

@@ -30,7 +30,7 @@ from rqcrawl.parse import directives, hooks, rendering
 from rqcrawl.parse import requisites as found_in
 from rqcrawl.parse.changes import Content, Prior, simhash, visible_text
 from rqcrawl.parse.content import page_content
-from rqcrawl.parse.extract import decode, extract_fields, parse
+from rqcrawl.parse.extract import Page, decode, extract_fields, parse
 from rqcrawl.parse.rendering import Rendered
 from rqcrawl.parse.urls import canonicalize
 from rqcrawl.workers import process_name
@@ -192,6 +192,7 @@ def _parsed(
     if refresh is not None:
         page_record["bytes"] = len(resp.body)
         return _redirected(page_record, refresh, via, cfg, fetch_s, speculative)
+    rendered = None
     if render is not None:
         try:
             rendered = render(resp, text, cfg)
@@ -268,13 +269,20 @@ def _parsed(
     if speculative:
         visited.links = judged
         visited.cut = [] if depth < cfg.max_depth else judged
-    loads = found_in.of_html(page.selector, page.base)
-    if render is not None:  # what the browser loaded is archived already (render.browser)
-        loaded = set(found_in.resolved(rendered.loaded, page.base))
-        loads = [u for u in loads if u not in loaded]
-    visited.requisites, cut = requisites.wanted(loads, cfg)
-    counts.update(cut)
+    if requisites.fetched(cfg):  # (the page's elements walked only for an archive)
+        visited.requisites, cut = requisites.wanted(_loads(page, rendered), cfg)
+        counts.update(cut)
     return visited
+
+
+def _loads(page: Page, rendered: Rendered | None) -> list[str]:
+    """What the page loads to show itself, but what the browser that rendered it loaded
+    (archived already, rqcrawl.render.browser)."""
+    loads = found_in.of_html(page.selector, page.base)
+    if rendered is None:
+        return loads
+    loaded = set(found_in.resolved(rendered.loaded, page.base))
+    return [u for u in loads if u not in loaded]
 
 
 def _children(
