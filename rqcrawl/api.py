@@ -433,27 +433,49 @@ def export_wacz(
     directory = warc_dir or cfg.warc_dir
     if not directory:
         raise InvalidInput(f"crawl {name} archived no WARC files: seed it with --warc DIR")
-    files = warc.crawl_files(directory, name)
-    if not files:
-        raise CrawlError(f"crawl {name}: no WARC files of it in {os.fspath(directory)}")
+    files = _warc_files(name, directory)
     if records_file is None and delivered(redis, name):
         raise InvalidInput(
             f"crawl {name}: its records were delivered to a follower and left Redis: give "
             "the JSON lines file they went to with --records FILE"
         )
-    records = (
-        sinks.iter_records(_shards(redis, name), name)
-        if records_file is None
-        else sinks.read_jsonl_records(records_file)
-    )
+    if records_file is None:
+        return _write_wacz(name, sinks.iter_records(_shards(redis, name), name), files, out)
+    return pack_wacz(name, directory, records_file, out)
+
+
+def pack_wacz(
+    name: str,
+    warc_dir: str | os.PathLike,
+    records_file: str | os.PathLike,
+    out: str | os.PathLike,
+) -> wacz.Written:
+    """Write the WACZ file `out` of crawl `name` from its WARC files in `warc_dir` and its
+    records in the JSON lines file `records_file`: no Redis needed (`crawl --wacz`, whose
+    embedded Redis stops with it)."""
+    files = _warc_files(name, warc_dir)
+    try:
+        return _write_wacz(name, sinks.read_jsonl_records(records_file), files, out)
+    except ValueError as exc:  # a line of records_file that is not a JSON object
+        raise InvalidInput(f"{os.fspath(records_file)}: {exc}") from exc
+
+
+def _warc_files(name: str, directory: str | os.PathLike) -> list[Path]:
+    files = warc.crawl_files(directory, name)
+    if not files:
+        raise CrawlError(f"crawl {name}: no WARC files of it in {os.fspath(directory)}")
+    return files
+
+
+def _write_wacz(
+    name: str, records: Iterable[dict], files: list[Path], out: str | os.PathLike
+) -> wacz.Written:
     try:
         return wacz.write_wacz(records, files, Path(out), title=name)
     except wacz.WaczError as exc:
         raise CrawlError(f"crawl {name}: {exc}") from exc
     except OSError as exc:
         raise CrawlError(f"cannot read or write: {exc.filename}: {exc.strerror}") from exc
-    except ValueError as exc:  # a line of records_file that is not a JSON object
-        raise InvalidInput(f"{os.fspath(records_file)}: {exc}") from exc
 
 
 def delivered(redis: Redis, name: str) -> bool:

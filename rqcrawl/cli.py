@@ -763,6 +763,15 @@ def warn_delivered(conn: redis.Redis, name: str, missing: str) -> bool:
     help="Where the embedded Redis keeps its data and local workers their logs.",
 )
 @click.option(
+    "--wacz",
+    "wacz_out",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Also pack the crawl as this WACZ web archive when it ends (or is stopped): its "
+    "WARC files (in --warc DIR, else in FILE's name + '-warc' beside it) and the records "
+    "of OUTPUT (JSON lines).",
+)
+@click.option(
     "--timings",
     "show_timings",
     is_flag=True,
@@ -772,7 +781,7 @@ def warn_delivered(conn: redis.Redis, name: str, missing: str) -> bool:
 @redis_option
 def crawl(
     urls, output, fmt, workers, threads, render_workers, name, fresh, config_file, data_dir,
-    show_timings, url, **flags,
+    wacz_out, show_timings, url, **flags,
 ) -> None:  # fmt: skip
     """Crawl on this machine until done and write OUTPUT: seed, run local workers, show
     progress. Uses an embedded Redis unless a Redis URL is configured; with --shards, those
@@ -784,7 +793,17 @@ def crawl(
         urls, name, config_file=config_file, stable_name=True, task_dir=data_dir, **flags
     )
     writable_output(output)
-    api.output_exporter(planned.cfg, output, fmt)  # a format it cannot write: said now
+    exporter = api.output_exporter(planned.cfg, output, fmt)  # a format it cannot write: said now
+    if wacz_out:
+        writable_output(wacz_out)
+        if exporter.extension != ".jsonl" or output == "-":
+            raise click.UsageError("--wacz reads the records back from OUTPUT: a JSON lines file")
+        if not planned.cfg.warc_dir:  # (the crawl's name, from its settings, says so)
+            flags["warc_dir"] = str(Path(wacz_out).with_suffix("")) + "-warc"
+            planned = api.plan(
+                urls, name, config_file=config_file, stable_name=True, task_dir=data_dir,
+                **flags,
+            )  # fmt: skip
     if render_workers is None:
         render_workers = 1 if planned.cfg.render else 0
     if render_workers:  # without the render extra: one line now, before anything is seeded
@@ -830,7 +849,7 @@ def crawl(
         # lxml on its first page while the follower validated the crawl's field selectors).
         # run_local stops them before the follower's last read.
         resumed = started.resumed or bool(started.table)
-        with local_fleet(
+        with packed_at_end(planned.name, planned.cfg.warc_dir, output, wacz_out), local_fleet(
             shards or [target], workers, threads, Path(data_dir) / "workers",
             render_workers,
         ) as fleet, following_records(
@@ -899,6 +918,30 @@ def writable_output(output: str) -> None:
         raise click.ClickException(f"cannot write {output}: no directory {folder}")
     if not os.access(path if path.exists() else folder, os.W_OK):
         raise click.ClickException(f"cannot write {output}: permission denied")
+
+
+@contextlib.contextmanager
+def packed_at_end(name: str, warc_dir: str, records: str, out: str | None) -> Iterator[None]:
+    """Pack crawl `name` as the WACZ `out` (when asked) once what runs inside is over (its
+    workers stopped, its records delivered to `records`), also when it was stopped halfway:
+    the pages so far. Then a packing error is one more line, the stop's own stays the exit."""
+    if out is None:
+        yield
+        return
+    try:
+        yield
+    except BaseException:
+        try:
+            _pack(name, warc_dir, records, out, " (the pages so far)")
+        except api.CrawlError as exc:
+            click.echo(f"error: {exc}", err=True)
+        raise
+    _pack(name, warc_dir, records, out)
+
+
+def _pack(name: str, warc_dir: str, records: str, out: str, note: str = "") -> None:
+    done = api.pack_wacz(name, warc_dir, records, out)
+    click.echo(f"{out}: {done.pages} page(s), {done.captures} capture(s){note}", err=True)
 
 
 @contextlib.contextmanager

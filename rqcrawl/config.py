@@ -165,6 +165,14 @@ class CrawlConfig:
     exporters: dict[str, str] = field(default_factory=dict)
     warc_dir: str = ""  # archive responses as WARC files in this directory of each worker
     warc_max_bytes: int = 100_000_000  # a worker starts a new WARC file past this size
+    # With warc_dir, what each fetched page loads (stylesheets, scripts, images, fonts; CSS
+    # url() and @import) is fetched and archived, not recorded (rqcrawl.frontier.requisites):
+    # on the crawl's hosts and `requisite_hosts`, at most max_requisites_per_page per page,
+    # each once per crawl, at most max_requisite_bytes each.
+    requisites: bool = True
+    requisite_hosts: list[str] = field(default_factory=list)  # hosts beyond the scope's
+    max_requisites_per_page: int = 200
+    max_requisite_bytes: int = 10_000_000
     # Continuous crawling (rqcrawl.frontier.tasks): seconds between two visits of a URL, 0: one
     # pass.
     revisit: float = 0.0
@@ -646,6 +654,8 @@ _BOUNDS: dict[str, Bounds] = {
     "max_segment_repeats": Bounds(1),
     "max_query_params": Bounds(0),
     "warc_max_bytes": Bounds(1),
+    "max_requisites_per_page": Bounds(0),
+    "max_requisite_bytes": Bounds(1),
     "content_max_bytes": Bounds(1),
     "content_timeout": Bounds(0, DAY, low_open=True),
     "revisit": Bounds(0),

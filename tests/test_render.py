@@ -24,7 +24,7 @@ from rq import Queue
 from servers import HTTPSite, reply
 from testsite import Site
 
-from rqcrawl.bench.jssite import JSSite
+from rqcrawl.bench.jssite import APP_JS, JSSite
 from rqcrawl.config import CrawlConfig
 from rqcrawl.frontier import keys
 from rqcrawl.parse import rendering
@@ -134,6 +134,10 @@ def test_a_script_built_site_is_crawled_completely(render, redis_url, conn, tmp_
     assert sorted(records["conversion"]) == sorted(http.base + p for p in want)
     assert all(b"<li>" in body for body in records["conversion"].values())  # rendered DOM
     assert all(b"<li>" not in body for body in records["response"].values())  # as served
+    # what the browser loaded through the crawl's fetch is archived too (replay needs it),
+    # and not fetched again as a requisite (/app.js was asked for once a page, above)
+    assert records["response"][http.base + "/app.js"] == APP_JS
+    assert {http.base + "/api" + p for p in want} <= set(records["response"])
 
 
 def warc_records(directory: Path) -> dict[str, dict[str, bytes]]:

@@ -49,7 +49,7 @@ from rqcrawl.defaults import (
     WAKER_YIELD,
 )
 from rqcrawl.fetch.robots import Robots, site_of
-from rqcrawl.frontier import keys, levels, shards, sitemaps
+from rqcrawl.frontier import keys, levels, requisites, shards, sitemaps
 from rqcrawl.frontier.outage import TableUnavailable
 from rqcrawl.frontier.records import record
 from rqcrawl.frontier.state import (
@@ -80,6 +80,7 @@ _LIVE = {"queued", "started", "scheduled", "deferred"}
 JOB_FUNC = "rqcrawl.workers.jobs.crawl_url"
 RENDER_FUNC = "rqcrawl.render.render_url"  # a page the browser renders (queue crawl-render)
 SITEMAP_FUNC = "rqcrawl.workers.jobs.crawl_sitemap"  # a sitemap entry (frontier.sitemaps)
+REQUISITE_FUNC = "rqcrawl.workers.jobs.crawl_requisite"  # a requisite (frontier.requisites)
 log = logging.getLogger(__name__)
 WAKER_FUNC = "rqcrawl.workers.jobs.await_deferred"
 # Told when a host freed by this process, or a URL it parks, is due: the release thread of
@@ -89,8 +90,11 @@ _due_watchers: list[Callable[[float], None]] = []
 
 
 def _crawl_func(url: str) -> str:
-    """The job function of `url` on the crawl queue: a sitemap entry's reads its document."""
-    return SITEMAP_FUNC if sitemaps.document(url) else JOB_FUNC
+    """The job function of `url` on the crawl queue: a sitemap entry's reads its document,
+    a requisite's archives it."""
+    if sitemaps.document(url):
+        return SITEMAP_FUNC
+    return REQUISITE_FUNC if requisites.resource(url) else JOB_FUNC
 
 
 class CompactJob(Job):
@@ -284,6 +288,20 @@ class Frontier:
         if self.cfg.revisit:
             self._revisit_sitemap(url, entry, found, counts)
         self._ended(self.state.finish(url, Ending(dict(counts), None, [], 1, slot=slot)))
+
+    def hold_requisites(self, entries: list[str], depth: int, priority: int) -> int:
+        """Hold the requisite entries of a page (or a stylesheet) of `depth`, each once per
+        crawl (CrawlState.hold_requisites), and queue what that released; returns how many
+        another shard's hosts left out."""
+        released = self.state.hold_requisites(entries, depth, priority)
+        self._enqueue(released)
+        return len([e for e in entries if self.state.shard_of(e) != self.state.index])
+
+    def finish_requisite(
+        self, url: str, entry: InFlight, counts: dict[str, int], slot: Slot | None = None
+    ) -> None:
+        """End the requisite entry `url` for good: its counters, no record, no links."""
+        self._ended(self.state.finish(url, Ending(dict(counts), None, [], entry.depth, slot=slot)))
 
     def _revisit_sitemap(
         self, url: str, entry: InFlight, found: sitemaps.Found, counts: Counter
@@ -545,7 +563,7 @@ class Frontier:
 
     def _rendered(self, url: str) -> bool:
         """Whether `url` goes straight to the render queue (a `render` pattern names it)."""
-        return not sitemaps.document(url) and rendering.matches(url, self.cfg.render)
+        return sitemaps.target(url) == url and rendering.matches(url, self.cfg.render)
 
     def hand_off(self, url: str, entry: InFlight, slot: Slot) -> bool:
         """Give `url`, claimed as `entry` by a plain job that found it needs the browser
@@ -636,6 +654,9 @@ class Frontier:
         message = f"job lost by its worker {entry.attempt + 1} times"
         if sitemaps.document(url):
             self.finish_sitemap(url, entry, sitemaps.Found.failed("lost", f"{url}: {message}"))
+            return
+        if requisites.resource(url):
+            self.finish_requisite(url, entry, {keys.requisite_problem("lost"): 1})
             return
         attempts = entry.attempt + 1
         lost = record(url, "lost", entry.depth, error=message, attempts=attempts, reason="lost")

@@ -127,6 +127,10 @@ HOOK_ERRORS = "hook_errors"
 SITEMAPS = "sitemaps"  # sitemap documents read
 SITEMAP_URLS = "sitemap_urls"  # page URLs found in sitemaps (before dedup and budgets)
 SITEMAP_LASTMOD = "sitemap_lastmod"  # known URLs made due early by a sitemap's <lastmod>
+REQUISITES = "requisites"  # requisites admitted (rqcrawl.frontier.requisites), once each
+REQUISITES_ARCHIVED = "requisites_archived"  # requisites fetched and archived
+REQUISITE_BYTES = "requisite_bytes"  # body bytes of the archived requisites
+REQUISITES_CUT = "requisites_cut"  # requisites past max_requisites_per_page, not fetched
 BYTES = "bytes"  # body bytes of fetched pages
 RECORD_BYTES = "record_bytes"  # bytes of records appended to the records stream, ever
 TRIMMED_BYTES = "trimmed_bytes"  # bytes of those trimmed from it once delivered
@@ -142,6 +146,7 @@ FAILED_BY = "failed:"  # failed URLs, by reason
 RATE = "rate:"  # fetched pages per RATE_BUCKET seconds, by bucket number
 LATENCY_LE = "latency_le:"  # fetches per latency bucket, by upper bound
 SITEMAP_PROBLEMS = "sitemap_problems:"  # sitemap documents not read, or cut, by reason
+REQUISITE_PROBLEMS = "requisite_problems:"  # requisites not archived, by reason
 
 
 def skipped(reason: str) -> str:
@@ -154,6 +159,10 @@ def links_dropped(rule: str) -> str:
 
 def sitemap_problem(reason: str) -> str:
     return SITEMAP_PROBLEMS + reason
+
+
+def requisite_problem(reason: str) -> str:
+    return REQUISITE_PROBLEMS + reason
 
 
 def failed_by(reason: str) -> str:

@@ -1142,6 +1142,38 @@ return out
 """,
 )
 
+# Hold requisites (rqcrawl.frontier.requisites: entries "requisite:<url>") at `depth` (their
+# page's) and `priority`, past the budgets (a requisite is not a page of the crawl): each
+# once per crawl, by the Bloom filter (check-and-add of the entry), none once the crawl is
+# cancelled. The tail holds (key, entry) for each of `n` entries, then their Bloom positions.
+# Returns {held, released url, entry...}.
+HOLD_REQUISITES = Script(
+    keys=FRONTIER_KEYS,
+    args=(*FRONTIER_ARGS, "depth", "priority", "n", "shard_bits", "k", "size"),
+    key_tail="bloom0",
+    arg_tail="tail",
+    lib=BLOOM_LIB + FRONTIER_LIB,
+    body="""
+if redis.call('HEXISTS', counters, 'cancelled_at') == 1 then return {0} end
+refresh_allowed()
+local count, sbits = tonumber(n), tonumber(shard_bits)
+bloom_alloc(bloom0, sbits, size)
+local new = bloom_check(bloom0, sbits, tonumber(k), ARGV, tail + 2 * count, count, true)
+local held_now = 0
+for i = 1, count do
+  if new[i] == 1 then
+    hold(ARGV[tail + 2 * (i - 1)], ARGV[tail + 2 * (i - 1) + 1], tonumber(depth), priority)
+    held_now = held_now + 1
+  end
+end
+if held_now > 0 then redis.call('HINCRBY', counters, 'requisites', held_now) end
+schedule_touched()
+local out = {held_now}
+release(room(), out)
+return out
+""",
+)
+
 # Halt the crawl for good and drop its pending work (waiting, in flight, parked) in one step,
 # so that no release can slip in between; held-back records are emitted first (their pages
 # were fetched: their depth is the crawl's last word). Returns false if it was already

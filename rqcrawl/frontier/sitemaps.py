@@ -44,7 +44,7 @@ from xml.etree.ElementTree import Element, ParseError
 
 from rqcrawl.config import CrawlConfig
 from rqcrawl.fetch.http import FetchError, fetch
-from rqcrawl.frontier import keys
+from rqcrawl.frontier import keys, requisites
 from rqcrawl.frontier.rules import link_verdict
 from rqcrawl.parse.urls import InvalidURL, canonicalize, in_scope
 
@@ -67,8 +67,9 @@ def document(url: str) -> str | None:
 
 
 def target(url: str) -> str:
-    """What a crawl entry requests: the document of a sitemap entry, else the URL itself."""
-    return document(url) or url
+    """What a crawl entry requests: the document of a sitemap entry, the resource of a
+    requisite's (rqcrawl.frontier.requisites), else the URL itself."""
+    return document(url) or requisites.resource(url) or url
 
 
 def root(site: str) -> str:

@@ -429,6 +429,23 @@ class CrawlState:
         )  # fmt: skip
         return capped, _pairs(released)
 
+    def hold_requisites(self, entries: list[str], depth: int, priority: int) -> Released:
+        """Hold requisite entries at `depth` and `priority`, each once per crawl
+        (scripts.HOLD_REQUISITES), and release what is due. With shards, those of another
+        shard's hosts are not held (counted as cut by the caller): their host's gate lives
+        there."""
+        mine = [e for e in entries if self.shard_of(e) == self.index]
+        if not mine:
+            return []
+        pairs = [part for e in mine for part in (self.key_of(e), e)]
+        _, *released = scripts.HOLD_REQUISITES(
+            self.redis, tail_keys=self.bloom.script_keys,
+            tail_args=[*pairs, *self.bloom.flat_positions(mine)], depth=depth,
+            priority=priority, n=len(mine), shard_bits=self.bloom.shard_bits,
+            k=self.bloom.hashes, size=self.bloom.size, **self.frontier_names(),
+        )  # fmt: skip
+        return _pairs(released)
+
     def expect_robots_sitemaps(self, sites: Iterable[str], priority: int) -> None:
         """Mark seed `sites` whose robots.txt's sitemaps are to be read (at `priority`), by
         the job that fetches it (Frontier.sitemaps_named); a site marked before keeps its."""

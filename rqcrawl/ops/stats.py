@@ -116,6 +116,13 @@ def status(redis: Redis, crawl: str) -> dict | None:
             "lastmod_due": snap.count(keys.SITEMAP_LASTMOD),
             "problems": snap.family(keys.SITEMAP_PROBLEMS),
         },
+        "requisites": {  # what pages load, archived with them (rqcrawl.frontier.requisites)
+            "admitted": snap.count(keys.REQUISITES),
+            "archived": snap.count(keys.REQUISITES_ARCHIVED),
+            "bytes": snap.count(keys.REQUISITE_BYTES),
+            "cut": snap.count(keys.REQUISITES_CUT),
+            "problems": snap.family(keys.REQUISITE_PROBLEMS),
+        },
         "elapsed_s": round(end - started, 3),
         "pages_per_s": round(fetched / (end - started), 2) if end > started else 0.0,
         "recent_pages_per_s": round(recent, 2),

@@ -1,17 +1,23 @@
-"""A crawl as a WACZ 1.2 file (Web Archive Collection Zipped): its WARC files, their CDXJ index,
+"""A crawl as a WACZ 1.1.1 file (Web Archive Collection Zipped): its WARC files, their index,
 the list of its pages with their titles and main text, and the datapackage that lists every
 file with its SHA-256, so that ReplayWeb.page and pywb open it.
 
-Written here with warcio and cdxj-indexer rather than by py-wacz: py-wacz 0.6.0 writes WACZ
-1.1.1 (a ZipNum index, `wacz_version`), finds pages by its own text extraction (boilerpy3)
-where the crawl's records already hold each page's title and trafilatura text, and needs
-frictionless (about forty packages) at run time. py-wacz's `wacz validate` still checks the
-files in the tests.
+WACZ 1.1.1, all of it, rather than 1.2: it is the version the readers and checkers take
+whole. py-wacz 0.6.0's `wacz validate` accepts no other `wacz_version`, and pywb 2.10's
+`wb-manager add --unpack-wacz` merges only `*.cdx` / `*.cdx.gz` indexes (1.2's
+`index.cdxj` is not read); ReplayWeb.page reads both versions.
+
+Written here with warcio and cdxj-indexer rather than by py-wacz: py-wacz finds pages by its
+own text extraction (boilerpy3) where the crawl's records already hold each page's title and
+trafilatura text, and needs frictionless (about forty packages) at run time. py-wacz's
+`wacz validate` still checks the files in the tests.
 
     archive/*.warc.gz         the crawl's WARC files, stored (ZIP_STORED: read by offset)
-    indexes/index.cdxj        one line per response, revisit and resource record, sorted
+    indexes/index.cdx.gz      the sorted CDXJ lines of every response, revisit and resource
+                              record, in gzip members of INDEX_BLOCK lines (ZipNum), stored
+    indexes/index.idx         the first key, offset, length and SHA-256 of each member
     pages/pages.jsonl         a header line, then one line per fetched HTML page
-    datapackage.json          every file above: path, bytes, sha256
+    datapackage.json          every file above: path, bytes, sha256; mainPageURL and Date
     datapackage-digest.json   the SHA-256 of datapackage.json
 """
 
@@ -37,10 +43,8 @@ from rqcrawl.untrusted import inert_json
 
 CHUNK = 1 << 20
 PAGES_HEADER = {"format": "json-pages-1.0", "id": "pages", "title": "All Pages"}
-# The datapackage's profile and version as py-wacz 0.6.0's `wacz validate` requires: it
-# accepts only wacz_version 1.1.1 (which 1.2 dropped) and its frictionless check refuses 1.2's
-# profile "wacz". ReplayWeb.page reads either; the rest of the file is 1.2's.
-PROFILE = {"profile": "data-package", "wacz_version": "1.1.1"}
+PROFILE = {"profile": "data-package", "wacz_version": "1.1.1"}  # WACZ 1.1.1 (see above)
+INDEX_BLOCK = 3000  # CDXJ lines per gzip member of index.cdx.gz (py-wacz's and pywb's block)
 
 
 class WaczError(Exception):
@@ -73,7 +77,9 @@ def write_wacz(records: Iterable[dict], warcs: Sequence[Path], out: Path, title:
         partial = Path(work) / "out.wacz"
         with zipfile.ZipFile(partial, "w", allowZip64=True) as wacz:
             resources = [_put(wacz, f"archive/{w.name}", w, zipfile.ZIP_STORED) for w in warcs]
-            resources.append(_put(wacz, "indexes/index.cdxj", index, zipfile.ZIP_DEFLATED))
+            cdx, idx = _zipnum(index)
+            resources.append(_put(wacz, "indexes/index.cdx.gz", cdx, zipfile.ZIP_STORED))
+            resources.append(_put(wacz, "indexes/index.idx", idx, zipfile.ZIP_DEFLATED))
             resources.append(_put(wacz, "pages/pages.jsonl", pages, zipfile.ZIP_DEFLATED))
             package = json.dumps(_datapackage(resources, title, home), indent=2).encode()
             wacz.writestr("datapackage.json", package, zipfile.ZIP_DEFLATED)
@@ -161,6 +167,22 @@ def _warc_errors() -> tuple[type[BaseException], ...]:
     from warcio.exceptions import ArchiveLoadFailed
 
     return (ArchiveLoadFailed, OSError, EOFError, ValueError)
+
+
+def _zipnum(index: Path) -> tuple[Path, Path]:
+    """The sorted CDXJ `index` as a ZipNum pair beside it (index.cdx.gz, index.idx), written
+    by cdxj-indexer's own block writer, as py-wacz does."""
+    from cdxj_indexer.main import CompressedWriter
+
+    cdx, idx = index.with_name("index.cdx.gz"), index.with_name("index.idx")
+    with open(index, encoding="utf-8") as lines, open(cdx, "wb") as data:
+        with open(idx, "w", encoding="utf-8") as out:
+            blocks = CompressedWriter(out, data, INDEX_BLOCK, cdx.name, digest_records=True)
+            for line in lines:
+                blocks.write(line)
+            if blocks.block:
+                blocks.flush()
+    return cdx, idx
 
 
 def _check_warc(path: Path) -> None:
@@ -285,7 +307,7 @@ def _datapackage(resources: list[dict], title: str, home: dict | None) -> dict:
         "resources": resources,
     }
     if home:
-        package["home"] = home
+        package["mainPageURL"], package["mainPageDate"] = home["url"], home["ts"]
     return package
 
 

@@ -42,6 +42,8 @@ class Rendered:
     html: str  # the DOM, serialised
     ms: int  # milliseconds from the start of the navigation to the DOM read
     timed_out: bool = False  # the page did not go quiet within render_timeout
+    # The URLs the browser loaded through the crawl's fetch, archived with the page (WARC)
+    loaded: frozenset[str] = frozenset()
 
 
 def matches(url: str, render: list[str]) -> bool:

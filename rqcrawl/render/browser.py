@@ -40,7 +40,7 @@ from rqcrawl.config import CrawlConfig
 from rqcrawl.fetch import warc
 from rqcrawl.fetch.clients.base import HttpResponse, TransportError
 from rqcrawl.fetch.deadline import Watch
-from rqcrawl.fetch.http import FetchError, Response, send
+from rqcrawl.fetch.http import Archive, FetchError, Response, no_archive, send
 from rqcrawl.parse.rendering import Rendered
 from rqcrawl.parse.urls import host_of
 from rqcrawl.workers import jobs
@@ -152,9 +152,10 @@ class PageBrowser:
         allows: Callable[[str], bool],
     ) -> Rendered:
         """The page of `resp` (its body decoded as `text`) as the browser leaves it after
-        its scripts ran; FetchError (transient) if the browser failed."""
+        its scripts ran, what it loaded archived in the crawl's WARC files (`warc_dir`);
+        FetchError (transient) if the browser failed."""
         try:
-            rendered = self._render(resp, text, cfg, allows)
+            rendered = self._render(resp, text, cfg, allows, warc.archive(crawl, cfg, worker))
         except PlaywrightError as exc:
             self.close()  # a browser that failed once is not trusted with the next page
             message = f"browser: {_first_line(exc)}"
@@ -168,7 +169,12 @@ class PageBrowser:
         return rendered
 
     def _render(
-        self, resp: Response, text: str, cfg: CrawlConfig, allows: Callable[[str], bool]
+        self,
+        resp: Response,
+        text: str,
+        cfg: CrawlConfig,
+        allows: Callable[[str], bool],
+        archive: Archive,
     ) -> Rendered:
         context = self._ensure().new_context(
             user_agent=cfg.agent, service_workers="block", accept_downloads=False
@@ -176,7 +182,7 @@ class PageBrowser:
         context.add_init_script(NO_WEBRTC)
         started = time.monotonic()
         try:
-            pages = Interceptor(resp, text, cfg, allows)
+            pages = Interceptor(resp, text, cfg, allows, archive)
             context.route("**/*", pages.route)
             context.route_web_socket("**/*", lambda ws: ws.close(code=1008, reason="refused"))
             page = context.new_page()
@@ -193,7 +199,8 @@ class PageBrowser:
                 page.screenshot(path=_screenshot_path(cfg.render_screenshot_dir, resp.final_url))
         finally:
             context.close()
-        return Rendered(html, int((time.monotonic() - started) * 1000), timed_out)
+        ms = int((time.monotonic() - started) * 1000)
+        return Rendered(html, ms, timed_out, frozenset(pages.loaded))
 
     def _after_page(self, cfg: CrawlConfig) -> None:
         """Recycle the browser after render_recycle_pages pages or past render_recycle_mb."""
@@ -205,12 +212,20 @@ class PageBrowser:
 class Interceptor:
     """Every request of one page, made by us under the address guard and fulfilled into it:
     the document from the response already fetched, the rest through the crawl's guarded
-    session. Requests to the page's own host obey its robots.txt; media may be skipped."""
+    session, each GET's responses into `archive` (its URLs in `loaded`). Requests to the
+    page's own host obey its robots.txt; media may be skipped."""
 
     def __init__(
-        self, resp: Response, text: str, cfg: CrawlConfig, allows: Callable[[str], bool]
+        self,
+        resp: Response,
+        text: str,
+        cfg: CrawlConfig,
+        allows: Callable[[str], bool],
+        archive: Archive = no_archive,
     ) -> None:
         self.resp, self.text, self.cfg, self.allows = resp, text, cfg, allows
+        self.archive = archive if archive is not no_archive else None
+        self.loaded: set[str] = set()
         self.host = host_of(resp.final_url)
         self.document_served = False
 
@@ -240,10 +255,12 @@ class Interceptor:
             self._forward(route, request)
 
     def _forward(self, route: Route, request: BrowserRequest) -> None:
+        archive = self.archive if self.archive and request.method == "GET" else None
         try:
             status, headers, body = guarded_request(
-                self.cfg, request.method, request.url, request.headers, request.post_data_buffer
-            )
+                self.cfg, request.method, request.url, request.headers, request.post_data_buffer,
+                archive and self._archived,
+            )  # fmt: skip
         except TransportError as exc:
             log.debug("page request %s: %s", request.url, exc)
             route.abort("addressunreachable" if exc.refused else "failed")
@@ -253,6 +270,10 @@ class Interceptor:
             return
         route.fulfill(status=status, headers=headers, body=body)
 
+    def _archived(self, resp: HttpResponse, body: bytes | None) -> None:
+        self.archive(resp, body)
+        self.loaded.add(resp.url)
+
 
 def guarded_request(
     cfg: CrawlConfig,
@@ -260,10 +281,12 @@ def guarded_request(
     url: str,
     headers: Mapping[str, str],
     data: bytes | None,
+    archive: Archive | None = None,
 ) -> tuple[int, dict[str, str], bytes]:
     """A request of a page, made as a fetch is (rqcrawl.fetch.http: the guarded client, its
     timeouts and deadline, max_body_bytes), redirects followed by hand so that every hop
-    connects through the guard. Raises TransportError and FetchError."""
+    connects through the guard; each response into `archive` (a redirect's without its
+    body). Raises TransportError and FetchError."""
     sent = {k: v for k, v in headers.items() if k.lower() not in _NOT_FORWARDED}
     sent["User-Agent"] = cfg.agent
     with Watch(cfg.download_timeout) as watch:
@@ -271,7 +294,12 @@ def guarded_request(
             resp = send(cfg, method, url, sent, data=data)
             with resp:
                 if not resp.is_redirect:
-                    return resp.status, _content_headers(resp.headers), _body(resp, cfg)
+                    body = _body(resp, cfg)
+                    if archive:
+                        archive(resp, body)
+                    return resp.status, _content_headers(resp.headers), body
+                if archive:
+                    archive(resp, None)
                 url = urljoin(url, resp.headers["location"])
                 if resp.status in (301, 302, 303) and method != "HEAD":
                     method, data = "GET", None

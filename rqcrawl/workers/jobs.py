@@ -17,6 +17,7 @@ import logging
 import os
 import time
 import traceback
+from collections import Counter
 from collections.abc import Callable
 from functools import partial
 
@@ -25,15 +26,16 @@ from rq.job import Job
 from rq.timeouts import JobTimeoutException
 
 from rqcrawl.defaults import FORK_LEAD, TABLE_WAIT
+from rqcrawl.fetch import warc
 from rqcrawl.fetch.http import FetchError
 from rqcrawl.fetch.robots import site_of
-from rqcrawl.frontier import sitemaps
-from rqcrawl.frontier.dispatch import JOB_FUNC, RENDER_FUNC, SITEMAP_FUNC
+from rqcrawl.frontier import keys, requisites, sitemaps
+from rqcrawl.frontier.dispatch import JOB_FUNC, RENDER_FUNC, REQUISITE_FUNC, SITEMAP_FUNC
 from rqcrawl.frontier.leases import renewer
 from rqcrawl.frontier.outage import TableUnavailable
 from rqcrawl.frontier.state import Claim, InFlight, Slot
 from rqcrawl.untrusted import inert, printable_lines
-from rqcrawl.workers import gate, settle
+from rqcrawl.workers import gate, process_name, settle
 from rqcrawl.workers.crawls import Crawl, claim, crawl_of
 from rqcrawl.workers.settle import Passed
 from rqcrawl.workers.visit import Renderer, Visit, failed_visit, fetch_and_parse
@@ -86,6 +88,14 @@ def crawl_sitemap(crawl: str, url: str, depth: int) -> str:
     return _job(crawl, url, depth, _sitemap, _sitemap_timed_out)
 
 
+@inert_failures
+def crawl_requisite(crawl: str, url: str, depth: int) -> str:
+    """Fetch the requisite of entry `url` into the crawl's WARC files and hold what it
+    loads in turn (the RQ job function of a requisite, rqcrawl.frontier.requisites): the same
+    claim, lease, robots.txt and politeness as a page, then no record."""
+    return _job(crawl, url, depth, _requisite, _requisite_timed_out)
+
+
 def _page(
     job: Job, c: Crawl, url: str, depth: int, claimed: Claim, render: Renderer | None
 ) -> str | dict:
@@ -132,6 +142,34 @@ def _sitemap(job: Job, c: Crawl, url: str, depth: int, claimed: Claim) -> str:
         raise
     slot = Slot(key, time.monotonic() - started, base=go.base)
     return settle.sitemap(c, url, entry, found, slot)
+
+
+def _requisite(job: Job, c: Crawl, url: str, depth: int, claimed: Claim) -> str:
+    """gate → fetch into the archive → settle, for a requisite."""
+    entry = claimed.entry
+    go = gate.through(job, c, url, depth, entry, claimed.wait_until)
+    key = c.frontier.state.key_of(url)
+    if isinstance(go, Visit):  # refused by robots.txt
+        got = requisites.Got(counts=Counter({keys.requisite_problem("robots"): 1}))
+        return settle.requisite(c, url, entry, got, Slot(key))
+    if not isinstance(go, gate.Go):
+        return go
+    started = time.monotonic()
+    try:
+        worker = job.worker_name and process_name(job.worker_name)
+        archive = warc.archive(c.frontier.crawl, c.cfg, worker)
+        got = requisites.read(requisites.resource(url), c.cfg, archive)
+    except BaseException:
+        c.frontier.free_slot(url, go.slot())
+        raise
+    slot = Slot(key, time.monotonic() - started, base=go.base)
+    return settle.requisite(c, url, entry, got, slot)
+
+
+def _requisite_timed_out(c: Crawl, url: str, depth: int, entry: InFlight, error: FetchError) -> str:
+    got = requisites.Got(counts=Counter({keys.requisite_problem("timeout"): 1}), error=error)
+    slot = Slot(c.frontier.state.key_of(url), c.cfg.job_timeout)
+    return settle.requisite(c, url, entry, got, slot)
 
 
 def _page_timed_out(c: Crawl, url: str, depth: int, entry: InFlight, error: FetchError) -> dict:
@@ -194,7 +232,7 @@ def abandon(job: Job) -> None:
     """After a crawl job was cut short (its worker lost Redis for longer than it retries):
     free the slot it may hold, so that its host does not wait for the lease to expire. Its
     URL comes back through the recovery pass."""
-    if job.func_name not in (JOB_FUNC, RENDER_FUNC, SITEMAP_FUNC):
+    if job.func_name not in (JOB_FUNC, RENDER_FUNC, SITEMAP_FUNC, REQUISITE_FUNC):
         return
     crawl, url, _ = job.args
     c = crawl_of(job.connection, crawl)

@@ -11,7 +11,7 @@ import logging
 import time
 
 from rqcrawl.fetch.http import FetchError
-from rqcrawl.frontier import sitemaps
+from rqcrawl.frontier import keys, requisites, sitemaps
 from rqcrawl.frontier.state import Ending, InFlight, Slot, outcome_counts
 from rqcrawl.parse.urls import host_of
 from rqcrawl.workers.crawls import Crawl
@@ -43,6 +43,9 @@ def page(c: Crawl, url: str, depth: int, entry: InFlight, result: Visit, slot: S
     retried = retry(c, url, entry, result.error, slot)
     if retried:
         return retried
+    if result.requisites:  # held before the page ends: a worker dying between loses none
+        elsewhere = c.frontier.hold_requisites(result.requisites, depth, entry.priority)
+        result.counts[keys.REQUISITES_CUT] = result.counts.get(keys.REQUISITES_CUT, 0) + elsewhere
     result.record["attempts"] = entry.attempt + 1
     if entry.source:
         result.record["source"] = entry.source
@@ -84,6 +87,22 @@ def sitemap(c: Crawl, url: str, entry: InFlight, found: sitemaps.Found, slot: Sl
     return f"sitemap: {len(found.pages)} URLs, {len(found.sitemaps)} sitemaps" + (
         f"; {found.problem}" if found.problem else ""
     )
+
+
+def requisite(c: Crawl, url: str, entry: InFlight, got: requisites.Got, slot: Slot) -> str:
+    """Retry a requisite whose fetch failed for now, or end its entry: hold what it loads
+    in turn (a stylesheet's fonts and images, a redirect's target) first."""
+    retried = retry(c, url, entry, got.error, slot)
+    if retried:
+        return retried
+    if got.more:
+        got.counts[keys.REQUISITES_CUT] += c.frontier.hold_requisites(
+            got.more, entry.depth, entry.priority
+        )
+    c.frontier.finish_requisite(url, entry, got.counts, slot)
+    problems = [k.removeprefix(keys.REQUISITE_PROBLEMS) for k in got.counts
+                if k.startswith(keys.REQUISITE_PROBLEMS)]  # fmt: skip
+    return f"requisite: {', '.join(problems) or 'archived'}, {len(got.more)} more"
 
 
 def defer(c: Crawl, url: str, entry: InFlight, until: float, slot: Slot) -> Passed:

@@ -21,15 +21,16 @@ from rqcrawl.fetch import hops, warc
 from rqcrawl.fetch.cookies import Cookies
 from rqcrawl.fetch.http import NOT_MODIFIED, Archive, FetchError, Response, fetch, no_archive
 from rqcrawl.fetch.robots import Robots
-from rqcrawl.frontier import keys
+from rqcrawl.frontier import keys, requisites
 from rqcrawl.frontier.records import record
 from rqcrawl.frontier.rules import link_verdict
 from rqcrawl.frontier.state import InFlight
 from rqcrawl.ops import stats
 from rqcrawl.parse import directives, hooks, rendering
+from rqcrawl.parse import requisites as found_in
 from rqcrawl.parse.changes import Content, Prior, simhash, visible_text
 from rqcrawl.parse.content import page_content
-from rqcrawl.parse.extract import decode, extract_fields, parse
+from rqcrawl.parse.extract import Page, decode, extract_fields, parse
 from rqcrawl.parse.rendering import Rendered
 from rqcrawl.parse.urls import canonicalize
 from rqcrawl.workers import process_name
@@ -59,6 +60,8 @@ class Visit:
     # those that max_depth cut (see state.Ending)
     links: list[tuple[str | None, str]] | None = None
     cut: list[tuple[str | None, str]] = field(default_factory=list)
+    # The entries of what a fetched page loads, to archive (rqcrawl.frontier.requisites)
+    requisites: list[str] = field(default_factory=list)
 
 
 # The browser's step of a visit (rqcrawl.render.browser): the rendered page of a response fetched
@@ -189,6 +192,7 @@ def _parsed(
     if refresh is not None:
         page_record["bytes"] = len(resp.body)
         return _redirected(page_record, refresh, via, cfg, fetch_s, speculative)
+    rendered = None
     if render is not None:
         try:
             rendered = render(resp, text, cfg)
@@ -265,7 +269,20 @@ def _parsed(
     if speculative:
         visited.links = judged
         visited.cut = [] if depth < cfg.max_depth else judged
+    if requisites.fetched(cfg):  # (the page's elements walked only for an archive)
+        visited.requisites, cut = requisites.wanted(_loads(page, rendered), cfg)
+        counts.update(cut)
     return visited
+
+
+def _loads(page: Page, rendered: Rendered | None) -> list[str]:
+    """What the page loads to show itself, but what the browser that rendered it loaded
+    (archived already, rqcrawl.render.browser)."""
+    loads = found_in.of_html(page.selector, page.base)
+    if rendered is None:
+        return loads
+    loaded = set(found_in.resolved(rendered.loaded, page.base))
+    return [u for u in loads if u not in loaded]
 
 
 def _children(

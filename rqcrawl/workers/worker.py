@@ -65,7 +65,13 @@ from rqcrawl.defaults import (
     SUSPENSION_EVERY,
 )
 from rqcrawl.frontier import configs, scripts, state
-from rqcrawl.frontier.dispatch import JOB_FUNC, RENDER_FUNC, SITEMAP_FUNC, watch_due
+from rqcrawl.frontier.dispatch import (
+    JOB_FUNC,
+    RENDER_FUNC,
+    REQUISITE_FUNC,
+    SITEMAP_FUNC,
+    watch_due,
+)
 from rqcrawl.ops.metrics import port_from_env as metrics_port_from_env
 from rqcrawl.ops.metrics import serve_from_env as serve_metrics
 from rqcrawl.quickexit import skip_final_collection
@@ -74,7 +80,9 @@ from rqcrawl.workers import SLOTS_ENV, slot_name
 from rqcrawl.workers.crawls import check_identity, claim_call, crawl_of
 from rqcrawl.workers.jobs import abandon
 
-CLAIMING = (JOB_FUNC, SITEMAP_FUNC, RENDER_FUNC)  # the jobs that claim a URL (jobs._job)
+# the jobs of the crawl queue, and those that claim a URL (jobs._job)
+CRAWL_QUEUE_FUNCS = (JOB_FUNC, SITEMAP_FUNC, REQUISITE_FUNC)
+CLAIMING = (*CRAWL_QUEUE_FUNCS, RENDER_FUNC)
 
 log = logging.getLogger(__name__)
 
@@ -305,7 +313,7 @@ class CrawlJob(Job):
         pipeline: Pipeline | None = None,
         remove_from_queue: bool = True,
     ) -> None:
-        if ttl is not None and ttl >= 0 and self.func_name in (JOB_FUNC, SITEMAP_FUNC):
+        if ttl is not None and ttl >= 0 and self.func_name in CRAWL_QUEUE_FUNCS:
             conn = pipeline if pipeline is not None else self.connection
             if ttl:
                 conn.expire(self.key, ttl)
@@ -614,9 +622,7 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
         first), with the worker's `idle` state, which execute_job would send in a fourth."""
         succeeding = job.succeeding() if isinstance(job, CrawlJob) else contextlib.nullcontext()
         with succeeding:
-            if job.func_name in (JOB_FUNC, SITEMAP_FUNC) and not (
-                job.repeats_left or job.has_rate_limit
-            ):
+            if job.func_name in CRAWL_QUEUE_FUNCS and not (job.repeats_left or job.has_rate_limit):
                 self._handle_crawl_success(job, execution)
             else:
                 super().handle_job_success(job, queue, started_job_registry, execution)
