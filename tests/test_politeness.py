@@ -244,6 +244,30 @@ def test_a_robots_txt_that_never_answers_ends_its_pages_after_robots_patience(re
     assert all(r["error"].startswith("robots.txt unavailable for") for r in rows), rows
 
 
+def test_a_robots_txt_slower_than_the_read_timeout_is_waited_for_on_the_next_ask(
+    redis_url, tmp_path
+):
+    # robots.txt answers in 2 s, read_timeout 1 s: the first ask times out, the next one
+    # waits 3 s (ASK_GROWTH) and reads the rules; before, every ask timed out at 1 s and
+    # the site's pages failed "robots.txt unavailable" at the patience (8 s)
+    def handle(req: BaseHTTPRequestHandler) -> None:
+        if req.path == "/robots.txt":
+            time.sleep(2.0)
+            reply(req, 200, b"User-agent: *\nDisallow: /secret\n", ctype="text/plain")
+        else:
+            reply(req, 200, b'<title>page</title><a href="/secret">s</a><a href="/open">o</a>')
+
+    conf = tmp_path / "slow.toml"
+    conf.write_text("[crawl]\nread_timeout = 1.0\nretry_base = 0.2\nrobots_patience = 8.0\n")
+    with HTTPSite(handle, host="127.0.0.2", max_requests=20) as site:
+        seed_local(redis_url, site.base + "/", "slowrobots", 1, "--config", str(conf))
+        with LocalWorkers(redis_url, 1):
+            s = wait_finished(redis_url, "slowrobots", timeout=60)
+    assert len(asks(site)) == 2, site.log
+    assert sorted(p for _, p in site.log if p != "/robots.txt") == ["/", "/open"]
+    assert s["fetched"] == 2 and s["failed"] == 0
+
+
 def test_status_warns_about_eviction_and_not_about_rq_scheduled_jobs(redis_url):
     # A database of the session's Redis that no worker uses. A job late in RQ's scheduled
     # registry is no crawl's concern (nothing of a crawl is scheduled in RQ: no worker
