@@ -8,8 +8,9 @@ As RFC 9309 asks: a 4xx means no rules (allow all); a 5xx, a 429 or an unreachab
 means complete disallow *while* it lasts: the site's URLs wait and robots.txt is asked again
 with back-off (retry_base x 2^n, at most max_backoff_delay) for as long as the crawl has URLs
 of the site, so a site that comes back is crawled; an ask that fails `robots_patience` seconds
-or more after the first failed one has the site's waiting pages recorded as failed (the gate
-decides, see rqcrawl.workers.gate). An ask after one that timed out waits ASK_GROWTH times
+or more after the first failed one has the site's waiting pages recorded as failed, or
+`robots_patience_idle` seconds once they are all the crawl has left (the gate decides, see
+rqcrawl.workers.gate). An ask after one that timed out waits ASK_GROWTH times
 longer for its answer (up to download_timeout): a server that takes 30 s to answer is waited
 for, not lost.
 """
@@ -69,19 +70,25 @@ class Robots:
     def crawl_delay(self, user_agent: str) -> float | None:
         return None if self._parser is None else self._parser.crawl_delay(user_agent)
 
-    def given_up(self, now: float, cfg: CrawlConfig) -> bool:
+    def given_up(self, now: float, cfg: CrawlConfig, idle: bool = False) -> bool:
         """Whether the site's waiting pages fail: robots.txt still unavailable robots_patience
-        seconds after the first failed ask, or a host name that does not resolve after
-        `retries` more asks (no server there to come back: a typo in a seed is said in
-        seconds, not minutes)."""
+        seconds after the first failed ask (robots_patience_idle when `idle`: the crawl has
+        nothing else left), or a host name that does not resolve after `retries` more asks
+        (no server there to come back: a typo in a seed is said in seconds, not minutes)."""
         if self.kind != "unavailable":
             return False
         unresolved = self.reason == "dns" and self.attempts > cfg.retries
-        return unresolved or now >= self.since + cfg.robots_patience
+        return unresolved or now >= self.since + patience(cfg, idle)
 
     def due(self, now: float) -> bool:
         """Whether robots.txt must be (re)fetched before the site's next page."""
         return now >= self.expires
+
+
+def patience(cfg: CrawlConfig, idle: bool = False) -> float:
+    """How long a site's pages wait for its unavailable robots.txt: robots_patience, or
+    robots_patience_idle (if shorter) once they are all the crawl has left."""
+    return min(cfg.robots_patience, cfg.robots_patience_idle) if idle else cfg.robots_patience
 
 
 def ask_timeout(previous: Robots | None, now: float, cfg: CrawlConfig) -> float:

@@ -78,6 +78,7 @@ from rqcrawl.defaults import (
     WAKER_TTL,
 )
 from rqcrawl.fetch.politeness import GateKeys
+from rqcrawl.fetch.robots import site_of
 from rqcrawl.frontier import keys, scripts
 from rqcrawl.frontier.bloom import BloomFilter, NativeBloomFilter, batches
 from rqcrawl.frontier.configs import load as load_config
@@ -986,6 +987,23 @@ class CrawlState:
             pipe.hlen(k.spec)
             flying, held, outbox, back = pipe.execute()
         return flying + int(held or 0) + outbox + back
+
+    def only_robots_waits(self) -> bool:
+        """Whether all this shard of the crawl has left to do is URLs parked for sites whose
+        robots.txt is unavailable: nothing held or in the outbox, and every URL in flight of
+        such a site (`in flight` holds the window at most). Records held back for the level
+        are done work: they only wait for those URLs to end."""
+        k = self.keys
+        with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hkeys(k.inflight)
+            pipe.hget(k.counters, keys.HELD)
+            pipe.llen(k.outbox)
+            flying, held, outbox = pipe.execute()
+        if int(held or 0) or outbox:
+            return False
+        sites = sorted({site_of(target(url.decode())) for url in flying})
+        verdicts = self.robots_verdicts(sites)
+        return all(verdicts.get(site, {}).get("kind") == "unavailable" for site in sites)
 
     def snapshot(self) -> Snapshot:
         """The crawl's counters and queues in one round trip (rate buckets older than RECENT
