@@ -98,6 +98,16 @@ def test_each_planted_violation_fails_its_check_and_names_the_line():
         assert any(bad.target in line for line in found[name]), (name, found[name])
 
 
+def test_a_restarting_and_a_slow_robots_txt_as_the_web_serves_them():
+    """Issue 46's roles: a 503 for the first 20 s of asks (a restart), a 30 s answer."""
+    down, slow = build(WebSpec(hosts=2, robots_roles=("503-20s", "slow-30s")), ORIGINS[:2])
+    assert [down.respond("/robots.txt").status for _ in range(2)] == [503, 503]
+    down.first_robots -= 20.0  # as if asked first 20 s ago: back
+    assert down.respond("/robots.txt").status == 200
+    reply = slow.respond("/robots.txt")
+    assert reply.status == 200 and reply.latency >= 30.0 and b"Disallow" in reply.body
+
+
 def test_robots_answers_that_forbid_crawling_do_not_count_as_robots_first():
     """A 5xx, a 429 or no answer at all (a hang) is no robots.txt to crawl by."""
     for status in (500, 503, 429, None):
