@@ -7,9 +7,11 @@ from __future__ import annotations
 import re
 import subprocess
 
+import pytest
 from helpers import BIN
 
 from rqcrawl.bench.conduct import Judge
+from rqcrawl.bench.runs import installed
 from rqcrawl.bench.web import run
 from rqcrawl.bench.webhosts import WebSpec, build, is_robots
 from rqcrawl.bench.webserver import Entry
@@ -133,6 +135,24 @@ def test_rqcrawl_crawls_a_small_web_at_defaults_within_the_rules():
     floor, _ = r.judge.floor()
     assert 0 < floor <= r.wall_s  # the floor is a lower bound of a polite crawl
     assert r.connections >= 1 and r.requests >= r.connections
+
+
+@pytest.mark.skipif(not installed("crawlee"), reason="Crawlee is not installed (rqcrawl[bench])")
+def test_crawlee_crawls_a_small_web_judged_by_the_same_logs():
+    """Crawlee for Python (rqcrawl.bench.politecrawlee) on two hosts, judged from the servers'
+    logs like rqcrawl: its robots.txt option keeps it off /private/ and off the host whose
+    robots.txt answers 500, and every page it fetched was checked."""
+    spec = WebSpec(
+        hosts=2, min_pages=3, max_pages=5, min_latency=0.01, max_latency=0.05,
+        robots_roles=("plain", "500"), page_roles=("429", "plain"),
+    )  # fmt: skip
+    r = run(spec, "crawlee", timeout=120)
+    assert r.exit_code == 0
+    checks = {c.name: c for c in r.judge.checks()}
+    assert checks["robots.txt first"].passed and checks["nothing Disallowed"].passed
+    pages = {e.target for e in r.judge.by_host[0] if not is_robots(e.target)}
+    assert {"/", "/p1.html"} <= pages and checks["nothing Disallowed"].applies >= len(pages)
+    assert not [e for e in r.judge.by_host[1] if not is_robots(e.target)]  # robots.txt 500
 
 
 def test_bench_card_prints_jobs_per_page_and_the_longest_gaps():
