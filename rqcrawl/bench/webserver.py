@@ -148,7 +148,10 @@ def origin(address: tuple[str, int]) -> str:
 
 def _bound(serve, index: int):
     async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await serve(index, reader, writer)
+        try:
+            await serve(index, reader, writer)
+        except asyncio.CancelledError:
+            pass  # the server stops (_close): an answer still waiting for its latency is dropped
 
     return handler
 

@@ -8,9 +8,9 @@ As RFC 9309 asks: a 4xx means no rules (allow all); a 5xx, a 429 or an unreachab
 means complete disallow *while* it lasts: the site's URLs wait and robots.txt is asked again
 with back-off (retry_base x 2^n, at most max_backoff_delay) for as long as the crawl has URLs
 of the site, so a site that comes back is crawled; an ask that fails `robots_patience` seconds
-or more after the first failed one has the site's waiting pages recorded as failed, or
-`robots_patience_idle` seconds once they are all the crawl has left (the gate decides, see
-rqcrawl.workers.gate). An ask after one that timed out waits ASK_GROWTH times
+or more after the first failed one has the site's waiting pages recorded as failed, and so
+does any moment past `robots_patience_idle` seconds at which they are all the crawl has left
+(the gate decides, see rqcrawl.workers.gate). An ask after one that timed out waits ASK_GROWTH times
 longer for its answer (up to download_timeout): a server that takes 30 s to answer is waited
 for, not lost.
 """
