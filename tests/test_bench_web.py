@@ -5,16 +5,17 @@ the card's fleet on a small one-host site prints its jobs per page and gaps."""
 from __future__ import annotations
 
 import re
+import socket
 import subprocess
 
 import pytest
-from helpers import BIN
+from helpers import BIN, wait_until
 
 from rqcrawl.bench.conduct import Judge
 from rqcrawl.bench.runs import installed
 from rqcrawl.bench.web import run
-from rqcrawl.bench.webhosts import WebSpec, build, is_robots
-from rqcrawl.bench.webserver import Entry
+from rqcrawl.bench.webhosts import Reply, WebSpec, build, is_robots
+from rqcrawl.bench.webserver import Entry, WebServer
 
 UA = "rqcrawl/0.1 (+https://pypi.org/project/rqcrawl/)"
 # Six hosts with the misbehaviours that cost a crawl time or test a rule: a hanging and an
@@ -108,6 +109,27 @@ def test_a_restarting_and_a_slow_robots_txt_as_the_web_serves_them():
     assert down.respond("/robots.txt").status == 200
     reply = slow.respond("/robots.txt")
     assert reply.status == 200 and reply.latency >= 30.0 and b"Disallow" in reply.body
+
+
+def test_an_answer_the_client_gave_up_on_is_logged_as_none():
+    """A client that stops waiting (its read timeout) never had the answer: the log says so
+    (status None), and the floor does not count the late write as the host's time."""
+
+    class Slow:
+        def respond(self, target: str) -> Reply:
+            return Reply(200, b"late", latency=1.0)
+
+    with WebServer(1) as server:
+        server.start([Slow()])
+        host, port = server.origins[0].removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port))) as client:
+            client.sendall(b"GET /robots.txt HTTP/1.1\r\nHost: x\r\n\r\n")
+            client.shutdown(socket.SHUT_WR)  # the client's timeout: it leaves
+        entry = wait_until(
+            lambda: server.log[0] if server.log[0].end else None, 5, "the request's end",
+            ignoring=(IndexError,),  # not logged yet
+        )  # fmt: skip
+    assert entry.status is None and entry.end - entry.start >= 0.9
 
 
 def test_robots_answers_that_forbid_crawling_do_not_count_as_robots_first():

@@ -9,10 +9,9 @@ exit. A polite crawl of one page makes two requests to its host (robots.txt, the
 /sitemap.xml unless `sitemap_probe`); the host's pace (`delay` between two request starts)
 applies between those after robots.txt, which takes no turn: (paced requests - 1) x delay of
 the wall time is the pace's, the rest is the fixed cost. The peers asked for (Scrapy, Crawlee
-for Python) crawl the same site at their polite settings, robots.txt read
-(rqcrawl.bench.politespider, rqcrawl.bench.politecrawlee), timed the same way from their
-start to their exit; every setting's runs are interleaved, so that the machine's load falls on
-all of them alike.
+for Python) crawl the same site at their defaults, robots.txt read (PEERS), timed the same
+way from their start to their exit; every setting's runs are interleaved, so that the
+machine's load falls on all of them alike.
 """
 
 from __future__ import annotations
@@ -37,6 +36,9 @@ from rqcrawl.config import CrawlConfig
 PAGE = b"<html><head><title>one page</title></head><body><p>No links.</p></body></html>"
 TIMED = re.compile(r"^\s+(\d+\.\d+)\s+\+\s*\d+\.\d+\s+(.+)$")  # a line of --timings
 SETTINGS = {"defaults": [], "--delay 0": ["--delay", "0"]}  # rqcrawl's, beside the peers
+# The peers at their defaults, robots.txt read: Scrapy's DOWNLOAD_DELAY is 0 (the polite 1 s of
+# `--web` would only stand between robots.txt and the page), Crawlee has no delay of its own.
+PEERS = {"scrapy": ["politespider", "--delay", "0"], "crawlee": ["politecrawlee"]}
 
 
 class OnePageSite:
@@ -93,13 +95,13 @@ class Run:
 
 def command(setting: str, url: str, tmp: Path) -> list[str]:
     """The command of a setting: `rqcrawl crawl` (SETTINGS) in a fresh data directory, or a
-    peer crawler ("scrapy", "crawlee") at its polite settings."""
+    peer crawler ("scrapy", "crawlee") at its defaults (PEERS)."""
     if setting in SETTINGS:
         rqcrawl = str(Path(sys.executable).with_name("rqcrawl"))
         return [rqcrawl, "crawl", url, "-o", str(tmp / "out.jsonl"), "--data-dir",
                 str(tmp / "data"), "--allow-private", "--timings", *SETTINGS[setting]]  # fmt: skip
-    module = {"scrapy": "politespider", "crawlee": "politecrawlee"}[setting]
-    return [sys.executable, "-m", f"rqcrawl.bench.{module}", str(tmp / "out.jsonl"), url]
+    module, *options = PEERS[setting]
+    return [sys.executable, "-m", f"rqcrawl.bench.{module}", str(tmp / "out.jsonl"), *options, url]
 
 
 def one_run(site: OnePageSite, setting: str) -> Run:
@@ -155,8 +157,7 @@ def report(repeat: int, peers: list[str]) -> None:
     """Run both settings and the `peers` ("scrapy", "crawlee") `repeat` times each, in turns,
     and print the phases side by side."""
     load = os.getloadavg()[0]
-    delay = CrawlConfig().delay  # Scrapy's too (politespider); Crawlee has none of its own
-    delays = {"defaults": delay, "--delay 0": 0.0, "scrapy": delay, "crawlee": 0.0}
+    delays = {"defaults": CrawlConfig().delay, "--delay 0": 0.0, "scrapy": 0.0, "crawlee": 0.0}
     runs: dict[str, list[Run]] = {setting: [] for setting in [*SETTINGS, *peers]}
     with OnePageSite() as site:
         for i in range(repeat):
@@ -164,7 +165,7 @@ def report(repeat: int, peers: list[str]) -> None:
                 click.echo(f"one page, {setting}, run {i + 1}/{repeat}...", err=True)
                 done.append(one_run(site, setting))
     results = {setting: rows(done, delays[setting]) for setting, done in runs.items()}
-    shown = "".join(f", {peer} at its polite settings" for peer in peers)
+    shown = "".join(f", {peer} at its defaults" for peer in peers)
     click.echo(
         f"rqcrawl crawl of one page at default settings (--allow-private: the site is on "
         f"127.0.0.1) and with --delay 0{shown}, robots.txt read by all; seconds since the "

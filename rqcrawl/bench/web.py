@@ -21,6 +21,7 @@ from pathlib import Path
 import click
 
 from rqcrawl.config import CrawlConfig
+from rqcrawl.fetch.robots import patience
 
 from .conduct import Judge
 from .webhosts import PAGE_ROLES, ROBOTS_ROLES, WebSpec, build
@@ -77,16 +78,17 @@ def run(
         seeds = [origin + "/" for origin in server.origins]
         make = crawl_command if crawler == "rqcrawl" else peer_command(crawler)
         command = make(seeds, Path(tmp) / "out.jsonl", Path(tmp) / "data")
-        patience = CrawlConfig().robots_patience
+        cfg = CrawlConfig()
         if robots_patience is not None and crawler == "rqcrawl":
             settings = Path(tmp) / "settings.toml"
             settings.write_text(f"robots_patience = {robots_patience!r}\n")
             command += ["--config", str(settings)]
-            patience = robots_patience
+            cfg = CrawlConfig(robots_patience=robots_patience)
         t0 = time.time()
         code = run_command(command, Path(tmp) / "stderr.log", timeout)
         wall = time.time() - t0
-        judge = Judge(hosts, list(server.log), CrawlConfig().delay, t0, patience)
+        owed = patience(cfg, idle=True)  # what a crawl with nothing else left waits for one
+        judge = Judge(hosts, list(server.log), cfg.delay, t0, owed)
         return WebRun(crawler, wall, judge, len(server.log), sum(server.connections.values()), code)
 
 

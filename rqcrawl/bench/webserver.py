@@ -135,6 +135,9 @@ class WebServer:
             entry.end = time.time()
             return False
         await asyncio.sleep(reply.latency)
+        if reader.at_eof():  # the client gave up waiting (a timeout): it never had the answer
+            entry.end = time.time()
+            return False
         entry.end = await _sent(writer, _response(reply, parts[0] == "HEAD"))
         entry.status = reply.status
         if "Retry-After" in reply.headers:
