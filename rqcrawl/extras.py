@@ -19,6 +19,7 @@ EXTRAS = {
     "pymysql": "mysql",
     "rq_dashboard": "dashboard",
     "scrapy": "bench",
+    "crawlee": "bench",
 }
 
 

@@ -21,6 +21,7 @@ OPTIONAL_MODULES = {
     "rqcrawl.ops.exporters.parquet": "pyarrow",
     "rqcrawl.bench.spider": "scrapy",
     "rqcrawl.bench.politespider": "scrapy",
+    "rqcrawl.bench.politecrawlee": "crawlee",
     "rqcrawl.bench.rendered": "playwright",
 }
 

@@ -12,6 +12,8 @@ import pytest
 from helpers import BIN
 from servers import redisbloom_module
 
+from rqcrawl.bench.runs import installed
+
 
 def test_bench_prints_stock_and_recommended_workers_side_by_side():
     """With --bloom-module, also the recommended worker on the native Bloom filter."""
@@ -150,7 +152,8 @@ def test_bench_times_the_phases_of_a_one_page_crawl_at_defaults_and_without_dela
     at once: robots.txt takes no turn of the host's pace, and no /sitemap.xml is probed), so
     the pace costs nothing at defaults and the fixed cost is the whole wall time."""
     proc = subprocess.run(
-        [str(BIN / "rqcrawl"), "bench", "--one-page", "--repeat", "1"],
+        [str(BIN / "rqcrawl"), "bench", "--one-page", "--repeat", "1", "--no-scrapy",
+         "--no-crawlee"],
         capture_output=True, text=True, timeout=240,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
@@ -168,6 +171,25 @@ def test_bench_times_the_phases_of_a_one_page_crawl_at_defaults_and_without_dela
     assert defaults == pytest.approx(rows["exit"][0], abs=0.002)
     assert no_delay == pytest.approx(rows["exit"][1], abs=0.002)
     assert "reproduce: rqcrawl bench --one-page --repeat 1" in proc.stdout
+
+
+@pytest.mark.skipif(not installed("crawlee"), reason="Crawlee is not installed (rqcrawl[bench])")
+def test_bench_one_page_times_crawlee_beside_rqcrawl_in_the_same_run():
+    """Crawlee for Python crawls the same one-page site in the same run, robots.txt read: its
+    column has the site's two requests and its exit; the command's phases are rqcrawl's."""
+    proc = subprocess.run(
+        [str(BIN / "rqcrawl"), "bench", "--one-page", "--repeat", "1", "--no-scrapy"],
+        capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert re.search(r"^phase\s+defaults\s+--delay 0\s+crawlee$", proc.stdout, re.M), proc.stdout
+    rows = {
+        m[1]: m.groups()[1:]
+        for m in re.finditer(r"^(\S.*?)\s+(\S+)\s+(\S+)\s+(\S+)$", proc.stdout, re.M)
+    }
+    assert rows["requests to the host"] == ("2.000", "2.000", "2.000"), proc.stdout
+    assert rows["imports done"][2] == "-" and float(rows["exit"][2]) > 0, proc.stdout
+    assert "reproduce: rqcrawl bench --one-page --repeat 1 --no-scrapy" in proc.stdout
 
 
 def test_a_probe_charges_a_stage_with_its_own_cpu_not_its_nested_stages():

@@ -5,14 +5,17 @@ the card's fleet on a small one-host site prints its jobs per page and gaps."""
 from __future__ import annotations
 
 import re
+import socket
 import subprocess
 
-from helpers import BIN
+import pytest
+from helpers import BIN, wait_until
 
 from rqcrawl.bench.conduct import Judge
+from rqcrawl.bench.runs import installed
 from rqcrawl.bench.web import run
-from rqcrawl.bench.webhosts import WebSpec, build, is_robots
-from rqcrawl.bench.webserver import Entry
+from rqcrawl.bench.webhosts import Reply, WebSpec, build, is_robots
+from rqcrawl.bench.webserver import Entry, WebServer
 
 UA = "rqcrawl/0.1 (+https://pypi.org/project/rqcrawl/)"
 # Six hosts with the misbehaviours that cost a crawl time or test a rule: a hanging and an
@@ -98,6 +101,37 @@ def test_each_planted_violation_fails_its_check_and_names_the_line():
         assert any(bad.target in line for line in found[name]), (name, found[name])
 
 
+def test_a_restarting_and_a_slow_robots_txt_as_the_web_serves_them():
+    """Issue 46's roles: a 503 for the first 20 s of asks (a restart), a 30 s answer."""
+    down, slow = build(WebSpec(hosts=2, robots_roles=("503-20s", "slow-30s")), ORIGINS[:2])
+    assert [down.respond("/robots.txt").status for _ in range(2)] == [503, 503]
+    down.first_robots -= 20.0  # as if asked first 20 s ago: back
+    assert down.respond("/robots.txt").status == 200
+    reply = slow.respond("/robots.txt")
+    assert reply.status == 200 and reply.latency >= 30.0 and b"Disallow" in reply.body
+
+
+def test_an_answer_the_client_gave_up_on_is_logged_as_none():
+    """A client that stops waiting (its read timeout) never had the answer: the log says so
+    (status None), and the floor does not count the late write as the host's time."""
+
+    class Slow:
+        def respond(self, target: str) -> Reply:
+            return Reply(200, b"late", latency=1.0)
+
+    with WebServer(1) as server:
+        server.start([Slow()])
+        host, port = server.origins[0].removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port))) as client:
+            client.sendall(b"GET /robots.txt HTTP/1.1\r\nHost: x\r\n\r\n")
+            client.shutdown(socket.SHUT_WR)  # the client's timeout: it leaves
+        entry = wait_until(
+            lambda: server.log[0] if server.log[0].end else None, 5, "the request's end",
+            ignoring=(IndexError,),  # not logged yet
+        )  # fmt: skip
+    assert entry.status is None and entry.end - entry.start >= 0.9
+
+
 def test_robots_answers_that_forbid_crawling_do_not_count_as_robots_first():
     """A 5xx, a 429 or no answer at all (a hang) is no robots.txt to crawl by."""
     for status in (500, 503, 429, None):
@@ -123,6 +157,24 @@ def test_rqcrawl_crawls_a_small_web_at_defaults_within_the_rules():
     floor, _ = r.judge.floor()
     assert 0 < floor <= r.wall_s  # the floor is a lower bound of a polite crawl
     assert r.connections >= 1 and r.requests >= r.connections
+
+
+@pytest.mark.skipif(not installed("crawlee"), reason="Crawlee is not installed (rqcrawl[bench])")
+def test_crawlee_crawls_a_small_web_judged_by_the_same_logs():
+    """Crawlee for Python (rqcrawl.bench.politecrawlee) on two hosts, judged from the servers'
+    logs like rqcrawl: its robots.txt option keeps it off /private/ and off the host whose
+    robots.txt answers 500, and every page it fetched was checked."""
+    spec = WebSpec(
+        hosts=2, min_pages=3, max_pages=5, min_latency=0.01, max_latency=0.05,
+        robots_roles=("plain", "500"), page_roles=("429", "plain"),
+    )  # fmt: skip
+    r = run(spec, "crawlee", timeout=120)
+    assert r.exit_code == 0
+    checks = {c.name: c for c in r.judge.checks()}
+    assert checks["robots.txt first"].passed and checks["nothing Disallowed"].passed
+    pages = {e.target for e in r.judge.by_host[0] if not is_robots(e.target)}
+    assert {"/", "/p1.html"} <= pages and checks["nothing Disallowed"].applies >= len(pages)
+    assert not [e for e in r.judge.by_host[1] if not is_robots(e.target)]  # robots.txt 500
 
 
 def test_bench_card_prints_jobs_per_page_and_the_longest_gaps():

@@ -244,6 +244,69 @@ def test_a_robots_txt_that_never_answers_ends_its_pages_after_robots_patience(re
     assert all(r["error"].startswith("robots.txt unavailable for") for r in rows), rows
 
 
+def test_a_robots_txt_slower_than_the_read_timeout_is_waited_for_on_the_next_ask(
+    redis_url, tmp_path
+):
+    # robots.txt answers in 2 s, read_timeout 1 s: the first ask times out, the next one
+    # waits 3 s (ASK_GROWTH) and reads the rules; before, every ask timed out at 1 s and
+    # the site's pages failed "robots.txt unavailable" at the patience (8 s)
+    def handle(req: BaseHTTPRequestHandler) -> None:
+        if req.path == "/robots.txt":
+            time.sleep(2.0)
+            reply(req, 200, b"User-agent: *\nDisallow: /secret\n", ctype="text/plain")
+        else:
+            reply(req, 200, b'<title>page</title><a href="/secret">s</a><a href="/open">o</a>')
+
+    conf = tmp_path / "slow.toml"
+    conf.write_text("[crawl]\nread_timeout = 1.0\nretry_base = 0.2\nrobots_patience = 8.0\n")
+    with HTTPSite(handle, host="127.0.0.2", max_requests=20) as site:
+        seed_local(redis_url, site.base + "/", "slowrobots", 1, "--config", str(conf))
+        with LocalWorkers(redis_url, 1):
+            s = wait_finished(redis_url, "slowrobots", timeout=60)
+    assert len(asks(site)) == 2, site.log
+    assert sorted(p for _, p in site.log if p != "/robots.txt") == ["/", "/open"]
+    assert s["fetched"] == 2 and s["failed"] == 0
+
+
+def test_an_unavailable_robots_txt_holds_a_crawl_that_has_nothing_else_left_briefly(
+    redis_url, tmp_path
+):
+    # host .3's robots.txt always answers 503 (asked at 0, 1, 3, 7, 15, 31 s), host .2 has 8
+    # pages at a 2.2 s delay (done at about 17 s): while .2 is crawled, `status` names .3's
+    # robots.txt and when its pages fail; once .2 is done, .3's three pages (parked, or held
+    # in its queue) fail within IDLE_POLL (5 s), past robots_patience_idle (3 s), without
+    # waiting for the ask at 31 s, nor for robots_patience (60 s: before, the crawl waited
+    # that long for it)
+    with (
+        HTTPSite(tree_site(7), host="127.0.0.2", max_requests=30) as up,
+        HTTPSite(robots_site(lambda n, t: True), host="127.0.0.3", max_requests=30) as down,
+    ):
+        conf = scope(tmp_path, up, down)
+        conf.write_text(
+            conf.read_text() + "retry_base = 1.0\nmax_backoff_delay = 30.0\n"
+            "robots_patience = 60.0\nrobots_patience_idle = 3.0\n"
+        )
+        seed_local(redis_url, up.base + "/0", "idle", 3, "--delay", "2.2", "--config", str(conf))
+        down_pages = [down.base + path for path in ("/", "/a", "/b")]
+        rqcrawl(redis_url, "seed", *down_pages, "--crawl", "idle")
+        with LocalWorkers(redis_url, 2):
+            text = wait_until(
+                lambda: rqcrawl(redis_url, "status", "idle").stdout, 10, "status names it",
+                accept=lambda out: f"robots.txt {down.base} unavailable" in out, every=0.2,
+            )  # fmt: skip
+            s = wait_finished(redis_url, "idle", timeout=60)
+            over = time.time()
+    assert re.search(r"fail at the first failed ask after [56]\d s, after \d s once", text), text
+    assert s["fetched"] == 8 and s["failed"] == 3  # .2's 7 pages and its /private
+    last_page = max(t for t, p in up.log if p != "/robots.txt")
+    assert over - last_page < 5.0 + 3.0, (down.log, last_page, over)
+    assert [p for _, p in down.log] == ["/robots.txt"] * len(down.log)
+    out = tmp_path / "idle.jsonl"
+    rqcrawl(redis_url, "export", "idle", "-o", str(out))
+    failed = [r for r in read_jsonl(out) if r["outcome"] == "failed"]
+    assert all("the crawl had nothing else left" in r["error"] for r in failed), failed
+
+
 def test_status_warns_about_eviction_and_not_about_rq_scheduled_jobs(redis_url):
     # A database of the session's Redis that no worker uses. A job late in RQ's scheduled
     # registry is no crawl's concern (nothing of a crawl is scheduled in RQ: no worker

@@ -18,7 +18,7 @@ from click.core import ParameterSource
 from rqcrawl.defaults import PUMP_BATCH
 
 from .report import NATIVE, PRELOADED, STOCK, median_result, notes, table
-from .runs import SCRAPY_CONCURRENCY, run_rqcrawl, run_scrapy, scrapy_available
+from .runs import SCRAPY_CONCURRENCY, installed, run_rqcrawl, run_scrapy
 from .site import ChainSpec, FanSpec, SiteSpec
 from .tree import TreeSpec
 
@@ -44,6 +44,24 @@ def load_average() -> str:
     return "/".join(f"{x:.1f}" for x in os.getloadavg())
 
 
+def peers(ctx: click.Context, asked: dict[str, bool], explicit_only: bool = False) -> list[str]:
+    """The peer crawlers of a mode (of "scrapy", "crawlee"): those asked for (on the command
+    line only, when `explicit_only`) that are installed. One named on the command line but not
+    installed is an error; one asked for by default is left out, saying so."""
+    chosen = []
+    for name, wanted in asked.items():
+        explicit = ctx.get_parameter_source(f"with_{name}") == ParameterSource.COMMANDLINE
+        if not wanted or (explicit_only and not explicit):
+            continue
+        if installed(name):
+            chosen.append(name)
+        elif explicit:
+            raise click.ClickException(f"{name} is not installed: pip install 'rqcrawl[bench]'")
+        else:
+            click.echo(f"{name} is not installed, left out: pip install 'rqcrawl[bench]'", err=True)
+    return chosen
+
+
 @click.command()
 @click.option("--pages", type=click.IntRange(min=10), default=20_000, show_default=True)
 @click.option("--workers", default="1,2", show_default=True, callback=parse_list(int),
@@ -56,6 +74,9 @@ def load_average() -> str:
               help="The rqcrawl workers' http_client (requests, httpx).")  # fmt: skip
 @click.option("--scrapy/--no-scrapy", "with_scrapy", default=True,
               help="Also crawl with Scrapy, when installed (rqcrawl[bench]).")  # fmt: skip
+@click.option("--crawlee/--no-crawlee", "with_crawlee", default=True,
+              help="With --one-page (and --web, when given): also crawl with Crawlee for "
+                   "Python, when installed (rqcrawl[bench]).")  # fmt: skip
 @click.option("--concurrency", default=str(SCRAPY_CONCURRENCY), show_default=True,
               callback=parse_list(int),
               help="Scrapy CONCURRENT_REQUESTS values, comma-separated; the largest is "
@@ -112,12 +133,14 @@ def load_average() -> str:
 @click.option("--one-page", is_flag=True,
               help="Instead: the fixed costs of `rqcrawl crawl` of a one-page site, at "
                    "default settings and with --delay 0: each phase's time (--timings) and "
-                   "the site's requests, medians of --repeat runs.")  # fmt: skip
+                   "the site's requests, medians of --repeat runs; Scrapy and Crawlee at "
+                   "their polite settings too, when installed.")  # fmt: skip
 @click.option("--web", "web_hosts", type=click.IntRange(min=2, max=254), metavar="N",
               help="Instead: `rqcrawl crawl` at default settings of a web of N hosts with "
                    "latency and misbehaviours, judged from the servers' logs (wall time "
                    "against the politeness floor, requests per connection, rule checks); "
-                   "with an explicit --scrapy, Scrapy at polite settings too.")  # fmt: skip
+                   "with an explicit --scrapy or --crawlee, that crawler at its polite "
+                   "settings too.")  # fmt: skip
 @click.option("--card", is_flag=True,
               help="Instead: the card's fleet (`rqcrawl seed` and two plain `rq worker "
                    "crawl`) on a one-host site of --pages pages (100 unless given) at the "
@@ -125,7 +148,8 @@ def load_average() -> str:
                    "requests.")  # fmt: skip
 @click.pass_context
 def bench(
-    ctx, pages, workers, threads, latency, http_client, with_scrapy, concurrency, tree, stock,
+    ctx, pages, workers, threads, latency, http_client, with_scrapy, with_crawlee, concurrency,
+    tree, stock,
     repeat, site_procs, revisit_memory, db_url, task_table, skewed, fan_pages, crawl_delay,
     chain_pages, shard_counts, hosts, bloom_module, render, render_workers, one_page, profile,
     web_hosts, card,
@@ -135,10 +159,8 @@ def bench(
     if web_hosts:
         from .web import report as web_report  # each mode loads only when asked
 
-        explicit = ctx.get_parameter_source("with_scrapy") == ParameterSource.COMMANDLINE
-        if explicit and with_scrapy and not scrapy_available():
-            raise click.ClickException("Scrapy is not installed: pip install 'rqcrawl[bench]'")
-        web_report(web_hosts, explicit and with_scrapy)
+        asked = {"scrapy": with_scrapy, "crawlee": with_crawlee}
+        web_report(web_hosts, peers(ctx, asked, explicit_only=True))
         return
     if card:
         from .card import report as card_report  # each mode loads only when asked
@@ -149,7 +171,7 @@ def bench(
     if one_page:
         from .onepage import report as one_page_report  # each mode loads only when asked
 
-        one_page_report(repeat)
+        one_page_report(repeat, peers(ctx, {"scrapy": with_scrapy, "crawlee": with_crawlee}))
         return
     if profile:
         from .ledger import report as ledger_report
@@ -186,7 +208,7 @@ def bench(
         fan, chain = FanSpec(fan_pages, crawl_delay), ChainSpec(chain_pages)
         skewed_report(fan, chain, max(workers), max(threads), repeat)
         return
-    if with_scrapy and not scrapy_available():
+    if with_scrapy and not installed("scrapy"):
         click.echo("Scrapy is not installed: rqcrawl only (pip install 'rqcrawl[bench]')", err=True)
         with_scrapy = False
     try:

@@ -30,10 +30,10 @@ The floor with back-off is the same, except that the waits follow the adaptive t
 a host pushing back is owed (rqcrawl's documented rule, docs/howto/politeness.md): a 429 or
 503 (or any Retry-After) at least doubles the host's extra delay (to 2 x its pace at least),
 each success halves it until it falls below the pace; and a host whose robots.txt never gave
-a usable answer (2xx or 4xx) is owed `patience` seconds (rqcrawl's robots_patience: RFC 9309's
-complete disallow while robots.txt is unreachable, asked again until then, its pages failed
-after). A crawler that slows down for a host that asks it to cannot beat this one; the plain
-floor assumes it does not slow down at all.
+a usable answer (2xx or 4xx) is owed `patience` seconds (rqcrawl's robots_patience_idle: RFC
+9309's complete disallow while robots.txt is unreachable, asked again meanwhile, its pages
+failed after once nothing else is left). A crawler that slows down for a host that asks it
+to cannot beat this one; the plain floor assumes it does not slow down at all.
 """
 
 from __future__ import annotations

@@ -8,7 +8,10 @@ started: the command's own phases (`--timings`), the requests as the site saw th
 exit. A polite crawl of one page makes two requests to its host (robots.txt, the page; no
 /sitemap.xml unless `sitemap_probe`); the host's pace (`delay` between two request starts)
 applies between those after robots.txt, which takes no turn: (paced requests - 1) x delay of
-the wall time is the pace's, the rest is the fixed cost.
+the wall time is the pace's, the rest is the fixed cost. The peers asked for (Scrapy, Crawlee
+for Python) crawl the same site at their defaults, robots.txt read (PEERS), timed the same
+way from their start to their exit; every setting's runs are interleaved, so that the
+machine's load falls on all of them alike.
 """
 
 from __future__ import annotations
@@ -32,7 +35,10 @@ from rqcrawl.config import CrawlConfig
 
 PAGE = b"<html><head><title>one page</title></head><body><p>No links.</p></body></html>"
 TIMED = re.compile(r"^\s+(\d+\.\d+)\s+\+\s*\d+\.\d+\s+(.+)$")  # a line of --timings
-SETTINGS = {"defaults": [], "--delay 0": ["--delay", "0"]}
+SETTINGS = {"defaults": [], "--delay 0": ["--delay", "0"]}  # rqcrawl's, beside the peers
+# The peers at their defaults, robots.txt read: Scrapy's DOWNLOAD_DELAY is 0 (the polite 1 s of
+# `--web` would only stand between robots.txt and the page), Crawlee has no delay of its own.
+PEERS = {"scrapy": ["politespider", "--delay", "0"], "crawlee": ["politecrawlee"]}
 
 
 class OnePageSite:
@@ -87,22 +93,30 @@ class Run:
     cpu_s: float = 0.0
 
 
-def one_run(site: OnePageSite, extra: list[str]) -> Run:
-    """`rqcrawl crawl` of the site in a fresh data directory, timed from just before its start."""
-    command = [str(Path(sys.executable).with_name("rqcrawl")), "crawl", site.url, "-o"]
+def command(setting: str, url: str, tmp: Path) -> list[str]:
+    """The command of a setting: `rqcrawl crawl` (SETTINGS) in a fresh data directory, or a
+    peer crawler ("scrapy", "crawlee") at its defaults (PEERS)."""
+    if setting in SETTINGS:
+        rqcrawl = str(Path(sys.executable).with_name("rqcrawl"))
+        return [rqcrawl, "crawl", url, "-o", str(tmp / "out.jsonl"), "--data-dir",
+                str(tmp / "data"), "--allow-private", "--timings", *SETTINGS[setting]]  # fmt: skip
+    module, *options = PEERS[setting]
+    return [sys.executable, "-m", f"rqcrawl.bench.{module}", str(tmp / "out.jsonl"), *options, url]
+
+
+def one_run(site: OnePageSite, setting: str) -> Run:
+    """One crawl of the site by `setting`'s command, timed from just before its start."""
     site.requests.clear()
     with tempfile.TemporaryDirectory(prefix="rqcrawl-bench-") as tmp:
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.time()
         done = subprocess.run(
-            [*command, str(Path(tmp) / "out.jsonl"), "--data-dir", str(Path(tmp) / "data"),
-             "--allow-private", "--timings", *extra],
-            capture_output=True, text=True, check=False,
-        )  # fmt: skip
+            command(setting, site.url, Path(tmp)), capture_output=True, text=True, check=False
+        )
         end = time.time()
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
-        raise click.ClickException(f"rqcrawl crawl failed: {done.stderr.strip()}")
+        raise click.ClickException(f"{setting}'s crawl failed: {done.stderr.strip()}")
     run = Run(requests=[(path, at - start) for path, at in site.requests])
     for line in done.stderr.splitlines():
         if m := TIMED.match(line):
@@ -139,26 +153,28 @@ def rows(runs: list[Run], delay: float) -> list[tuple[str, float]]:
     ]
 
 
-def report(repeat: int) -> None:
-    """Run both settings `repeat` times each and print the phases side by side."""
+def report(repeat: int, peers: list[str]) -> None:
+    """Run both settings and the `peers` ("scrapy", "crawlee") `repeat` times each, in turns,
+    and print the phases side by side."""
     load = os.getloadavg()[0]
-    delays = {"defaults": CrawlConfig().delay, "--delay 0": 0.0}
-    results: dict[str, list[tuple[str, float]]] = {}
+    delays = {"defaults": CrawlConfig().delay, "--delay 0": 0.0, "scrapy": 0.0, "crawlee": 0.0}
+    runs: dict[str, list[Run]] = {setting: [] for setting in [*SETTINGS, *peers]}
     with OnePageSite() as site:
-        for label, extra in SETTINGS.items():
-            runs = []
-            for i in range(repeat):
-                click.echo(f"one page, {label}, run {i + 1}/{repeat}...", err=True)
-                runs.append(one_run(site, extra))
-            results[label] = rows(runs, delays[label])
+        for i in range(repeat):
+            for setting, done in runs.items():
+                click.echo(f"one page, {setting}, run {i + 1}/{repeat}...", err=True)
+                done.append(one_run(site, setting))
+    results = {setting: rows(done, delays[setting]) for setting, done in runs.items()}
+    shown = "".join(f", {peer} at its defaults" for peer in peers)
     click.echo(
         f"rqcrawl crawl of one page at default settings (--allow-private: the site is on "
-        f"127.0.0.1) and with --delay 0; seconds since the command started, medians of "
-        f"{repeat} run(s); {os.cpu_count()} CPUs; load average {load:.2f} before, "
-        f"{os.getloadavg()[0]:.2f} after"
+        f"127.0.0.1) and with --delay 0{shown}, robots.txt read by all; seconds since the "
+        f"command started, medians of {repeat} run(s), interleaved; {os.cpu_count()} CPUs; "
+        f"load average {load:.2f} before, {os.getloadavg()[0]:.2f} after"
     )
     click.echo(table(results))
-    click.echo(f"reproduce: rqcrawl bench --one-page --repeat {repeat}")
+    left_out = "".join(f" --no-{p}" for p in ("scrapy", "crawlee") if p not in peers)
+    click.echo(f"reproduce: rqcrawl bench --one-page --repeat {repeat}{left_out}")
 
 
 def table(results: dict[str, list[tuple[str, float]]]) -> str:

@@ -2,7 +2,9 @@
 the seeds' hosts, with the settings a polite Scrapy user picks (robots.txt obeyed, one
 request at a time per host, a 1 s delay as rqcrawl's default, not randomised, depth limit),
 Scrapy's user agent and link extraction as they come. Run as its own process:
-`python -m rqcrawl.bench.politespider ITEMS_JSONL --max-depth 3 SEED...`.
+`python -m rqcrawl.bench.politespider ITEMS_JSONL --max-depth 3 SEED...`; `--delay 0` is
+Scrapy's default DOWNLOAD_DELAY (`bench --one-page`: Scrapy at its defaults, robots.txt obeyed
+as its project template sets it).
 """
 
 from __future__ import annotations
@@ -49,9 +51,11 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("items")
     parser.add_argument("--max-depth", type=int, default=3)
+    parser.add_argument("--delay", type=float, default=POLITE["DOWNLOAD_DELAY"])
     parser.add_argument("seeds", nargs="+")
     args = parser.parse_args()
     settings = POLITE | {
+        "DOWNLOAD_DELAY": args.delay,
         "DEPTH_LIMIT": args.max_depth,
         "FEEDS": {args.items: {"format": "jsonlines"}},
     }

@@ -5,6 +5,7 @@ accounting of its CPU, memory and Redis work (see command.py for what the table 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -314,9 +315,7 @@ def run_scrapy(
     )
 
 
-def scrapy_available() -> bool:
-    try:
-        import scrapy  # noqa: F401
-    except ImportError:
-        return False
-    return True
+def installed(package: str) -> bool:
+    """Whether a peer crawler's package ("scrapy", "crawlee": the bench extra) is installed,
+    without importing it."""
+    return importlib.util.find_spec(package) is not None

@@ -2,8 +2,9 @@
 (webhosts.py), crawled at default settings by the command a user types,
 `rqcrawl crawl <N seeds> --allow-private --max-depth 3`, and judged from the hosts' access
 logs (conduct.py): the wall time against the politeness floor, the requests per TCP
-connection, and the rules a site owner checks. `--scrapy` crawls the same web with Scrapy at
-its polite settings (rqcrawl.bench.politespider) for comparison.
+connection, and the rules a site owner checks. `--scrapy` and `--crawlee` crawl the same web
+with Scrapy and Crawlee for Python at their polite settings (rqcrawl.bench.politespider,
+rqcrawl.bench.politecrawlee) for comparison, judged by the same logs.
 """
 
 from __future__ import annotations
@@ -13,12 +14,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import click
 
 from rqcrawl.config import CrawlConfig
+from rqcrawl.fetch.robots import patience
 
 from .conduct import Judge
 from .webhosts import PAGE_ROLES, ROBOTS_ROLES, WebSpec, build
@@ -48,9 +51,15 @@ def crawl_command(seeds: list[str], output: Path, data_dir: Path) -> list[str]:
             "-o", str(output), "--data-dir", str(data_dir)]  # fmt: skip
 
 
-def scrapy_command(seeds: list[str], output: Path, data_dir: Path) -> list[str]:
-    spider = [sys.executable, "-m", "rqcrawl.bench.politespider", str(output)]
-    return [*spider, "--max-depth", str(MAX_DEPTH), *seeds]
+def peer_command(crawler: str) -> Callable[[list[str], Path, Path], list[str]]:
+    """The command of a peer crawler ("scrapy", "crawlee") at its polite settings."""
+    module = {"scrapy": "politespider", "crawlee": "politecrawlee"}[crawler]
+
+    def command(seeds: list[str], output: Path, data_dir: Path) -> list[str]:
+        peer = [sys.executable, "-m", f"rqcrawl.bench.{module}", str(output)]
+        return [*peer, "--max-depth", str(MAX_DEPTH), *seeds]
+
+    return command
 
 
 def run(
@@ -67,18 +76,19 @@ def run(
         hosts = build(spec, server.origins)
         server.start(hosts)
         seeds = [origin + "/" for origin in server.origins]
-        make = scrapy_command if crawler == "scrapy" else crawl_command
+        make = crawl_command if crawler == "rqcrawl" else peer_command(crawler)
         command = make(seeds, Path(tmp) / "out.jsonl", Path(tmp) / "data")
-        patience = CrawlConfig().robots_patience
-        if robots_patience is not None and crawler != "scrapy":
+        cfg = CrawlConfig()
+        if robots_patience is not None and crawler == "rqcrawl":
             settings = Path(tmp) / "settings.toml"
             settings.write_text(f"robots_patience = {robots_patience!r}\n")
             command += ["--config", str(settings)]
-            patience = robots_patience
+            cfg = CrawlConfig(robots_patience=robots_patience)
         t0 = time.time()
         code = run_command(command, Path(tmp) / "stderr.log", timeout)
         wall = time.time() - t0
-        judge = Judge(hosts, list(server.log), CrawlConfig().delay, t0, patience)
+        owed = patience(cfg, idle=True)  # what a crawl with nothing else left waits for one
+        judge = Judge(hosts, list(server.log), cfg.delay, t0, owed)
         return WebRun(crawler, wall, judge, len(server.log), sum(server.connections.values()), code)
 
 
@@ -142,12 +152,13 @@ def summary(r: WebRun) -> list[str]:
     return lines
 
 
-def report(hosts: int, with_scrapy: bool, seed: int = 1) -> None:
-    """Crawl the web with rqcrawl (and Scrapy when asked) and print both summaries."""
+def report(hosts: int, peers: list[str], seed: int = 1) -> None:
+    """Crawl the web with rqcrawl and the `peers` asked for ("scrapy", "crawlee") and print
+    every summary."""
     spec = WebSpec(hosts=hosts, seed=seed)
     load = "/".join(f"{x:.2f}" for x in os.getloadavg())
     runs = []
-    for crawler in ("rqcrawl", "scrapy") if with_scrapy else ("rqcrawl",):
+    for crawler in ("rqcrawl", *peers):
         click.echo(f"{crawler} on a web of {hosts} hosts...", err=True)
         runs.append(run(spec, crawler))
     after = "/".join(f"{x:.2f}" for x in os.getloadavg())
@@ -160,4 +171,4 @@ def report(hosts: int, with_scrapy: bool, seed: int = 1) -> None:
     for r in runs:
         for line in summary(r):
             click.echo(line)
-    click.echo(f"reproduce: rqcrawl bench --web {hosts}{' --scrapy' if with_scrapy else ''}")
+    click.echo(f"reproduce: rqcrawl bench --web {hosts}{''.join(f' --{p}' for p in peers)}")

@@ -11,7 +11,8 @@ request from the seed).
 
 On top of that, host i misbehaves in the i-th way of `robots_roles` (its robots.txt) and of
 `page_roles` (its pages), as ROBOTS_ROLES and PAGE_ROLES describe; the default lists are the
-issue's audit (issue 34), in that order, so that `--web N` with N below their length keeps the
+issue's audit (issue 34), in that order, then a robots.txt down for a restart and one that
+takes 30 s to answer (issue 46), so that `--web N` with N below their length keeps the
 first ones.
 """
 
@@ -19,10 +20,13 @@ from __future__ import annotations
 
 import random
 import re
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, urlencode
 
+OUTAGE = 20.0  # seconds robots.txt answers 503 on a "503-20s" host (a restart)
+SLOW_ROBOTS = 30.0  # seconds robots.txt takes to answer on a "slow-30s" host
 ROBOTS_ROLES = {
     "plain": "robots.txt: User-agent: * / Disallow: /private/",
     "404": "robots.txt answers 404 (no rules: everything allowed)",
@@ -34,6 +38,8 @@ ROBOTS_ROLES = {
     "600k": "robots.txt is 600 KiB (the plain rules, then comment lines)",
     "agent-group": "robots.txt has a group for rqcrawl (Disallow: /private/), * may not crawl",
     "crawl-delay": "robots.txt asks Crawl-delay: 2",
+    "503-20s": f"robots.txt answers 503 for {OUTAGE:g} s from its first ask, then the plain file",
+    "slow-30s": f"robots.txt takes {SLOW_ROBOTS:g} s to answer (the plain file)",
 }
 PAGE_ROLES = {
     "plain": "no misbehaviour beyond every host's",
@@ -47,7 +53,7 @@ PAGE_ROLES = {
 }
 DEFAULT_ROBOTS = (
     "404", "503-then-ok", "500", "hang-then-ok", "redirect-3", "redirect-5", "600k",
-    "agent-group", "crawl-delay",
+    "agent-group", "crawl-delay", "503-20s", "slow-30s",
 )  # fmt: skip
 DEFAULT_PAGES = (
     "429", "503-burst", "plain", "redirect-private", "refresh-private", "nofollow-meta",
@@ -123,6 +129,7 @@ class Host:
         others = [o for i, o in enumerate(origins) if i != index] or [self.origin]
         self.pages = {path: self._page(k, rng, others) for k, path in enumerate(self._paths())}
         self.requests: Counter[str] = Counter()  # per logical page (robots.txt: its hop)
+        self.first_robots: float | None = None  # when robots.txt was first asked for
         self.page_requests = 0
 
     def _paths(self) -> list[str]:
@@ -183,7 +190,7 @@ class Host:
         page = logical_page(target)
         self.requests[page] += 1
         reply = self._robots(page) if is_robots(page) else self._answer(page)
-        reply.latency = self.latency(target)
+        reply.latency += self.latency(target)
         return reply
 
     def _robots(self, path: str) -> Reply:
@@ -198,6 +205,13 @@ class Host:
             return Reply(503, b"busy")
         if role == "hang-then-ok" and seen == 1:
             return Reply(0, hang=True)
+        if self.first_robots is None:
+            self.first_robots = time.monotonic()
+        if role == "503-20s" and time.monotonic() < self.first_robots + OUTAGE:
+            return Reply(503, b"restarting")
+        if role == "slow-30s":
+            body = (self.robots_body() or "").encode()
+            return Reply(200, body, {"Content-Type": "text/plain"}, latency=SLOW_ROBOTS)
         return Reply(200, (self.robots_body() or "").encode(), {"Content-Type": "text/plain"})
 
     def _answer(self, path: str) -> Reply:

@@ -135,6 +135,9 @@ class WebServer:
             entry.end = time.time()
             return False
         await asyncio.sleep(reply.latency)
+        if reader.at_eof():  # the client gave up waiting (a timeout): it never had the answer
+            entry.end = time.time()
+            return False
         entry.end = await _sent(writer, _response(reply, parts[0] == "HEAD"))
         entry.status = reply.status
         if "Retry-After" in reply.headers:
@@ -148,7 +151,10 @@ def origin(address: tuple[str, int]) -> str:
 
 def _bound(serve, index: int):
     async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await serve(index, reader, writer)
+        try:
+            await serve(index, reader, writer)
+        except asyncio.CancelledError:
+            pass  # the server stops (_close): an answer still waiting for its latency is dropped
 
     return handler
 

@@ -8,8 +8,11 @@ As RFC 9309 asks: a 4xx means no rules (allow all); a 5xx, a 429 or an unreachab
 means complete disallow *while* it lasts: the site's URLs wait and robots.txt is asked again
 with back-off (retry_base x 2^n, at most max_backoff_delay) for as long as the crawl has URLs
 of the site, so a site that comes back is crawled; an ask that fails `robots_patience` seconds
-or more after the first failed one has the site's waiting pages recorded as failed (the gate
-decides, see rqcrawl.workers.gate).
+or more after the first failed one has the site's waiting pages recorded as failed, and so
+does any moment past `robots_patience_idle` seconds at which they are all the crawl has left
+(the gate decides, see rqcrawl.workers.gate). An ask after one that timed out waits ASK_GROWTH times
+longer for its answer (up to download_timeout): a server that takes 30 s to answer is waited
+for, not lost.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import json
 import math
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import cached_property
 from typing import Protocol
 from urllib.parse import urlsplit
@@ -32,6 +35,7 @@ from rqcrawl.lru import LRU
 
 MAX_BYTES = 500 * 1024  # RFC 9309: parse at least the first 500 KiB
 CLAIM_POLL = 0.5  # seconds a URL waits while another job fetches its site's robots.txt
+ASK_GROWTH = 3  # an ask after one that timed out waits this many times longer for its answer
 HopCheck = Callable[[str], str | None]  # fetch's check of a redirect hop
 
 
@@ -66,19 +70,36 @@ class Robots:
     def crawl_delay(self, user_agent: str) -> float | None:
         return None if self._parser is None else self._parser.crawl_delay(user_agent)
 
-    def given_up(self, now: float, cfg: CrawlConfig) -> bool:
+    def given_up(self, now: float, cfg: CrawlConfig, idle: bool = False) -> bool:
         """Whether the site's waiting pages fail: robots.txt still unavailable robots_patience
-        seconds after the first failed ask, or a host name that does not resolve after
-        `retries` more asks (no server there to come back: a typo in a seed is said in
-        seconds, not minutes)."""
+        seconds after the first failed ask (robots_patience_idle when `idle`: the crawl has
+        nothing else left), or a host name that does not resolve after `retries` more asks
+        (no server there to come back: a typo in a seed is said in seconds, not minutes)."""
         if self.kind != "unavailable":
             return False
         unresolved = self.reason == "dns" and self.attempts > cfg.retries
-        return unresolved or now >= self.since + cfg.robots_patience
+        return unresolved or now >= self.since + patience(cfg, idle)
 
     def due(self, now: float) -> bool:
         """Whether robots.txt must be (re)fetched before the site's next page."""
         return now >= self.expires
+
+
+def patience(cfg: CrawlConfig, idle: bool = False) -> float:
+    """How long a site's pages wait for its unavailable robots.txt: robots_patience, or
+    robots_patience_idle (if shorter) once they are all the crawl has left."""
+    return min(cfg.robots_patience, cfg.robots_patience_idle) if idle else cfg.robots_patience
+
+
+def ask_timeout(previous: Robots | None, now: float, cfg: CrawlConfig) -> float:
+    """The read timeout of an ask of robots.txt: read_timeout, ASK_GROWTH times more after
+    each ask in a row that timed out, at most download_timeout and what is left of the
+    patience (never under read_timeout)."""
+    if previous is None or previous.kind != "unavailable" or previous.reason != "timeout":
+        return cfg.read_timeout
+    left = previous.since + cfg.robots_patience - now
+    grown = cfg.read_timeout * ASK_GROWTH**previous.attempts
+    return max(cfg.read_timeout, min(grown, cfg.download_timeout, left))
 
 
 def site_of(url: str) -> str:
@@ -137,10 +158,9 @@ class RobotsCache:
         return robots
 
     def _download(self, site: str, previous: Robots | None, pace_hop: HopCheck) -> Robots:
+        cfg = replace(self.cfg, read_timeout=ask_timeout(previous, time.time(), self.cfg))
         try:
-            resp = fetch(
-                site + "/robots.txt", self.cfg, pace_hop, any_type=True, truncate_at=MAX_BYTES
-            )
+            resp = fetch(site + "/robots.txt", cfg, pace_hop, any_type=True, truncate_at=MAX_BYTES)
         except FetchError as exc:
             now = time.time()  # after the answer: the backoff counts from the server's reply
             # 4xx, refused, redirect trouble: no usable rules (a 429/503 asking to wait too

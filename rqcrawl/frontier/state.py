@@ -78,6 +78,7 @@ from rqcrawl.defaults import (
     WAKER_TTL,
 )
 from rqcrawl.fetch.politeness import GateKeys
+from rqcrawl.fetch.robots import site_of
 from rqcrawl.frontier import keys, scripts
 from rqcrawl.frontier.bloom import BloomFilter, NativeBloomFilter, batches
 from rqcrawl.frontier.configs import load as load_config
@@ -1014,6 +1015,34 @@ class CrawlState:
             pipe.hlen(k.spec)
             flying, held, outbox, back = pipe.execute()
         return flying + int(held or 0) + outbox + back
+
+    def only_robots_waits(self) -> bool:
+        """Whether all this shard of the crawl has left to do is URLs of sites whose
+        robots.txt is unavailable: every URL in flight (parked) and every host with URLs held
+        in its queue one of those, nothing in the outbox (`in flight` holds the window at
+        most; hosts with URLs held, the hosts left). Records held back for the level are
+        done work: they only wait for those URLs to end. With politeness_by = "ip" a queue's
+        key names no site: never."""
+        k = self.keys
+        with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hkeys(k.inflight)
+            pipe.smembers(k.qkeys)
+            pipe.llen(k.outbox)
+            flying, queued, outbox = pipe.execute()
+        if outbox or (queued and self.cfg.politeness_by != "host"):
+            return False
+        sites = {site_of(target(url.decode())) for url in flying}
+        hosts = [key.decode() for key in queued]
+        verdicts = self.robots_verdicts(
+            sorted(sites | {f"{scheme}://{h}" for h in hosts for scheme in ("http", "https")})
+        )
+
+        def waiting(site: str) -> bool:
+            return verdicts.get(site, {}).get("kind") == "unavailable"
+
+        return all(map(waiting, sites)) and all(
+            waiting(f"http://{h}") or waiting(f"https://{h}") for h in hosts
+        )
 
     def snapshot(self) -> Snapshot:
         """The crawl's counters and queues in one round trip (rate buckets older than RECENT

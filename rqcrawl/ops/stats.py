@@ -22,7 +22,7 @@ from rqcrawl.defaults import (
     RECENT_ENDS,
 )
 from rqcrawl.fetch.politeness import pace_of
-from rqcrawl.fetch.robots import Robots
+from rqcrawl.fetch.robots import Robots, patience
 from rqcrawl.frontier import configs, keys, sitemaps
 from rqcrawl.frontier.levels import settled
 from rqcrawl.frontier.outage import TableUnavailable
@@ -77,6 +77,7 @@ def status(redis: Redis, crawl: str) -> dict | None:
     until = {h: t for s in states for h, t in s.host_facts([]).deferred_until.items()}
     delays = host_delays(states, cfg, snap)
     hosts = host_rows(states, cfg, snap, now, delays, observed=pace, deferred_until=until)
+    robots = robots_waits(states, cfg, sorted(until), now)
     skipped = snap.family(keys.SKIPPED)
     bloom = snap.bloom
     waiting = in_flight - snap.deferred
@@ -130,6 +131,7 @@ def status(redis: Redis, crawl: str) -> dict | None:
         "workers": len(workers),
         "stall": stall,
         "hosts": hosts[:HOSTS_SHOWN],
+        "robots_waits": robots,
         "host_count": len(hosts),
         "bytes": snap.count(keys.BYTES),
         "fetch_latency": latency(snap),
@@ -363,6 +365,33 @@ def host_delays(
         h: delay_in_force(cfg, verdicts.get(f"http://{h}") or verdicts.get(f"https://{h}"))
         for h in read
     }
+
+
+def robots_waits(
+    states: list[CrawlState], cfg: config.CrawlConfig, hosts: list[str], now: float
+) -> list[dict]:
+    """The hosts (of `hosts`: those with parked URLs) whose pages wait for their unavailable
+    robots.txt: since when, its asks and last error, the next ask, and when the pages fail
+    at the latest (the first failed ask after robots_patience; after robots_patience_idle
+    once they are all the crawl has left), in seconds from `now`."""
+    sites = [f"{scheme}://{h}" for h in hosts for scheme in ("http", "https")]
+    verdicts = {}
+    for s in states:
+        verdicts.update(s.robots_verdicts(sites))
+    waits = []
+    for site, v in sorted(verdicts.items()):
+        if v["kind"] != "unavailable":
+            continue
+        waits.append({
+            "site": site,
+            "down_s": round(now - v["since"], 1),
+            "asks": v["attempts"],
+            "error": v["error"],
+            "next_ask_in_s": round(max(0.0, v["retry_at"] - now), 1),
+            "gives_up_in_s": round(max(0.0, v["since"] + patience(cfg) - now), 1),
+            "idle_gives_up_in_s": round(max(0.0, v["since"] + patience(cfg, True) - now), 1),
+        })  # fmt: skip
+    return waits
 
 
 def _ended(n: dict[str, int]) -> int:
@@ -654,6 +683,7 @@ def render(s: dict) -> str:
             + (" for the URLs admitted so far" if s["eta_s"] is not None else ""),
             f"bloom      {bloom_line(s['bloom'])}",
             *host_table(s),
+            *robots_lines(s),
             *(f"WARNING    {w}" for w in s["warnings"]),
         ]
     )
@@ -768,6 +798,18 @@ def host_table(s: dict) -> list[str]:
     more = s["host_count"] - len(s["hosts"])
     title = f"hosts      {s['host_count']}" + (f" ({more} not shown)" if more > 0 else "")
     return [title, *("           " + line for line in aligned(rows))]
+
+
+def robots_lines(s: dict) -> list[str]:
+    """What the crawl waits for besides its hosts' pace: robots.txt files that do not
+    answer, and until when at the latest."""
+    return [
+        f"robots.txt {w['site']} unavailable for {w['down_s']:.0f} s ({w['asks']} asks, "
+        f"{w['error']}): asked again in {w['next_ask_in_s']:.0f} s; its pages fail at the "
+        f"first failed ask after {w['gives_up_in_s']:.0f} s, after "
+        f"{w['idle_gives_up_in_s']:.0f} s once they are all the crawl has left"
+        for w in s["robots_waits"]
+    ]
 
 
 def aligned(rows: list[tuple[str, ...]]) -> list[str]:

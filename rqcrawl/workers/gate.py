@@ -4,8 +4,9 @@ job that came too late, or a recovered URL, takes a free one at its claim, or pa
 its host has one), is robots.txt known (the job that claims its fetch does it, taking no
 turn of the host's pace; the others park until it is known; while it is unavailable all park
 until its next ask, and the first ask that fails robots_patience seconds after the first
-failed one fails them), and does it allow the URL. "Not yet" parks the URL in the frontier,
-so a worker never sleeps on a busy host; "no" is the URL's outcome (robots.txt refused it).
+failed one fails them, or any moment past robots_patience_idle when they are all the crawl
+has left), and does it allow the URL. "Not yet" parks the URL in the frontier, so a worker
+never sleeps on a busy host; "no" is the URL's outcome (robots.txt refused it).
 A sitemap entry (rqcrawl.frontier.sitemaps) passes the same gate for its document."""
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from rq.job import Job
 
 from rqcrawl.fetch.http import FetchError
 from rqcrawl.fetch.politeness import answer, delay_for
-from rqcrawl.fetch.robots import CLAIM_POLL, Robots, site_of
+from rqcrawl.fetch.robots import CLAIM_POLL, Robots, patience, site_of
 from rqcrawl.frontier import keys, sitemaps
 from rqcrawl.frontier.records import record
 from rqcrawl.frontier.state import InFlight, Slot
@@ -25,6 +26,8 @@ from rqcrawl.workers import settle
 from rqcrawl.workers.crawls import Crawl
 from rqcrawl.workers.settle import Passed
 from rqcrawl.workers.visit import Visit
+
+IDLE_POLL = 5.0  # seconds between two looks of a page of an unavailable robots.txt at the crawl
 
 
 @dataclass(frozen=True)
@@ -74,10 +77,11 @@ def through(
                 pacer.ended()
             if c.cfg.sitemaps and robots.kind != "unavailable":
                 c.frontier.sitemaps_named(site, robots)
-        if robots.kind == "unavailable" and not robots.given_up(time.time(), c.cfg):
-            until = robots.retry_at  # complete disallow until the next ask
+        gave_up = _given_up(c, robots) if robots.kind == "unavailable" else ""
+        if gave_up is None:  # complete disallow until the next ask
+            until = _wake_at(c, robots, time.time())
             return settle.defer(c, url, entry, until, Slot(key, not_before=until))
-        refusal = _robots_refusal(robots, target, depth, entry, ua)
+        refusal = _robots_refusal(robots, target, depth, entry, ua, gave_up)
         if refusal:
             return refusal
     return Go(key, robots, delay_for(c.cfg, robots.crawl_delay(ua) if robots else None))
@@ -114,12 +118,37 @@ class HopPacer:
             self.c.frontier.state.hop_ended(self.last)
 
 
-def _robots_refusal(robots: Robots, url: str, depth: int, entry: InFlight, ua: str) -> Visit | None:
-    """A final outcome decided by robots.txt alone, or None when the URL may be fetched."""
+def _given_up(c: Crawl, robots: Robots) -> str | None:
+    """None while the pages of a site whose robots.txt is unavailable wait for it, else why
+    they stop (a note for their records): robots_patience is over, or robots_patience_idle
+    is and they are all the crawl has left (nothing else would keep it running)."""
+    now = time.time()
+    if robots.given_up(now, c.cfg):
+        return ""
+    if robots.given_up(now, c.cfg, idle=True) and c.frontier.state.only_robots_waits():
+        return " (the crawl had nothing else left: robots_patience_idle)"
+    return None
+
+
+def _wake_at(c: Crawl, robots: Robots, now: float) -> float:
+    """When a page parked for its site's unavailable robots.txt comes back: at the next ask,
+    or sooner to see whether it is all the crawl has left (at robots_patience_idle, then every
+    IDLE_POLL seconds), so that the crawl's last other page does not leave it waiting alone
+    until that ask (up to max_backoff_delay)."""
+    idle_at = robots.since + patience(c.cfg, idle=True)
+    return min(robots.retry_at, max(idle_at, now + IDLE_POLL))
+
+
+def _robots_refusal(
+    robots: Robots, url: str, depth: int, entry: InFlight, ua: str, gave_up: str = ""
+) -> Visit | None:
+    """A final outcome decided by robots.txt alone, or None when the URL may be fetched;
+    `gave_up` notes why the pages of an unavailable one stopped waiting."""
     if robots.kind == "unavailable":  # given up: the pages waited enough
         waited = time.time() - robots.since
         message = (
-            f"robots.txt unavailable for {waited:.0f} s ({robots.attempts} asks): {robots.error}"
+            f"robots.txt unavailable for {waited:.0f} s ({robots.attempts} asks{gave_up}): "
+            f"{robots.error}"
         )
         failed = record(
             url, "failed", depth, error=message, attempts=entry.attempt + 1, reason="robots"
