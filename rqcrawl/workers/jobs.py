@@ -20,6 +20,7 @@ import traceback
 from collections import Counter
 from collections.abc import Callable
 from functools import partial
+from typing import TypeVar
 
 from rq import get_current_job
 from rq.job import Job
@@ -46,6 +47,7 @@ log = logging.getLogger(__name__)
 # URL when that work ran over job_timeout (crawl, url, depth, entry, the timeout).
 Step = Callable[[Job, Crawl, str, int, Claim], str | dict]
 TimedOut = Callable[[Crawl, str, int, InFlight, FetchError], str | dict]
+T = TypeVar("T")
 
 
 class JobFailed(Exception):
@@ -132,15 +134,13 @@ def _sitemap(job: Job, c: Crawl, url: str, depth: int, claimed: Claim) -> str:
         return settle.sitemap(c, url, entry, found, Slot(key))
     if not isinstance(go, gate.Go):
         return go
-    started = time.monotonic()
-    try:
+
+    def read() -> sitemaps.Found:
         first = sitemaps.is_root(doc, site_of(doc))
         named = go.robots.sitemaps() if go.robots and first else []
-        found = sitemaps.read(doc, c.cfg, named, quiet_404=first)
-    except BaseException:
-        c.frontier.free_slot(url, go.slot())
-        raise
-    slot = Slot(key, time.monotonic() - started, base=go.base)
+        return sitemaps.read(doc, c.cfg, named, quiet_404=first)
+
+    found, slot = _requested(c, url, go, read)
     return settle.sitemap(c, url, entry, found, slot)
 
 
@@ -154,16 +154,27 @@ def _requisite(job: Job, c: Crawl, url: str, depth: int, claimed: Claim) -> str:
         return settle.requisite(c, url, entry, got, Slot(key))
     if not isinstance(go, gate.Go):
         return go
-    started = time.monotonic()
-    try:
+
+    def read() -> requisites.Got:
         worker = job.worker_name and process_name(job.worker_name)
         archive = warc.archive(c.frontier.crawl, c.cfg, worker)
-        got = requisites.read(requisites.resource(url), c.cfg, archive)
+        return requisites.read(requisites.resource(url), c.cfg, archive)
+
+    got, slot = _requested(c, url, go, read)
+    return settle.requisite(c, url, entry, got, slot)
+
+
+def _requested(c: Crawl, url: str, go: gate.Go, request: Callable[[], T]) -> tuple[T, Slot]:
+    """What `request()` returns (the request of an entry that is not a page: a sitemap
+    document, a requisite) and how it held its host's slot; the slot is freed at once if
+    it raises, not when the lease runs out."""
+    started = time.monotonic()
+    try:
+        found = request()
     except BaseException:
         c.frontier.free_slot(url, go.slot())
         raise
-    slot = Slot(key, time.monotonic() - started, base=go.base)
-    return settle.requisite(c, url, entry, got, slot)
+    return found, Slot(go.key, time.monotonic() - started, base=go.base)
 
 
 def _requisite_timed_out(c: Crawl, url: str, depth: int, entry: InFlight, error: FetchError) -> str:
