@@ -282,7 +282,7 @@ def robots_state(cfg: config.CrawlConfig, host: str, facts: list, now: float) ->
         return "not fetched yet"
     kind = verdict["kind"]
     if kind == "unavailable":
-        down = now - verdict.get("since", now)
+        down = max(0.0, now - verdict.get("since", now))  # `now` read before the verdict
         retry = max(0.0, verdict["retry_at"] - now)
         return f"unavailable for {down:.0f} s ({verdict['attempts']} asks), retry in {retry:.0f} s"
     return "rules" if kind == "rules" else "allow (no usable file)"

@@ -384,7 +384,7 @@ def robots_waits(
             continue
         waits.append({
             "site": site,
-            "down_s": round(now - v["since"], 1),
+            "down_s": round(max(0.0, now - v["since"]), 1),  # `now` read before the verdict
             "asks": v["attempts"],
             "error": v["error"],
             "next_ask_in_s": round(max(0.0, v["retry_at"] - now), 1),
