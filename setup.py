@@ -23,6 +23,8 @@ setup(
     long_description_content_type="text/markdown",
     python_requires=">=3.11",
     packages=find_packages(include=["rqcrawl", "rqcrawl.*"]),
+    # the frontier's Lua, read at import by rqcrawl.frontier.scripts
+    package_data={"rqcrawl.frontier": ["lua/*.lua"]},
     install_requires=[
         # The recommended worker restates RQ 3.0's job preparation and success steps
         # (rqcrawl.workers.worker, one round trip each): the range is the releases

@@ -534,7 +534,7 @@ def test_a_time_stored_to_the_microsecond_is_never_past_the_time_it_stores(conn)
     rounds up to the next microsecond for about one time in 180)."""
     times = [repr(time.time() + i * 0.0000137) for i in range(20_000)]
     check = "local n = 0 for _, x in ipairs(ARGV) do if tonumber(at(tonumber(x))) > tonumber(x) then n = n + 1 end end return n"  # noqa: E501
-    assert conn.eval(scripts.TIME_LIB + check, 0, *times) == 0
+    assert conn.eval(scripts.lua_source("time") + check, 0, *times) == 0
 
 
 @pytest.mark.parametrize("links", [3, 100])  # in one finish call, and in two (64 links a call)

@@ -86,7 +86,7 @@ def answer(status: int | None, retry_after: float | None) -> str:
 
 
 def pace_of(state: Sequence[float], cfg: CrawlConfig) -> Pace:
-    """A host's Pace from its state in Redis: "ready fetch backoff base" (scripts.FRONTIER_LIB;
+    """A host's Pace from its state in Redis: "ready fetch backoff base" (frontier/lua/pacing.lua;
     base -1 until known)."""
     ready, fetch, backoff, base = [*state, 0.0, 0.0, 0.0, -1.0][:4]
     base = max(base, cfg.delay)

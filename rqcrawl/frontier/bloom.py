@@ -126,12 +126,12 @@ class BloomFilter:
 
     @property
     def script_keys(self) -> list[str]:
-        """The keys the scripts take: the shards, then the count of set bits (BLOOM_LIB)."""
+        """The keys the scripts take: the shards, then the count of set bits (lua/bloom.lua)."""
         return [*self.keys, self.count_key]
 
     @property
     def size(self) -> str:
-        """The filter's size as the scripts take it (scripts.BLOOM_LIB's bloom_alloc)."""
+        """The filter's size as the scripts take it (lua/bloom.lua's bloom_alloc)."""
         return str(self.bits)
 
     def positions(self, url: str) -> list[int | bytes]:
@@ -183,7 +183,7 @@ class BloomFilter:
 
     def _bits_set(self) -> int:
         """The count the scripts keep; counted here only for a filter made before it was
-        kept and not added to since (an add counts it once, scripts.BLOOM_LIB)."""
+        kept and not added to since (an add counts it once, lua/bloom.lua)."""
         kept = self.redis.get(self.count_key)
         if kept is not None:
             return int(kept)
@@ -205,7 +205,7 @@ class NativeBloomFilter(BloomFilter):
         self.error_rate = error_rate
         self.bits, _ = optimal_size(capacity, error_rate)  # an optimal filter's: a yardstick
         self.hashes = 1  # one argument per URL: its fingerprint
-        self.shard_bits = 0  # tells the scripts to use BF.* (scripts.BLOOM_LIB)
+        self.shard_bits = 0  # tells the scripts to use BF.* (lua/bloom.lua)
         prefix = name if "{" in name else f"{{{name}}}"
         self.keys = [f"{prefix}:bf"]
 

@@ -35,7 +35,7 @@ class CrawlKeys:
         self.counters = self._key("counters")  # hash: the fields below
         self.host_pages = self._key("host_pages")  # hash: host -> admitted, "kind|host" -> n
         # Admitted URLs wait in one sorted set per politeness key (a host, or "ip:ADDR"): the
-        # key's name is `qprefix` + key (see scripts.FRONTIER_LIB for all of the below)
+        # key's name is `qprefix` + key (see lua/frontier.lua for all of the below)
         self.qprefix = self._key("q", "")
         self.qkeys = self._key("qkeys")  # set: the keys that have URLs waiting
         self.ready = self._key("ready")  # zset: key -> when its next request may start

@@ -1,5 +1,8 @@
 """Every Lua script of rqcrawl, as rq keeps its own: one named constant each, called by name.
 
+The Lua lives in .lua files under frontier/lua/, one a script and one a concern of the shared
+code (bloom, levels, pacing, records, depth, composed by lua/frontier.lua); a line
+`--#include NAME` puts lua/NAME.lua in its place, each file once per script.
 A `Script` declares the names of its KEYS and ARGV; a prelude generated from them binds each
 name to its position, so the script's body and its callers use names only. A script that takes
 a variable number of keys or arguments (the Bloom filter's shards, a page's links) gets them
@@ -13,26 +16,44 @@ Redis forgets them). Scripts sent in a pipeline are loaded first by `load`.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from redis import Redis
 from redis.client import Pipeline
 from redis.exceptions import NoScriptError
 
+LUA_DIR = Path(__file__).parent / "lua"
+INCLUDE = re.compile(r"^--#include (\w+)$", re.M)
+
+
+def lua_source(name: str, included: set[str] | None = None) -> str:
+    """The text of lua/`name`.lua with its includes resolved (a file already included is not
+    repeated: `included` holds the names taken so far)."""
+    included = set() if included is None else included
+    included.add(name)
+
+    def expand(match: re.Match) -> str:
+        other = match.group(1)
+        return "" if other in included else lua_source(other, included).rstrip("\n")
+
+    return INCLUDE.sub(expand, (LUA_DIR / f"{name}.lua").read_text(encoding="utf-8"))
+
 
 class Script:
-    """A Lua script with named KEYS and ARGV (see the module docstring)."""
+    """A Lua script with named KEYS and ARGV, its text from lua/`lua`.lua (see the module
+    docstring)."""
 
     def __init__(
         self,
         keys: Sequence[str],
         args: Sequence[str],
-        body: str,
         *,
+        lua: str,
         key_tail: str = "",
         arg_tail: str = "",
-        lib: str = "",
     ):
         self.keys, self.args = tuple(keys), tuple(args)
         prelude = [f"local {name} = KEYS[{i}]" for i, name in enumerate(self.keys, 1)]
@@ -41,7 +62,7 @@ class Script:
             prelude.append(f"local {key_tail} = {len(self.keys) + 1}")
         if arg_tail:
             prelude.append(f"local {arg_tail} = {len(self.args) + 1}")
-        self.source = "\n".join(prelude) + "\n" + lib + body
+        self.source = "\n".join(prelude) + "\n" + lua_source(lua)
         self.sha = hashlib.sha1(self.source.encode()).hexdigest()
 
     def _flat(self, named: dict[str, Any], tail_keys: Sequence, tail_args: Sequence) -> list:
@@ -75,93 +96,6 @@ def load(redis: Redis, *scripts: Script) -> None:
         redis.script_load(script.source)
 
 
-# Shared by the Bloom filter's own script and the finish step. Shards are
-# KEYS[shard_key0 + shard], each `shard_bits` long but the last, which ends at bit `size`.
-# bloom_alloc creates missing shards at their full length, each in one allocation.
-# bloom_check: `pos` holds k global bit positions for each of `count` URLs from index `first`.
-# Returns per URL 1 when some bit was still clear (the URL is new); with `add`, also sets every
-# bit. The bits go in one BITFIELD per shard (per BITFIELD_OPS bits), not one SETBIT each: a
-# page's links cost one command instead of k per link, in the same order (a URL twice in a
-# batch is new only once).
-# The bit filter keeps the count of its set bits in the last key (KEYS[#KEYS], bloom.BloomFilter
-# .script_keys): what each add changes is counted there, so that reading the fill is a GET,
-# not a BITCOUNT of the whole filter (11 ms of a blocked Redis for the default 18 MB); a
-# filter made before the count was kept is counted once, by its first add since.
-# shard_bits 0 means the native filter (bloom.NativeBloomFilter): KEYS[shard_key0] is one
-# RedisBloom filter, `size` is "error_rate capacity" for its BF.RESERVE, k is 1 and `pos`
-# holds one fingerprint per URL, checked and added by BF.MADD (1: it was not there).
-BLOOM_LIB = """
-local BITFIELD_OPS = 512  -- 4 arguments each, well within Lua's unpack limit (8000)
-
-local function bloom_alloc(shard_key0, shard_bits, size)
-  if shard_bits == 0 then
-    if redis.call('EXISTS', KEYS[shard_key0]) == 0 then
-      local rate, capacity = string.match(size, '(%S+) (%S+)')
-      redis.call('BF.RESERVE', KEYS[shard_key0], rate, capacity)
-    end
-    return
-  end
-  local bits = tonumber(size)
-  local shards = math.ceil(bits / shard_bits)
-  -- all shards are created in one call, the last one last: it stands for them all
-  if redis.call('EXISTS', KEYS[shard_key0 + shards - 1]) == 1 then
-    if redis.call('EXISTS', KEYS[#KEYS]) == 0 then
-      local set = 0
-      for shard = 0, shards - 1 do set = set + redis.call('BITCOUNT', KEYS[shard_key0 + shard]) end
-      redis.call('SET', KEYS[#KEYS], set)
-    end
-    return
-  end
-  for shard = 0, shards - 1 do
-    local key = KEYS[shard_key0 + shard]
-    if redis.call('EXISTS', key) == 0 then
-      redis.call('SETBIT', key, math.min(shard_bits, bits - shard * shard_bits) - 1, 0)
-    end
-  end
-  redis.call('SET', KEYS[#KEYS], 0)
-end
-
-local function bloom_check(shard_key0, shard_bits, k, pos, first, count, add)
-  if shard_bits == 0 then
-    if count == 0 then return {} end
-    local items = {unpack(pos, first, first + count - 1)}
-    if add then return redis.call('BF.MADD', KEYS[shard_key0], unpack(items)) end
-    local seen = redis.call('BF.MEXISTS', KEYS[shard_key0], unpack(items))
-    for i = 1, count do seen[i] = 1 - seen[i] end
-    return seen
-  end
-  local old, groups = {}, {}
-  local function flush(shard, g)
-    local got = redis.call('BITFIELD', KEYS[shard_key0 + shard], unpack(g.args))
-    for j, i in ipairs(g.at) do old[i] = got[j] end
-    groups[shard] = nil
-  end
-  for i = first, first + count * k - 1 do
-    local p = tonumber(pos[i])
-    local shard = math.floor(p / shard_bits)
-    local g = groups[shard] or {at = {}, args = {}}
-    groups[shard] = g
-    g.at[#g.at + 1] = i
-    local a = g.args
-    a[#a + 1] = add and 'SET' or 'GET'
-    a[#a + 1] = 'u1'
-    a[#a + 1] = p % shard_bits
-    if add then a[#a + 1] = 1 end
-    if #g.at == BITFIELD_OPS then flush(shard, g) end
-  end
-  for shard, g in pairs(groups) do flush(shard, g) end
-  local new, cleared = {}, 0
-  for u = 1, count do
-    new[u] = 0
-    for i = first + (u - 1) * k, first + u * k - 1 do
-      if old[i] == 0 then new[u], cleared = 1, cleared + 1 end
-    end
-  end
-  if add and cleared > 0 then redis.call('INCRBY', KEYS[#KEYS], cleared) end
-  return new
-end
-"""
-
 # Check (and with add = '1', add) URLs in the Bloom filter: k positions per URL in the tail.
 # Returns 1 (new) or 0 per URL.
 BLOOM_BATCH = Script(
@@ -169,28 +103,11 @@ BLOOM_BATCH = Script(
     args=("shard_bits", "size", "k", "add"),
     key_tail="shard0",
     arg_tail="positions",
-    lib=BLOOM_LIB,
-    body="""
-local sbits, kk, adding = tonumber(shard_bits), tonumber(k), add == '1'
-if adding then bloom_alloc(shard0, sbits, size) end
-return bloom_check(shard0, sbits, kk, ARGV, positions, (#ARGV - positions + 1) / kk, adding)
-""",
+    lua="bloom_batch",
 )
 
-# A time to store (a score, a key's state): to the microsecond, rounded down, so that a time
-# "now" compares as due with `now` itself. (x * 1e6 is rounded to the nearest quarter
-# microsecond at today's times, so its floor can be a microsecond past x: then one less.)
-TIME_LIB = """
-local function at(x)
-  local us = math.floor(x * 1000000)
-  local s = string.format('%.6f', us / 1000000)
-  if tonumber(s) > x then s = string.format('%.6f', (us - 1) / 1000000) end
-  return s
-end
-"""
-
 # Every script that changes which URLs wait, run or end takes the crawl's frontier keys and
-# arguments by these names (CrawlState.frontier_names), so that FRONTIER_LIB can use them.
+# arguments by these names (CrawlState.frontier_names), so that lua/frontier.lua can use them.
 FRONTIER_KEYS = (
     "counters", "inflight", "ready", "blocked", "qkeys", "hosts", "later", "parked", "pending",
     "spec", "lowered", "items", "outbox", "leased",
@@ -198,431 +115,6 @@ FRONTIER_KEYS = (
 FRONTIER_ARGS = (
     "qprefix", "lprefix", "sprefix", "pace", "levels", "now", "window", "undelivered",
 )  # fmt: skip
-
-# The frontier in Redis (rqcrawl.frontier.state explains the model):
-# - Admitted URLs wait in one sorted set per politeness key (a host, or "ip:ADDR"):
-#   `qprefix`..key, scored by depth, then priority (higher first); a parked URL whose time came
-#   back is scored -1 (it goes first, and is still in flight). `qkeys` names the keys that have
-#   one; the counters' `held` counts the URLs waiting there.
-# - `ready`: the keys whose next request may start at their score (they have a URL waiting and
-#   a free slot); `blocked`: keys whose first URL waits for the level (see ALLOWED). A key with
-#   every slot taken is in neither: the end of one of its requests schedules it again.
-# - `hosts`: key -> "ready fetch backoff base", when its next request may start, its smoothed
-#   fetch time, the adaptive throttle's extra delay, and its base delay (the setting or its
-#   Crawl-delay; -1 until known). `lprefix`..key: the slots in use, URL (or the holder of a
-#   robots.txt hop waiting for the key, HOP_TURN) -> lease expiry.
-# - `pending`: depth -> URLs not yet ended at that depth (waiting, in flight, in the outbox);
-#   the settled level L is the least such depth, never lowered (counters' `level`): no URL of
-#   depth <= L + 1 can be found shorter any more. A record of depth > L + 1 is held back in
-#   `sprefix`..depth (url -> JSON {r: record, l: links, p: their priority, o: their depth
-#   offset, v: via}) with `spec` url -> depth, until L catches up; a shorter path found
-#   meanwhile lowers it (`correct`) and sends its links again, one deeper, through the outbox.
-#   An in-flight URL found shorter has its new depth in `lowered`.
-# pace: "delay concurrency factor cap grace adaptive lead" (the base delay, slots per key,
-# delay_factor, max_backoff_delay, seconds a released URL's slot waits for its job, 1 for the
-# adaptive throttle, seconds ahead of its key's turn a URL may be released: its entry's time
-# is then its turn, which its job waits for); levels: "exact strict max_ahead sharded
-# max_depth shard".
-FRONTIER_LIB = (
-    TIME_LIB
-    + """
-local T = tonumber(now)
-local PACE = {}
-PACE.delay, PACE.conc, PACE.factor, PACE.cap, PACE.grace, PACE.adaptive, PACE.lead =
-  string.match(pace, '^(%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+)$')
-for k, v in pairs(PACE) do PACE[k] = tonumber(v) end
-local EXACT, STRICT, AHEAD, SHARDED, MAXD, SHARD =
-  string.match(levels, '^(%S+) (%S+) (%S+) (%S+) (%S+) (%S+)$')
-EXACT, STRICT, SHARDED = EXACT == '1', STRICT == '1', SHARDED == '1'
-AHEAD, MAXD = tonumber(AHEAD), tonumber(MAXD)
-local DEPTH_UNIT, PRIO_MID, PRIO_MAX = 2097152, 1048576, 1048575
-local SMOOTHING, BACKOFF_MIN, SETTLE_BUDGET = 0.3, 0.25, 500
-local LEVEL, ALLOWED = 0, math.huge
-local touched, sent, corrected = {}, 0, 0
-
--- Whether two in-flight entries are one job's: all but their time (the time a release
--- writes, when a URL's host may take it, is not the job's to know to the microsecond).
-local function same_entry(a, b)
-  if not a or not b then return false end
-  return (string.gsub(a, '^(%S+) %S+', '%1', 1)) == (string.gsub(b, '^(%S+) %S+', '%1', 1))
-end
-local function score_of(d, p)
-  d = math.min(tonumber(d), 1048576)
-  p = math.max(-PRIO_MAX, math.min(PRIO_MAX, tonumber(p)))
-  return string.format('%d', d * DEPTH_UNIT + PRIO_MID - p)
-end
-local function split_score(s)
-  local d = math.floor(s / DEPTH_UNIT)
-  return d, PRIO_MID - (s - d * DEPTH_UNIT)
-end
-
--- levels
-local function pend(d, n)
-  if redis.call('HINCRBY', pending, d, n) <= 0 then redis.call('HDEL', pending, d) end
-end
-local function min_pending()
-  local all, m = redis.call('HGETALL', pending), nil
-  for i = 1, #all, 2 do
-    local d = tonumber(all[i])
-    if tonumber(all[i + 1]) > 0 and (m == nil or d < m) then m = d end
-  end
-  return m
-end
--- The settled level; on one Redis raised here as URLs end, over shards by the coordinator.
--- With nothing pending every depth is settled (a crawl before its seeds, or at its end),
--- but the stored level stays where it was: the next URLs start from it.
-local function level_now()
-  local stored = tonumber(redis.call('HGET', counters, 'level') or '0')
-  if SHARDED then return stored end
-  local m = min_pending()
-  if m == nil then return MAXD + 1 end
-  if m > stored then
-    redis.call('HSET', counters, 'level', m)
-    return m
-  end
-  return stored
-end
--- The deepest URL that may be released: any (first-found depth, or room left for held-back
--- records), or the level's own (the barrier: budgets, max_ahead 0, or max_ahead reached).
-local function refresh_allowed()
-  LEVEL = level_now()
-  if not EXACT then
-    ALLOWED = math.huge
-  elseif STRICT or redis.call('HLEN', spec) >= AHEAD then
-    ALLOWED = LEVEL
-  else
-    ALLOWED = math.huge
-  end
-end
-
--- a key's pace
-local function load_host(key)
-  local h = {ready = 0, fetch = 0, backoff = 0, base = -1}
-  local raw = redis.call('HGET', hosts, key)
-  if raw then
-    local r, f, b, base = string.match(raw, '^(%S+) (%S+) (%S+) (%S+)$')
-    if r then
-      h.ready, h.fetch, h.backoff, h.base = tonumber(r), tonumber(f), tonumber(b), tonumber(base)
-    end
-  end
-  return h
-end
-local function save_host(key, h)
-  redis.call('HSET', hosts, key, at(h.ready) .. ' ' .. string.format('%.6f %.6f %.6f',
-             h.fetch, h.backoff, h.base))
-end
-local function base_of(h)
-  return h.base >= 0 and h.base or PACE.delay
-end
--- the delay in force: the base, or the back-off, or factor x the smoothed fetch time (capped)
-local function in_force(h)
-  return math.max(base_of(h), math.min(math.max(h.backoff, PACE.factor * h.fetch), PACE.cap))
-end
-local function live(key)
-  return redis.call('ZCOUNT', lprefix .. key, T, '+inf')
-end
--- A request of key `k` (state `h`) that takes no slot just ended: the key's next request
--- waits the delay in force from now.
-local function wait_from_now(k, h)
-  h.ready = math.max(h.ready, T + in_force(h))
-  save_host(k, h)
-  if redis.call('ZSCORE', ready, k) then redis.call('ZADD', ready, at(h.ready), k) end
-end
-
--- Put `key` in `ready` (at its next start), in `blocked`, or in neither (no free slot).
-local function schedule(key)
-  local head = redis.call('ZRANGE', qprefix .. key, 0, 0, 'WITHSCORES')
-  if #head == 0 then
-    redis.call('ZREM', ready, key)
-    redis.call('SREM', blocked, key)
-    redis.call('SREM', qkeys, key)
-    return
-  end
-  if live(key) >= PACE.conc then
-    redis.call('ZREM', ready, key)
-    return
-  end
-  local s = tonumber(head[2])
-  if s >= 0 and split_score(s) > ALLOWED then
-    redis.call('ZREM', ready, key)
-    redis.call('SADD', blocked, key)
-    return
-  end
-  redis.call('SREM', blocked, key)
-  redis.call('ZADD', ready, at(load_host(key).ready), key)
-end
-local function schedule_touched()
-  for key in pairs(touched) do
-    if not redis.call('ZSCORE', ready, key) then schedule(key) end
-  end
-  touched = {}
-end
-local function unblock()
-  for _, key in ipairs(redis.call('SMEMBERS', blocked)) do schedule(key) end
-end
-
--- Wait in `key`'s queue at depth `d` and priority `p` (a new URL: pending, held).
-local function hold(key, url, d, p)
-  redis.call('ZADD', qprefix .. key, score_of(d, p), url)
-  redis.call('SADD', qkeys, key)
-  redis.call('HINCRBY', counters, 'held', 1)
-  pend(d, 1)
-  touched[key] = true
-end
--- An in-flight URL back at the head of its key's queue (its turn came: parked, recovered).
-local function requeue(key, url)
-  redis.call('ZADD', qprefix .. key, -1, url)
-  redis.call('SADD', qkeys, key)
-  touched[key] = true
-end
-
--- End a request of `url` (a slot of `key`): dur its seconds (-1: none was made), answer
--- 'push' (429/503 or a Retry-After), 'ok' (a success) or '-', base the key's base delay as
--- now known (-1: unchanged), not_before a time before which the key takes no request.
--- A push doubles the back-off (at least BACKOFF_MIN and the Retry-After, at most the cap),
--- a success halves it until it is below the base. Returns when the key may go next.
-local function free_slot(key, url, dur, answer, retry_after, base, not_before)
-  redis.call('ZREM', lprefix .. key, url)
-  local h = load_host(key)
-  if base >= 0 then h.base = base end
-  if dur >= 0 then h.fetch = h.fetch == 0 and dur or (1 - SMOOTHING) * h.fetch + SMOOTHING * dur end
-  local floor = math.max(base_of(h), BACKOFF_MIN)
-  if PACE.adaptive == 1 and answer == 'push' then
-    h.backoff = math.min(PACE.cap, math.max(2 * math.max(h.backoff, floor), retry_after))
-  elseif answer == 'ok' and h.backoff > 0 then
-    h.backoff = h.backoff / 2
-    if h.backoff < floor then h.backoff = 0 end
-  end
-  if dur >= 0 then h.ready = math.max(h.ready, T + in_force(h)) end
-  h.ready = math.max(h.ready, not_before)
-  save_host(key, h)
-  touched[key] = true
-  return h.ready
-end
-local function free_slot_of(url, slot)
-  if slot == '' then return 0 end
-  local key, dur, answer, retry_after, base, not_before =
-    string.match(slot, '^(%S+) (%S+) (%S+) (%S+) (%S+) (%S+)$')
-  return free_slot(key, url, tonumber(dur), answer, tonumber(retry_after), tonumber(base),
-                   tonumber(not_before))
-end
-
--- Whether the records stream holds `undelivered` ("RECORDS BYTES") records or bytes of them.
-local function stream_full()
-  local most, most_bytes = string.match(undelivered, '^(%d+) (%d+)$')
-  if redis.call('XLEN', items) >= tonumber(most) then return true end
-  local b = redis.call('HMGET', counters, 'record_bytes', 'trimmed_bytes')
-  return (tonumber(b[1]) or 0) - (tonumber(b[2]) or 0) >= tonumber(most_bytes)
-end
--- The keys due by `horizon` to release first, for `room` URLs: in their turns' order, or,
--- when more are due than there is room, those whose first URL is the shallowest, then of the
--- highest priority (its score), among the first due.
-local function first_due(horizon, room)
-  local due = redis.call('ZRANGEBYSCORE', ready, '-inf', horizon, 'LIMIT', 0, 2 * room + 64)
-  if #due <= room then return due end
-  local heads = {}
-  for _, key in ipairs(due) do
-    local head = redis.call('ZRANGE', qprefix .. key, 0, 0, 'WITHSCORES')
-    heads[key] = head[2] and tonumber(head[2]) or math.huge
-  end
-  table.sort(due, function(a, b) return heads[a] < heads[b] end)
-  return due
-end
--- Release the first URL of each due key while `room` allows, into `inflight` (a slot of its
--- key taken until its job claims it, or `grace` runs out), appending url, entry to `out`;
--- none while paused, or while the records stream is at its bound (a follower drains it; the
--- URLs in flight still end and are recorded).
-local function release(room, out)
-  if room <= 0 or redis.call('HEXISTS', counters, 'paused_at') == 1 then return end
-  if stream_full() then return end
-  local taken = 0
-  local horizon = T + PACE.lead
-  for _, key in ipairs(first_due(horizon, room)) do
-    local q = qprefix .. key
-    repeat  -- the key's URLs while it has slots free now (host_concurrency, no delay)
-      if taken >= room then return end
-      local head = redis.call('ZRANGE', q, 0, 0, 'WITHSCORES')
-      local turn = at(math.max(T, tonumber(redis.call('ZSCORE', ready, key) or T)))
-      local entry = nil
-      if #head > 0 and live(key) < PACE.conc then
-        local url, s = head[1], tonumber(head[2])
-        if s < 0 then
-          redis.call('ZREM', q, url)
-          entry = redis.call('HGET', inflight, url)
-          if entry then
-            local d, _, rest = string.match(entry, '^(%S+) (%S+) (.*)$')
-            entry = d .. ' ' .. turn .. ' ' .. rest
-          end
-        else
-          local d, p = split_score(s)
-          if d <= ALLOWED then
-            redis.call('ZREM', q, url)
-            redis.call('HINCRBY', counters, 'held', -1)
-            if redis.call('HEXISTS', inflight, url) == 1 then
-              pend(d, -1)  -- (in flight already: this copy goes)
-            else
-              entry = d .. ' ' .. turn .. ' 0 0 ' .. p
-            end
-          end
-        end
-        if entry then
-          redis.call('HSET', inflight, url, entry)
-          redis.call('ZADD', lprefix .. key, T + PACE.grace, url)
-          out[#out + 1] = url
-          out[#out + 1] = entry
-          taken = taken + 1
-        end
-      end
-      schedule(key)
-      -- a key with slots left goes again one delay after this start (its `ready` moves only
-      -- when a request ends: a URL that robots.txt refuses costs its host no turn)
-      local again = redis.call('ZSCORE', ready, key)
-      if entry and again then
-        again = math.max(tonumber(again), tonumber(turn) + in_force(load_host(key)))
-        redis.call('ZADD', ready, at(again), key)
-      end
-    until not (entry and again and again <= horizon)
-  end
-end
-local function room()
-  return tonumber(window) - (redis.call('HLEN', inflight) - redis.call('ZCARD', later))
-end
-
--- Parked URLs whose time came go back to their key's queue (or to held, as new, in a
--- paused crawl: it then settles with nothing in flight).
-local function take_due(limit)
-  local paused = redis.call('HEXISTS', counters, 'paused_at') == 1
-  for _, url in ipairs(redis.call('ZRANGEBYSCORE', later, '-inf', T, 'LIMIT', 0, limit)) do
-    redis.call('ZREM', later, url)
-    local key = redis.call('HGET', parked, url)
-    redis.call('HDEL', parked, url)
-    local entry = redis.call('HGET', inflight, url)
-    if key and entry then
-      if paused then
-        local d, p = string.match(entry, '^(%S+) %S+ %S+ %S+ (%S+)$')
-        d = tonumber(redis.call('HGET', lowered, url) or d)
-        redis.call('HDEL', inflight, url)
-        redis.call('HDEL', lowered, url)
-        pend(d, -1)
-        hold(key, url, d, p or 0)
-        redis.call('HINCRBY', counters, 'put_back', 1)
-      else
-        requeue(key, url)
-      end
-    end
-  end
-end
-
--- held-back records (see above); each entry carries `o`, the bytes of records appended to the
--- stream up to it, so that trimming it (ACK_RECORDS) says how many bytes left
-local function emit(record)
-  local o = redis.call('HINCRBY', counters, 'record_bytes', #record)
-  redis.call('XADD', items, '*', 'r', record, 'o', o)
-end
-local function with_depth(record, d)
-  return (string.gsub(record, '"depth":%-?%d+', '"depth":' .. d, 1))
-end
-local function hold_back(url, d, payload)
-  redis.call('HSET', spec, url, d)
-  redis.call('HSET', sprefix .. d, url, payload)
-end
--- A link in the outbox is pending at the depth of the page it comes from: admitted at `d`,
--- it may lower a URL of depth d + 1 to d.
-local function pend_sent(d, n)
-  pend(math.max(0, d - 1), n)
-end
--- Send `links` ("shard verdict url") at depth `d` and priority `p` through the outbox, to be
--- admitted (or found shorter) on their shard by a drain.
-local function push_links(links, d, p, via)
-  if d > MAXD then return end
-  for _, link in ipairs(links) do
-    local shard, verdict, url = string.match(link, '^(%S+) (%S+) (.*)$')
-    redis.call('RPUSH', outbox, shard .. ' ' .. p .. ' ' .. d .. ' ' .. verdict .. ' - ' ..
-               (via ~= '' and via or '-') .. ' ' .. url)
-    pend_sent(d, 1)
-    sent = sent + 1
-  end
-end
--- A URL already admitted, found again at depth `d`: lowered if it was deeper (in its queue,
--- in flight, or held back; an emitted record is final).
-local function correct(key, url, d)
-  local q = qprefix .. key
-  local s = redis.call('ZSCORE', q, url)
-  if s then
-    s = tonumber(s)
-    if s >= 0 then
-      local old, p = split_score(s)
-      if old > d then
-        redis.call('ZADD', q, score_of(d, p), url)
-        pend(old, -1)
-        pend(d, 1)
-        touched[key] = true
-        corrected = corrected + 1
-      end
-    end
-    return
-  end
-  local entry = redis.call('HGET', inflight, url)
-  if entry then
-    local old = tonumber(redis.call('HGET', lowered, url) or string.match(entry, '^(%S+)'))
-    if old > d then
-      redis.call('HSET', lowered, url, d)
-      pend(old, -1)
-      pend(d, 1)
-      corrected = corrected + 1
-    end
-    return
-  end
-  local old = tonumber(redis.call('HGET', spec, url) or '-1')
-  if old > d then
-    local payload = cjson.decode(redis.call('HGET', sprefix .. old, url))
-    redis.call('HDEL', sprefix .. old, url)
-    redis.call('HDEL', spec, url)
-    payload.r = with_depth(payload.r, d)
-    if payload.l then push_links(payload.l, d + payload.o, payload.p, payload.v or '') end
-    if d > LEVEL + 1 then hold_back(url, d, cjson.encode(payload)) else emit(payload.r) end
-    corrected = corrected + 1
-  end
-end
--- Emit the held-back records that the level made final, at most `budget`; whether some
--- are left. Depths up to the counters' `settled` are done: no record is held back at a
--- depth the stored level passed, so each depth is settled once. (With nothing pending,
--- LEVEL is past max_depth without being stored: what is held back then goes out, but the
--- depths stay open for URLs admitted later, a revisit's or a new seed's.)
-local function settle(budget)
-  if redis.call('HLEN', spec) == 0 then return false end
-  local n = 0
-  local stored = tonumber(redis.call('HGET', counters, 'level') or '0')
-  local first = tonumber(redis.call('HGET', counters, 'settled') or '-1') + 1
-  for d = first, math.min(LEVEL + 1, MAXD + 1) do
-    local h = sprefix .. d
-    local cursor = '0'
-    repeat
-      if n >= budget then return true end
-      local scan = redis.call('HSCAN', h, cursor, 'COUNT', 100)
-      cursor = scan[1]
-      local kv = scan[2]
-      for i = 1, #kv, 2 do
-        emit(cjson.decode(kv[i + 1]).r)
-        redis.call('HDEL', h, kv[i])
-        redis.call('HDEL', spec, kv[i])
-        n = n + 1
-      end
-    until cursor == '0'
-    if d <= stored + 1 then redis.call('HSET', counters, 'settled', d) end
-  end
-  return false
-end
--- After a change that may have raised the level or freed room for held-back records: emit
--- what became final and let blocked keys go. Returns 1 if records are left to settle.
-local function advance(allowed_before)
-  local settling = settle(SETTLE_BUDGET)
-  refresh_allowed()
-  if ALLOWED > allowed_before then unblock() end
-  return settling and 1 or 0
-end
-"""
-)
 
 # The one step that ends a URL: forget it from `inflight`, count its outcome, free its
 # request's slot (`slot`: "key seconds answer retry_after base not_before", see free_slot),
@@ -636,7 +128,7 @@ end
 # increments: "field n field n"; a field "kind|host" goes to the per-host hash.
 # record: the URL's record as JSON, or ''; rec_depth its depth (-1: none). A URL found
 # shorter while in flight (`lowered`) is recorded at its new depth, and its children one
-# deeper than that. A record that may still be lowered is held back (FRONTIER_LIB) with
+# deeper than that. A record that may still be lowered is held back (lua/frontier.lua) with
 # `links`, the page's links as a JSON list of "shard verdict url" (its children, and `cut`:
 # those past max_depth, admitted here if the page turns out shallower).
 # n: number of children; the tail holds 4 arguments per child (verdict, '-' to admit; key;
@@ -673,153 +165,7 @@ FINISH = Script(
     ),
     key_tail="bloom0",
     arg_tail="children",
-    lib=BLOOM_LIB + FRONTIER_LIB,
-    body="""
-local max_total = tonumber(max_pages)
-local limit = max_total
-local kids = tonumber(n)
-if SHARDED and max_total > 0 then
-  limit = tonumber(redis.call('HGET', counters, 'pages_allowed') or '0')
-  local left = limit - tonumber(redis.call('HGET', counters, 'admitted') or '0')
-  if left < kids and redis.call('HEXISTS', counters, 'pages_out') == 0 then
-    bloom_alloc(bloom0, tonumber(shard_bits), size)
-    local new = bloom_check(bloom0, tonumber(shard_bits), tonumber(k), ARGV,
-                            children + 4 * kids, kids, false)
-    local want = 0
-    for i = 1, kids do
-      if new[i] == 1 and ARGV[children + 4 * (i - 1)] == '-' then want = want + 1 end
-    end
-    if want > left then return {2, want - left, 0, 0, 0, 0, 0} end
-  end
-end
-refresh_allowed()
-local allowed0, level0 = ALLOWED, LEVEL
-local reap_due, shift, next_at, d_done = 0, 0, 0, 0
-if done ~= '' then
-  local entry = redis.call('HGET', inflight, done)
-  if not entry then return {0, 0, 0, 0, 0, 0, 0, ''} end
-  local d_entry = tonumber(string.match(entry, '^(%S+)'))
-  d_done = math.min(d_entry, tonumber(redis.call('HGET', lowered, done) or d_entry))
-  local rd = tonumber(rec_depth)
-  if rd > d_done then shift = rd - d_done end
-  if final == '1' then
-    redis.call('HDEL', inflight, done)
-    redis.call('ZREM', later, done)
-    redis.call('HDEL', parked, done)
-    redis.call('ZREM', leased, done)
-    redis.call('HDEL', lowered, done)
-    redis.call('SREM', revisiting, done)
-    redis.call('SREM', sitemapped, done)
-    redis.call('HDEL', via, done)
-    pend(d_done, -1)
-    for field, count in string.gmatch(increments, '(%S+) (%S+)') do
-      local per_host = string.find(field, '|', 1, true)
-      redis.call('HINCRBY', per_host and host_pages or counters, field, count)
-    end
-    next_at = free_slot_of(done, slot)
-    redis.call('HSET', counters, 'last_at', now)
-    if redis.call('SET', reap_lock, '1', 'NX', 'EX', reap_every) then reap_due = 1 end
-  end
-end
-local dup = ''
-if digest ~= '' and done ~= '' then  -- a body the crawl already fetched: named in the record
-  local first = redis.call('HGET', digests, digest)
-  if not first then
-    redis.call('HSET', digests, digest, done)
-  elseif first ~= done then
-    dup = first
-    local named = '"duplicate_of":' .. cjson.encode(first)
-    record = string.gsub(record, '"duplicate_of":null', function() return named end, 1)
-  end
-end
-local cd = tonumber(child_depth) - shift
-local sbits, kk = tonumber(shard_bits), tonumber(k)
-local max_host = tonumber(max_host_pages)
-local max_share, floor = tonumber(max_host_share), tonumber(share_floor)
-if kids > 0 then bloom_alloc(bloom0, sbits, size) end
-local total = tonumber(redis.call('HGET', counters, 'admitted') or '0')
-local admitted = 0
-local skip = nil
-local fresh = bloom_check(bloom0, sbits, kk, ARGV, children + 4 * kids, kids, true)
-local refused = {}
-for i = 1, kids do
-  local at = children + 4 * (i - 1)
-  local verdict, key, host, url = ARGV[at], ARGV[at + 1], ARGV[at + 2], ARGV[at + 3]
-  if fresh[i] == 1 then
-    if verdict == '-' then
-      local so_far = total + admitted
-      local whole = so_far + tonumber(others)
-      local of_host = tonumber(redis.call('HGET', host_pages, host) or '0')
-      if max_total > 0 and so_far >= limit then
-        verdict = 'max_pages'
-      elseif max_host > 0 and of_host >= max_host then
-        verdict = 'max_pages_per_host'
-      elseif max_share > 0 and whole >= floor and of_host + 1 > max_share * (whole + 1) then
-        verdict = 'max_host_share'
-      end
-    end
-    if verdict == '-' then
-      hold(key, url, cd, child_priority)
-      redis.call('HINCRBY', host_pages, host, 1)
-      if source ~= '' then redis.call('SADD', sitemapped, url) end
-      if child_via ~= '' then redis.call('HSET', via, url, child_via) end
-      admitted = admitted + 1
-    else
-      skip = skip or cjson.decode(skip_record)
-      skip.url, skip.outcome, skip.depth = url, verdict, cd
-      refused[#refused + 1] = {url, cjson.encode(skip)}
-      redis.call('HINCRBY', counters, skip_prefix .. verdict, 1)
-    end
-  elseif fresh[i] == 0 and EXACT then
-    correct(key, url, cd)
-  end
-end
-if admitted > 0 then redis.call('HINCRBY', counters, 'admitted', admitted) end
-if cut ~= '' and shift > 0 then push_links(cjson.decode(cut), cd, child_priority, child_via) end
-
-if foreign ~= '' then
-  local entries = cjson.decode(foreign)
-  for i, entry in ipairs(entries) do
-    local head, d, tail = string.match(entry, '^(%S+ %S+) (%S+) (.*)$')
-    entries[i] = head .. ' ' .. cd .. ' ' .. tail
-    pend_sent(cd, 1)
-  end
-  for i = 1, #entries, 1000 do  -- unpack's stack is bounded
-    redis.call('RPUSH', outbox, unpack(entries, i, math.min(i + 999, #entries)))
-  end
-  redis.call('HINCRBY', counters, 'outboxed', #entries)
-  sent = sent + #entries
-end
-if corrected > 0 then redis.call('HINCRBY', counters, 'lowered', corrected) end
-
--- records: now or held back, once the level is known after this end
-refresh_allowed()
-for _, r in ipairs(refused) do
-  if EXACT and cd > LEVEL + 1 then hold_back(r[1], cd, cjson.encode({r = r[2], o = 1, p = 0}))
-  else emit(r[2]) end
-end
-if done ~= '' and final == '1' and record ~= '' then
-  local rec = shift > 0 and with_depth(record, d_done) or record
-  if EXACT and d_done > LEVEL + 1 then
-    local payload = {r = rec, p = tonumber(child_priority), v = child_via,
-                     o = tonumber(child_depth) - tonumber(rec_depth)}
-    if links ~= '' then payload.l = cjson.decode(links) end
-    hold_back(done, d_done, cjson.encode(payload))
-  else
-    emit(rec)
-  end
-end
-refresh_allowed()  -- (a record held back may have reached max_ahead)
-schedule_touched()
-local settling = 0
-if LEVEL > level0 or ALLOWED ~= allowed0 then settling = advance(allowed0) end
-local level_up = 0
-if SHARDED and (min_pending() or math.huge) > LEVEL then level_up = 1 end
-if not SHARDED and LEVEL > level0 then level_up = 1 end
-local out = {1, admitted, reap_due, level_up, sent, settling, string.format('%.6f', next_at), dup}
-release(room(), out)
-return out
-""",
+    lua="finish",
 )  # fmt: skip
 
 # Over shards: raise this shard's level to `level` (the coordinator found that the whole crawl
@@ -829,24 +175,11 @@ return out
 ADVANCE = Script(
     keys=FRONTIER_KEYS,
     args=(*FRONTIER_ARGS, "level"),
-    lib=FRONTIER_LIB,
-    body="""
-refresh_allowed()
-local allowed0 = ALLOWED
-local raised = 0
-if tonumber(level) > LEVEL then
-  redis.call('HSET', counters, 'level', level)
-  raised = 1
-  refresh_allowed()
-end
-local out = {raised, advance(allowed0)}
-release(room(), out)
-return out
-""",
+    lua="advance",
 )
 
 # The outbox's drain admitted the first `n` entries on their shards: drop them (they are no
-# longer pending here, at their page's depth: FRONTIER_LIB) and free the lock; nothing if the
+# longer pending here, at their page's depth: lua/frontier.lua) and free the lock; nothing if the
 # lock is no longer that drain's (it ran out: another drain reads the same entries again, and
 # their second admission is a no-op). With n = 0 only the lock goes: LRANGE 0 -1 would name
 # the whole list, entries pushed since the drain read it included.
@@ -854,20 +187,7 @@ return out
 TRIM_OUTBOX = Script(
     keys=("outbox", "lock", "pending"),
     args=("token", "n"),
-    body="""
-if redis.call('GET', lock) ~= token then return 0 end
-if tonumber(n) == 0 then
-  redis.call('DEL', lock)
-  return 1
-end
-for _, entry in ipairs(redis.call('LRANGE', outbox, 0, tonumber(n) - 1)) do
-  local d = math.max(0, tonumber(string.match(entry, '^%S+ %S+ (%S+)')) - 1)
-  if redis.call('HINCRBY', pending, d, -1) <= 0 then redis.call('HDEL', pending, d) end
-end
-redis.call('LTRIM', outbox, tonumber(n), -1)
-redis.call('DEL', lock)
-return 1
-""",
+    lua="trim_outbox",
 )
 
 # Compare-and-set of one inflight entry, so the reaper never requeues a URL that ended or was
@@ -877,25 +197,7 @@ return 1
 REQUEUE = Script(
     keys=FRONTIER_KEYS,
     args=(*FRONTIER_ARGS, "url", "key", "expected", "entry"),
-    lib=FRONTIER_LIB,
-    body="""
-local lease = tonumber(redis.call('ZSCORE', leased, url) or '-1')
-if lease >= T then return {0} end
-if lease >= 0 then redis.call('ZREM', leased, url) end
-if expected == '' or not same_entry(redis.call('HGET', inflight, url), expected) then
-  return {0}
-end
-refresh_allowed()
-redis.call('HSET', inflight, url, entry)
-redis.call('ZREM', later, url)
-redis.call('HDEL', parked, url)
-redis.call('HINCRBY', counters, 'recovered', 1)
-requeue(key, url)
-schedule_touched()
-local out = {1}
-release(room(), out)
-return out
-""",
+    lua="requeue",
 )
 
 # A starting job's one call: the URL's inflight entry (if it is the entry of the claiming job,
@@ -909,37 +211,7 @@ return out
 CLAIM = Script(
     keys=(*FRONTIER_KEYS, "sitemapped", "via"),
     args=(*FRONTIER_ARGS, "url", "key", "attempt", "turn", "expiry", "limit", "note"),
-    lib=FRONTIER_LIB,
-    body="""
-refresh_allowed()
-local entry = redis.call('HGET', inflight, url)
-local go = '0'
-if entry then
-  local a, t = string.match(entry, '^%S+ %S+ (%d+) (%d+)')
-  if a == attempt and t == turn then
-    redis.call('ZADD', leased, expiry, url)
-    local slots = lprefix .. key
-    local mine = tonumber(redis.call('ZSCORE', slots, url) or '-1')
-    local h = load_host(key)
-    if mine >= T or (live(key) < PACE.conc and h.ready <= T) then
-      redis.call('ZADD', slots, expiry, url)
-      schedule(key)  -- (out of `ready` if that took its last slot)
-      go = '1'
-    else
-      go = at(math.max(h.ready, T + 0.05))
-    end
-  end
-end
-if note == '1' then redis.call('HSET', counters, 'last_claim_at', now) end
-local paused = redis.call('HEXISTS', counters, 'paused_at')
-local identity = redis.call('HGET', counters, 'started_at')
-take_due(tonumber(limit))
-schedule_touched()
-local out = {}
-release(room(), out)
-return {entry, paused, identity, out, redis.call('SISMEMBER', sitemapped, url),
-        redis.call('HGET', via, url), go, redis.call('HGET', lowered, url), LEVEL}
-""",
+    lua="claim",
 )
 
 # Park an in-flight URL until `until_at` (now or past: straight back to the head of its key's
@@ -949,25 +221,7 @@ return {entry, paused, identity, out, redis.call('SISMEMBER', sitemapped, url),
 PARK = Script(
     keys=FRONTIER_KEYS,
     args=(*FRONTIER_ARGS, "url", "key", "expected", "entry", "until_at", "counter", "slot"),
-    lib=FRONTIER_LIB,
-    body="""
-if not same_entry(redis.call('HGET', inflight, url), expected) then return {0, '0'} end
-refresh_allowed()
-redis.call('HSET', inflight, url, entry)
-redis.call('ZREM', leased, url)
-if counter ~= '' then redis.call('HINCRBY', counters, counter, 1) end
-local next_at = free_slot_of(url, slot)
-if tonumber(until_at) <= T then
-  requeue(key, url)
-else
-  redis.call('ZADD', later, until_at, url)
-  redis.call('HSET', parked, url, key)
-end
-schedule_touched()
-local out = {1, string.format('%.6f', next_at)}
-release(room(), out)
-return out
-""",
+    lua="park",
 )
 
 # Free the slot of a job that did not end its URL (failed, cut short): `slot` as FINISH's;
@@ -975,15 +229,7 @@ return out
 FREE_SLOT = Script(
     keys=FRONTIER_KEYS,
     args=(*FRONTIER_ARGS, "url", "slot"),
-    lib=FRONTIER_LIB,
-    body="""
-refresh_allowed()
-free_slot_of(url, slot)
-schedule_touched()
-local out = {}
-release(room(), out)
-return out
-""",
+    lua="free_slot",
 )
 
 # The turn of a robots.txt redirect hop to key `key` (rqcrawl.workers.gate.HopPacer), which
@@ -996,29 +242,7 @@ return out
 HOP_TURN = Script(
     keys=FRONTIER_KEYS,
     args=(*FRONTIER_ARGS, "key", "ended", "own", "holder", "hold_for"),
-    lib=FRONTIER_LIB,
-    body="""
-if ended ~= '' then wait_from_now(ended, load_host(ended)) end
-local h = load_host(key)
-local slots = lprefix .. key
-local others = 0
-if own ~= '1' then
-  local mine = tonumber(redis.call('ZSCORE', slots, holder) or '-1') >= T
-  others = live(key) - (mine and 1 or 0)
-end
-if h.ready > T or others >= PACE.conc then
-  local again = math.max(h.ready, T + 0.05)
-  if own ~= '1' then
-    redis.call('ZADD', slots, again + tonumber(hold_for), holder)
-    redis.call('ZREM', ready, key)
-  end
-  return at(again)
-end
-redis.call('ZREM', slots, holder)
-wait_from_now(key, h)
-schedule(key)
-return '0'
-""",
+    lua="hop_turn",
 )
 
 # The last request of a robots.txt fetch, a redirect hop to key `key` (another host's), ended:
@@ -1027,10 +251,7 @@ return '0'
 HOP_ENDED = Script(
     keys=FRONTIER_KEYS,
     args=(*FRONTIER_ARGS, "key"),
-    lib=FRONTIER_LIB,
-    body="""
-wait_from_now(key, load_host(key))
-""",
+    lua="hop_ended",
 )
 
 # Bring parked URLs whose time came back to their keys' queues, go on settling held-back
@@ -1039,15 +260,7 @@ wait_from_now(key, load_host(key))
 DUE = Script(
     keys=FRONTIER_KEYS,
     args=(*FRONTIER_ARGS, "limit"),
-    lib=FRONTIER_LIB,
-    body="""
-refresh_allowed()
-take_due(tonumber(limit))
-schedule_touched()
-local out = {advance(ALLOWED)}
-release(room(), out)
-return out
-""",
+    lua="due",
 )
 
 # If the crawl is halted and the job is still the live attempt for the URL, put the URL back
@@ -1056,27 +269,7 @@ return out
 PUT_BACK = Script(
     keys=FRONTIER_KEYS,
     args=(*FRONTIER_ARGS, "url", "key", "expected"),
-    lib=FRONTIER_LIB,
-    body="""
-if redis.call('HEXISTS', counters, 'paused_at') == 0 then return 0 end
-if not same_entry(redis.call('HGET', inflight, url), expected) then return 0 end
-refresh_allowed()
-local d, p = string.match(expected, '^(%S+) %S+ %S+ %S+ (%S+)$')
-d = tonumber(redis.call('HGET', lowered, url) or d)
-redis.call('HDEL', inflight, url)
-redis.call('HDEL', lowered, url)
-redis.call('ZREM', leased, url)
-free_slot(key, url, -1, '-', 0, -1, 0)
-pend(d, -1)
-if redis.call('HEXISTS', counters, 'cancelled_at') == 1 then
-  redis.call('HINCRBY', counters, 'dropped', 1)
-else
-  hold(key, url, d, p or 0)
-  redis.call('HINCRBY', counters, 'put_back', 1)
-end
-schedule_touched()
-return 1
-""",
+    lua="put_back",
 )
 
 # Readmit URLs due for a revisit (from the task table) into their keys' queues, past the Bloom
@@ -1087,24 +280,7 @@ READMIT = Script(
     keys=(*FRONTIER_KEYS, "revisiting"),
     args=FRONTIER_ARGS,
     arg_tail="entries",
-    lib=FRONTIER_LIB,
-    body="""
-if redis.call('HEXISTS', counters, 'cancelled_at') == 1 then return {0} end
-refresh_allowed()
-local added = 0
-for i = entries, #ARGV do
-  local p, d, key, url = string.match(ARGV[i], '^(%S+) (%S+) (%S+) (.*)$')
-  if redis.call('HEXISTS', inflight, url) == 0 and redis.call('SADD', revisiting, url) == 1 then
-    hold(key, url, d, p)
-    added = added + 1
-  end
-end
-if added > 0 then redis.call('HINCRBY', counters, 'revisits', added) end
-schedule_touched()
-local out = {added}
-release(room(), out)
-return out
-""",
+    lua="readmit",
 )
 
 # Hold sitemap documents (rqcrawl.frontier.sitemaps: entries "sitemap:<url>") at depth 0 and
@@ -1117,29 +293,7 @@ HOLD_SITEMAPS = Script(
     keys=(*FRONTIER_KEYS, "sitemaps"),
     args=(*FRONTIER_ARGS, "cap", "priority"),
     arg_tail="triples",
-    lib=FRONTIER_LIB,
-    body="""
-if redis.call('HEXISTS', counters, 'cancelled_at') == 1 then return {0, 0} end
-refresh_allowed()
-local held_now, capped = 0, 0
-for i = triples, #ARGV, 3 do
-  local count_field, key, entry = 'docs|' .. ARGV[i], ARGV[i + 1], ARGV[i + 2]
-  if redis.call('HEXISTS', sitemaps, entry) == 0 then
-    if tonumber(redis.call('HGET', sitemaps, count_field) or '0') < tonumber(cap) then
-      redis.call('HSET', sitemaps, entry, 1)
-      redis.call('HINCRBY', sitemaps, count_field, 1)
-      hold(key, entry, 0, priority)
-      held_now = held_now + 1
-    else
-      capped = capped + 1
-    end
-  end
-end
-schedule_touched()
-local out = {held_now, capped}
-release(room(), out)
-return out
-""",
+    lua="hold_sitemaps",
 )
 
 # Hold requisites (rqcrawl.frontier.requisites: entries "requisite:<url>") at `depth` (their
@@ -1152,26 +306,7 @@ HOLD_REQUISITES = Script(
     args=(*FRONTIER_ARGS, "depth", "priority", "n", "shard_bits", "k", "size"),
     key_tail="bloom0",
     arg_tail="tail",
-    lib=BLOOM_LIB + FRONTIER_LIB,
-    body="""
-if redis.call('HEXISTS', counters, 'cancelled_at') == 1 then return {0} end
-refresh_allowed()
-local count, sbits = tonumber(n), tonumber(shard_bits)
-bloom_alloc(bloom0, sbits, size)
-local new = bloom_check(bloom0, sbits, tonumber(k), ARGV, tail + 2 * count, count, true)
-local held_now = 0
-for i = 1, count do
-  if new[i] == 1 then
-    hold(ARGV[tail + 2 * (i - 1)], ARGV[tail + 2 * (i - 1) + 1], tonumber(depth), priority)
-    held_now = held_now + 1
-  end
-end
-if held_now > 0 then redis.call('HINCRBY', counters, 'requisites', held_now) end
-schedule_touched()
-local out = {held_now}
-release(room(), out)
-return out
-""",
+    lua="hold_requisites",
 )
 
 # Halt the crawl for good and drop its pending work (waiting, in flight, parked) in one step,
@@ -1181,30 +316,7 @@ return out
 CANCEL = Script(
     keys=(*FRONTIER_KEYS, "revisiting", "sitemapped", "via"),
     args=FRONTIER_ARGS,
-    lib=FRONTIER_LIB,
-    body="""
-if redis.call('HEXISTS', counters, 'cancelled_at') == 1 then return false end
-redis.call('HSETNX', counters, 'paused_at', now)
-redis.call('HSET', counters, 'cancelled_at', now)
-local depths = {}
-for _, d in ipairs(redis.call('HVALS', spec)) do depths[d] = true end
-for d in pairs(depths) do
-  local h = sprefix .. d
-  local kv = redis.call('HGETALL', h)
-  for i = 2, #kv, 2 do emit(cjson.decode(kv[i]).r) end
-  redis.call('DEL', h)
-end
-local n_held = tonumber(redis.call('HGET', counters, 'held') or '0')
-for _, key in ipairs(redis.call('SMEMBERS', qkeys)) do redis.call('DEL', qprefix .. key) end
-local flying = redis.call('HGETALL', inflight)
-redis.call('DEL', inflight, later, parked, ready, blocked, qkeys, pending, spec, lowered,
-           revisiting, sitemapped, via)
-redis.call('HSET', counters, 'held', 0)
-redis.call('HINCRBY', counters, 'dropped', n_held + #flying / 2)
-local out = {n_held}
-for _, v in ipairs(flying) do out[#out + 1] = v end
-return out
-""",
+    lua="cancel",
 )
 
 # max_pages over shards, run on the crawl's first shard: grant a shard `need` pages, or a
@@ -1213,14 +325,7 @@ return out
 GRANT_PAGES = Script(
     keys=("counters",),
     args=("need", "block", "shards", "max_pages"),
-    body="""
-local granted = tonumber(redis.call('HGET', counters, 'pages_granted') or '0')
-local left = tonumber(max_pages) - granted
-local want = math.max(tonumber(need), math.min(tonumber(block), math.ceil(left / tonumber(shards))))
-local give = math.max(0, math.min(left, want))
-if give > 0 then redis.call('HINCRBY', counters, 'pages_granted', give) end
-return give
-""",
+    lua="grant_pages",
 )
 
 # RQ's non-blocking dequeue of one queue in one round trip (rqcrawl.workers.worker.CrawlQueue):
@@ -1231,13 +336,7 @@ return give
 DEQUEUE = Script(
     keys=("queue", "intermediate"),
     args=("prefix",),
-    body="""
-local id = redis.call('LMOVE', queue, intermediate, 'LEFT', 'RIGHT')
-if not id then return false end
-local job = redis.call('HGETALL', prefix .. id)
-table.insert(job, 1, id)
-return job
-""",
+    lua="dequeue",
 )
 
 # A follower wrote records `ARGV[delivered..]` to disk: acknowledge them in `group`, forget
@@ -1251,39 +350,5 @@ ACK_RECORDS = Script(
     keys=("items", "followers", "delivered_to", "counters"),
     args=("group", "consumer"),
     arg_tail="delivered",
-    body="""
-if #ARGV >= delivered then
-  local acked = redis.call('XACK', items, group, unpack(ARGV, delivered))
-  if acked > 0 then redis.call('HINCRBY', delivered_to, consumer, acked) end
-end
-redis.call('HDEL', followers, consumer)
-local floor = nil
-local function lower(id)
-  local ms, seq = string.match(id, '^(%d+)-(%d+)$')
-  local a, b = tonumber(ms), tonumber(seq)
-  if not floor or a < floor[1] or (a == floor[1] and b < floor[2]) then floor = {a, b} end
-end
-for _, g in ipairs(redis.call('XINFO', 'GROUPS', items)) do
-  local info = {}
-  for i = 1, #g, 2 do info[g[i]] = g[i + 1] end
-  local pending = redis.call('XPENDING', items, info['name'])
-  if pending[1] > 0 then
-    lower(pending[2])
-  else
-    local ms, seq = string.match(info['last-delivered-id'], '^(%d+)-(%d+)$')
-    lower(ms .. '-' .. string.format('%d', tonumber(seq) + 1))
-  end
-end
-if floor then
-  local id = string.format('%d-%d', floor[1], floor[2])
-  local last = redis.call('XREVRANGE', items, '(' .. id, '-', 'COUNT', 1)[1]
-  if last then  -- the bytes appended up to the last entry trimmed (emit's `o`)
-    for i = 1, #last[2], 2 do
-      if last[2][i] == 'o' then redis.call('HSET', counters, 'trimmed_bytes', last[2][i + 1]) end
-    end
-  end
-  redis.call('XTRIM', items, 'MINID', id)
-end
-return redis.call('XLEN', items)
-""",
+    lua="ack_records",
 )

@@ -148,7 +148,7 @@ Released = list[tuple[str, InFlight]]  # URLs that became in flight: they need R
 @dataclass(frozen=True)
 class Slot:
     """How a job's hold of a slot of its politeness key ended, for the key's pace
-    (scripts.FRONTIER_LIB, free_slot): the request's `seconds` (-1: none was made), the
+    (lua/pacing.lua, free_slot): the request's `seconds` (-1: none was made), the
     adaptive throttle's `answer` ('push' for 429/503 or a Retry-After, 'ok' for a success,
     '-' otherwise) and `retry_after`, the key's base delay as now known (`base`: the setting
     or its Crawl-delay; -1: unchanged), and a time before which the key takes no request."""
@@ -999,7 +999,7 @@ class CrawlState:
 
     def at_bound(self) -> bool:
         """Whether the records stream holds max_undelivered records or max_undelivered_bytes
-        bytes: then no URL is released (scripts.FRONTIER_LIB's stream_full) until a follower
+        bytes: then no URL is released (lua/records.lua's stream_full) until a follower
         drains it (rqcrawl.ops.follow)."""
         records, size = self.undelivered()
         return records >= self.cfg.max_undelivered or size >= self.cfg.max_undelivered_bytes
@@ -1067,7 +1067,7 @@ class CrawlState:
             held=int(counters.get(keys.HELD, 0)),
             deferred=deferred,
             hosts=_per_host(host_pages),
-            # "ready fetch backoff base" (scripts.FRONTIER_LIB)
+            # "ready fetch backoff base" (lua/pacing.lua)
             pace={key.decode(): tuple(float(x) for x in v.split()) for key, v in pace.items()},
             forked=bool(forked),
             bloom=self.bloom.stats(),
@@ -1203,7 +1203,7 @@ class CrawlState:
         return [running[host] for host in hosts]
 
 
-DEPTH_UNIT, PRIO_MID = 2_097_152, 1_048_576  # a queue's scores (scripts.FRONTIER_LIB)
+DEPTH_UNIT, PRIO_MID = 2_097_152, 1_048_576  # a queue's scores (lua/frontier.lua)
 
 
 def split_score(score: float) -> tuple[int, int]:

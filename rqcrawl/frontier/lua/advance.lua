@@ -1,0 +1,12 @@
+--#include frontier
+refresh_allowed()
+local allowed0 = ALLOWED
+local raised = 0
+if tonumber(level) > LEVEL then
+  redis.call('HSET', counters, 'level', level)
+  raised = 1
+  refresh_allowed()
+end
+local out = {raised, advance(allowed0)}
+release(room(), out)
+return out

@@ -1,0 +1,2 @@
+--#include frontier
+wait_from_now(key, load_host(key))

@@ -1,0 +1,16 @@
+--#include frontier
+if redis.call('HEXISTS', counters, 'cancelled_at') == 1 then return {0} end
+refresh_allowed()
+local added = 0
+for i = entries, #ARGV do
+  local p, d, key, url = string.match(ARGV[i], '^(%S+) (%S+) (%S+) (.*)$')
+  if redis.call('HEXISTS', inflight, url) == 0 and redis.call('SADD', revisiting, url) == 1 then
+    hold(key, url, d, p)
+    added = added + 1
+  end
+end
+if added > 0 then redis.call('HINCRBY', counters, 'revisits', added) end
+schedule_touched()
+local out = {added}
+release(room(), out)
+return out
