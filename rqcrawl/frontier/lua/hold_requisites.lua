@@ -12,8 +12,4 @@ for i = 1, count do
     held_now = held_now + 1
   end
 end
-if held_now > 0 then redis.call('HINCRBY', counters, 'requisites', held_now) end
-schedule_touched()
-local out = {held_now}
-release(room(), out)
-return out
+return held_then_released(held_now, 'requisites')

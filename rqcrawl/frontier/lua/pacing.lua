@@ -183,6 +183,16 @@ end
 local function room()
   return tonumber(window) - (redis.call('HLEN', inflight) - redis.call('ZCARD', later))
 end
+-- The end of a script that held `n` URLs past the Bloom filter (revisits, requisites): count
+-- them in the counters' `field`, schedule the keys they touched and release what is due.
+-- Returns {n, released url, entry...}.
+local function held_then_released(n, field)
+  if n > 0 then redis.call('HINCRBY', counters, field, n) end
+  schedule_touched()
+  local out = {n}
+  release(room(), out)
+  return out
+end
 
 -- Parked URLs whose time came go back to their key's queue (or to held, as new, in a
 -- paused crawl: it then settles with nothing in flight).

@@ -9,8 +9,4 @@ for i = entries, #ARGV do
     added = added + 1
   end
 end
-if added > 0 then redis.call('HINCRBY', counters, 'revisits', added) end
-schedule_touched()
-local out = {added}
-release(room(), out)
-return out
+return held_then_released(added, 'revisits')
