@@ -154,7 +154,7 @@ class CrawlConfig:
     strip_params: list[str] = field(default_factory=lambda: list(STRIP_PARAMS))
     collapse_slashes: bool = True  # `/a//b` is `/a/b` (false: where repeated slashes matter)
     # A page whose body an earlier URL of its host had is recorded `duplicate_of` it; its
-    # links are followed (rqcrawl.frontier.state.Ending).
+    # links are followed (rqcrawl.frontier.messages.Ending).
     detect_duplicates: bool = True
     hook: str = ""  # "package.module:function", called on every fetched HTML page
     # Records not yet delivered (rqcrawl.ops.follow) a crawl's Redis stream may hold: at the

@@ -8,7 +8,7 @@ from helpers import waiting
 from rqcrawl.config import CrawlConfig
 from rqcrawl.frontier import keys
 from rqcrawl.frontier.dispatch import Frontier
-from rqcrawl.frontier.state import Ending
+from rqcrawl.frontier.messages import Ending
 from rqcrawl.ops.sinks import iter_records
 from rqcrawl.parse.urls import host_of
 

@@ -28,7 +28,7 @@ from rq.job import Job
 from servers import HTTPSite, RedisServer
 from testsite import Site
 
-from rqcrawl.frontier import leases, state
+from rqcrawl.frontier import leases
 from rqcrawl.frontier.dispatch import JOB_FUNC
 from rqcrawl.ops import stats
 from rqcrawl.parse.urls import canonicalize
@@ -220,7 +220,7 @@ def test_a_slow_but_alive_job_keeps_its_url(redis_url, conn, tmp_path, worker):
     """A page that takes longer than a lease plus a recovery pass is not taken for lost
     while its worker lives: the job renews its lease (from a thread of the process running
     it, a stock worker's work-horse too), so nothing is fetched twice."""
-    slow = leases.LEASE + state.REAP_EVERY + 4
+    slow = leases.LEASE + leases.REAP_EVERY + 4
     site = Site(pages=4, slow={1: slow})
     patient = tmp_path / "patient.toml"  # the slow page must not time out (read_timeout 15 s)
     patient.write_text(f"read_timeout = {4 * slow}\ndownload_timeout = {5 * slow}\n")

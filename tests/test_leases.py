@@ -12,7 +12,8 @@ from rqcrawl.defaults import LEASE
 from rqcrawl.frontier import configs, keys
 from rqcrawl.frontier.dispatch import Frontier
 from rqcrawl.frontier.leases import Renewer
-from rqcrawl.frontier.state import Ending, InFlight, Slot
+from rqcrawl.frontier.messages import Ending, Slot
+from rqcrawl.frontier.state import InFlight
 
 URL = "http://127.0.0.1:9/a/page.html"
 

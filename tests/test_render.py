@@ -359,7 +359,7 @@ def test_a_handed_off_url_waits_in_the_render_queue_longer_than_a_lease(conn):
     from rqcrawl import api
     from rqcrawl.frontier import leases
     from rqcrawl.frontier.dispatch import Frontier
-    from rqcrawl.frontier.state import Slot
+    from rqcrawl.frontier.messages import Slot
 
     url = "http://127.0.0.1:9/p0"
     cfg = CrawlConfig.from_dict({"render": "auto", "allow_private": True, "sitemaps": False})

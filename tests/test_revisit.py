@@ -31,7 +31,7 @@ from sqlalchemy import create_engine, select, update
 from test_crash import busy
 
 from rqcrawl.config import CrawlConfig
-from rqcrawl.frontier import leases, state
+from rqcrawl.frontier import leases
 from rqcrawl.frontier.tasks import TASKS, TaskTable
 from rqcrawl.ops import stats
 from rqcrawl.parse.changes import Content
@@ -184,7 +184,7 @@ def test_killed_workers_lose_no_visit_and_fetch_nothing_twice_in_a_round(redis_u
     # before it. Their URLs come back when their lease runs out and may be fetched again.
     interrupted = {p for t, p in http.log if killed_at - SlowSite.SLOW - 0.5 <= t <= killed_at}
     assert 1 <= len(interrupted) <= 4, interrupted  # the host's concurrency
-    lost_for = interval + leases.LEASE + state.REAP_EVERY + 10  # the longest a killed URL waits
+    lost_for = interval + leases.LEASE + leases.REAP_EVERY + 10  # the longest a killed URL waits
     for path, starts in times.items():
         gaps = [b - a for a, b in itertools.pairwise(starts)]
         twice = [g for g in gaps if g < interval / 2]  # within one round

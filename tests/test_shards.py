@@ -22,8 +22,9 @@ from rqcrawl import api, config
 from rqcrawl.config import ConfigError, CrawlConfig
 from rqcrawl.frontier import configs, keys, levels, shards, state
 from rqcrawl.frontier.dispatch import Frontier
+from rqcrawl.frontier.messages import Ending, Outgoing
 from rqcrawl.frontier.shards import ShardMap, shard_map
-from rqcrawl.frontier.state import Ending, Outgoing, all_shards
+from rqcrawl.frontier.state import all_shards
 from rqcrawl.ops import control, stats
 from rqcrawl.parse.urls import host_of
 from rqcrawl.workers.runner import WORKER_CLASS, LocalWorkers

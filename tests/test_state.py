@@ -16,8 +16,9 @@ from redis.exceptions import NoScriptError
 from rqcrawl.config import CrawlConfig
 from rqcrawl.defaults import CLAIM_NOTE_EVERY
 from rqcrawl.frontier import keys, scripts
+from rqcrawl.frontier.messages import Ending, Slot
 from rqcrawl.frontier.records import record, skip_template
-from rqcrawl.frontier.state import CrawlState, Ending, InFlight, Slot
+from rqcrawl.frontier.state import CrawlState, InFlight
 from rqcrawl.ops.sinks import iter_records
 
 A, B, C = "http://a.test/", "http://b.test/", "http://c.test/"

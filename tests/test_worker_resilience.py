@@ -17,7 +17,8 @@ from servers import HTTPSite, reply
 from rqcrawl.config import CrawlConfig
 from rqcrawl.frontier import keys, scripts
 from rqcrawl.frontier.dispatch import Frontier
-from rqcrawl.frontier.state import InFlight, Slot
+from rqcrawl.frontier.messages import Slot
+from rqcrawl.frontier.state import InFlight
 from rqcrawl.ops import control
 from rqcrawl.workers import worker as worker_module
 from rqcrawl.workers.runner import LocalWorkers

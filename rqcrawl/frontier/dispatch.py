@@ -50,20 +50,18 @@ from rqcrawl.defaults import (
 )
 from rqcrawl.fetch.robots import Robots, site_of
 from rqcrawl.frontier import keys, levels, requisites, shards, sitemaps
-from rqcrawl.frontier.outage import TableUnavailable
-from rqcrawl.frontier.records import record
-from rqcrawl.frontier.state import (
+from rqcrawl.frontier.messages import (
     RENDER_TURN,
     Claim,
-    CrawlState,
     Ended,
     Ending,
     InFlight,
     Released,
     Slot,
-    StaleCrawl,
-    outcome_counts,
 )
+from rqcrawl.frontier.outage import TableUnavailable
+from rqcrawl.frontier.records import record
+from rqcrawl.frontier.state import CrawlState, StaleCrawl, outcome_counts
 from rqcrawl.parse import rendering
 from rqcrawl.parse.changes import Content, Prior
 from rqcrawl.parse.urls import host_of
@@ -568,7 +566,7 @@ class Frontier:
     def hand_off(self, url: str, entry: InFlight, slot: Slot) -> bool:
         """Give `url`, claimed as `entry` by a plain job that found it needs the browser
         (render = "auto"), to a job on the render queue, as a browser's turn of the same
-        attempt (state.RENDER_TURN), released when its host may take the browser's request
+        attempt (messages.RENDER_TURN), released when its host may take the browser's request
         (its plain request ended as `slot` says); False if the job was stale."""
         nxt = replace(entry, released_at=time.time(), turn=RENDER_TURN + entry.turn)
         return self._park(url, entry, nxt, slot)

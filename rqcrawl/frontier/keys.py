@@ -48,7 +48,7 @@ class CrawlKeys:
         self.parked = self._key("parked")  # hash: url -> key of a URL waiting in `later`
         self.lprefix = self._key("leases", "")  # + key: zset url -> expiry of a slot in use
         # (or of a waiting robots.txt hop's, scripts.HOP_TURN)
-        self.inflight = self._key("inflight")  # hash: url -> state.InFlight
+        self.inflight = self._key("inflight")  # hash: url -> messages.InFlight
         self.later = self._key("later")  # zset: in-flight URLs parked until their score
         self.leased = self._key("leased")  # zset: url -> lease expiry of the job holding it
         self.items = self._key("items")  # stream: one record per ended URL
@@ -66,7 +66,7 @@ class CrawlKeys:
         self.waker = self._key("waker")  # string with a TTL: a waker job is queued or running
         self.revisiting = self._key("revisiting")  # set: URLs readmitted until they end
         self.pump_lock = self._key("pump")  # string with a TTL: a pump ran lately
-        self.outbox = self._key("outbox")  # list of state.Outgoing: links to other shards
+        self.outbox = self._key("outbox")  # list of messages.Outgoing: links to other shards
         self.outbox_lock = self._key("outbox_lock")  # string with a TTL: the drain's token
         self.synced = self._key("synced")  # string with a TTL: see CrawlState.replicated
         self.sitemapped = self._key("sitemapped")  # set: URLs a sitemap admitted, until they end
@@ -76,7 +76,7 @@ class CrawlKeys:
         # documents were held and page URLs admitted for the site (rqcrawl.frontier.sitemaps' caps)
         self.sitemaps = self._key("sitemaps")
         # hash: a fetched page's body digest (SHA-1, 20 bytes) -> the first URL that had it
-        # (detect_duplicates: rqcrawl.frontier.state.Ending)
+        # (detect_duplicates: rqcrawl.frontier.messages.Ending)
         self.digests = self._key("digests")
 
     def _key(self, *parts: str) -> str:

@@ -28,7 +28,8 @@ import time
 from typing import Protocol
 
 from rqcrawl.defaults import SETTLE_PAUSE, SETTLE_TRIES
-from rqcrawl.frontier.state import CrawlState, LevelView
+from rqcrawl.frontier.admission import LevelView
+from rqcrawl.frontier.state import CrawlState
 
 
 class Shard(Protocol):

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import time
 
+from rqcrawl.frontier import keys
+
 FIELDS = [
     "url",
     "final_url",
@@ -110,3 +112,55 @@ def checked(data: object) -> dict:
     if any(v is not None and not isinstance(v, str) for v in content.values()):
         raise ValueError("field 'content' holds a value that is not text")
     return dict.fromkeys(FIELDS) | {"fields": {}} | data
+
+
+class Records:
+    """The crawl's records in Redis as the frontier reads them (CrawlState's part):
+    undelivered, at the bound, the last of a URL, the recent ends."""
+
+    def undelivered(self) -> tuple[int, int]:
+        """Records in the records stream, and their bytes (not yet delivered and trimmed)."""
+        with self.redis.pipeline(transaction=False) as pipe:
+            pipe.xlen(self.keys.items)
+            pipe.hmget(self.keys.counters, keys.RECORD_BYTES, keys.TRIMMED_BYTES)
+            length, (appended, trimmed) = pipe.execute()
+        return length, int(appended or 0) - int(trimmed or 0)
+
+    def at_bound(self) -> bool:
+        """Whether the records stream holds max_undelivered records or max_undelivered_bytes
+        bytes: then no URL is released (lua/records.lua's stream_full) until a follower
+        drains it (rqcrawl.ops.follow)."""
+        records, size = self.undelivered()
+        return records >= self.cfg.max_undelivered or size >= self.cfg.max_undelivered_bytes
+
+    def ended_record(self, url: str, limit: int) -> dict | None:
+        """The last record of `url` among the newest `limit` of the records stream (a URL
+        that ended has one; the stream is read newest first, 1000 at a time)."""
+        needles = (url.encode(), url.replace("/", "\\/").encode())  # cjson escapes '/'
+        last, read = "+", 0
+        while read < limit:
+            batch = self.redis.xrevrange(self.keys.items, max=last, count=1000)
+            if last != "+":
+                batch = batch[1:]  # `max` is inclusive
+            if not batch:
+                return None
+            for _, fields in batch:
+                raw = fields[b"r"]
+                if any(n in raw for n in needles):
+                    found = json.loads(raw)
+                    if found.get("url") == url:
+                        return found
+            read += len(batch)
+            last = batch[-1][0]
+        return None
+
+    def recent_ends(self, since: float, limit: int) -> list[tuple[float, str]]:
+        """(time, url) of the URLs that ended since `since`, among the newest `limit` records
+        (the records stream's entry ids are their times in ms), newest first."""
+        entries = self.redis.xrevrange(self.keys.items, min=f"{int(since * 1000)}", count=limit)
+        records = [(entry_id, json.loads(fields[b"r"])) for entry_id, fields in entries]
+        return [
+            (int(entry_id.split(b"-")[0]) / 1000, r["url"])
+            for entry_id, r in records
+            if r.get("attempts")  # not a link refused at admission (never in flight)
+        ]

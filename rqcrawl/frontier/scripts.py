@@ -135,7 +135,7 @@ FRONTIER_ARGS = (
 # host; url), then k Bloom positions per child. Children are held at `child_priority`.
 # In a crawl over several shards, `foreign` is a JSON list of the page's links to other
 # shards' hosts, appended to `outbox` in the same step (entries of
-# rqcrawl.frontier.state.Outgoing, admitted on their shard by a drain; counted in `outboxed`).
+# rqcrawl.frontier.messages.Outgoing, admitted on their shard by a drain; counted in `outboxed`).
 # source: 'sitemap' to note the admitted children in `sitemapped` until they end (their
 # records say where they came from), or ''. child_via: for a redirect's target (a child at
 # the ending URL's own depth), the JSON list of the redirects that led to it, noted in `via`

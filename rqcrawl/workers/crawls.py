@@ -17,7 +17,8 @@ from rqcrawl.fetch.cookies import Cookies
 from rqcrawl.fetch.robots import RobotsCache
 from rqcrawl.frontier import configs
 from rqcrawl.frontier.dispatch import Frontier
-from rqcrawl.frontier.state import Claim, StaleCrawl
+from rqcrawl.frontier.messages import Claim
+from rqcrawl.frontier.state import StaleCrawl
 from rqcrawl.lru import LRU
 from rqcrawl.redisurl import server_key
 

@@ -20,8 +20,9 @@ from rqcrawl.fetch.http import FetchError
 from rqcrawl.fetch.politeness import answer, delay_for
 from rqcrawl.fetch.robots import CLAIM_POLL, Robots, patience, site_of
 from rqcrawl.frontier import keys, sitemaps
+from rqcrawl.frontier.messages import Slot
 from rqcrawl.frontier.records import record
-from rqcrawl.frontier.state import InFlight, Slot
+from rqcrawl.frontier.state import InFlight
 from rqcrawl.workers import settle
 from rqcrawl.workers.crawls import Crawl
 from rqcrawl.workers.settle import Passed

@@ -33,8 +33,9 @@ from rqcrawl.fetch.robots import site_of
 from rqcrawl.frontier import keys, requisites, sitemaps
 from rqcrawl.frontier.dispatch import JOB_FUNC, RENDER_FUNC, REQUISITE_FUNC, SITEMAP_FUNC
 from rqcrawl.frontier.leases import renewer
+from rqcrawl.frontier.messages import Claim, Slot
 from rqcrawl.frontier.outage import TableUnavailable
-from rqcrawl.frontier.state import Claim, InFlight, Slot
+from rqcrawl.frontier.state import InFlight
 from rqcrawl.untrusted import inert, printable_lines
 from rqcrawl.workers import gate, process_name, settle
 from rqcrawl.workers.crawls import Crawl, claim, crawl_of

@@ -12,7 +12,8 @@ import time
 
 from rqcrawl.fetch.http import FetchError
 from rqcrawl.frontier import keys, requisites, sitemaps
-from rqcrawl.frontier.state import Ending, InFlight, Slot, outcome_counts
+from rqcrawl.frontier.messages import Ending, Slot
+from rqcrawl.frontier.state import InFlight, outcome_counts
 from rqcrawl.parse.urls import host_of
 from rqcrawl.workers.crawls import Crawl
 from rqcrawl.workers.visit import Visit

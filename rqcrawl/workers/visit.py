@@ -57,7 +57,7 @@ class Visit:
     retry_after: float | None = None  # the server's Retry-After, if it sent one
     render: str | None = None  # why the page needs the browser (render = "auto"): handed off
     # A page whose depth a shorter path may still lower (exact depth): all its links, and
-    # those that max_depth cut (see state.Ending)
+    # those that max_depth cut (see messages.Ending)
     links: list[tuple[str | None, str]] | None = None
     cut: list[tuple[str | None, str]] = field(default_factory=list)
     # The entries of what a fetched page loads, to archive (rqcrawl.frontier.requisites)
