@@ -97,10 +97,10 @@ class Admission:
         mine = [e for e in entries if self.shard_of(e) == self.index]
         if not mine:
             return []
-        pairs = [part for e in mine for part in (self.key_of(e), e)]
+        key_entries = [part for e in mine for part in (self.key_of(e), e)]
         _, *released = scripts.HOLD_REQUISITES(
             self.redis, tail_keys=self.bloom.script_keys,
-            tail_args=[*pairs, *self.bloom.flat_positions(mine)], depth=depth,
+            tail_args=[*key_entries, *self.bloom.flat_positions(mine)], depth=depth,
             priority=priority, n=len(mine), shard_bits=self.bloom.shard_bits,
             k=self.bloom.hashes, size=self.bloom.size, **self.frontier_names(),
         )  # fmt: skip
