@@ -1,7 +1,8 @@
 """The messages between the frontier's Python and its Lua, one typed codec each: what a
 released URL's entry holds (InFlight), how a request's slot ended (Slot), what ending a URL
 writes (Ending) and did (Ended), what a claim learns (Claim), a link in a shard's outbox
-(Outgoing), and the released URLs every releasing script returns (`pairs`)."""
+(Outgoing), the crawl's pace and levels every frontier script takes (PaceArgs, LevelArgs),
+and the released URLs every releasing script returns (`pairs`)."""
 
 from __future__ import annotations
 
@@ -168,3 +169,45 @@ def pairs(flat: list[bytes]) -> Released:
     return [
         (url.decode(), InFlight.parse(raw)) for url, raw in zip(flat[::2], flat[1::2], strict=True)
     ]
+
+
+@dataclass(frozen=True)
+class PaceArgs:
+    """A crawl's pace as every frontier script takes it (`pace`, read by lua/frontier.lua):
+    the base delay, slots per key, delay_factor, max_backoff_delay, the seconds a released
+    URL's slot waits for its job, whether the throttle adapts, and the seconds ahead of its
+    key's turn a URL may be released."""
+
+    delay: float
+    concurrency: int
+    factor: float
+    cap: float
+    grace: float
+    adaptive: bool
+    lead: float
+
+    def encode(self) -> str:
+        return (
+            f"{self.delay!r} {self.concurrency} {self.factor!r} {self.cap!r} {self.grace!r} "
+            f"{int(self.adaptive)} {self.lead!r}"
+        )
+
+
+@dataclass(frozen=True)
+class LevelArgs:
+    """A crawl's levels as every frontier script takes it (`levels`, read by
+    lua/frontier.lua): exact depth, only the level's URLs released (budgets), max_ahead,
+    over several shards, max_depth, and this shard's index."""
+
+    exact: bool
+    strict: bool
+    max_ahead: int
+    sharded: bool
+    max_depth: int
+    shard: int
+
+    def encode(self) -> str:
+        return (
+            f"{int(self.exact)} {int(self.strict)} {self.max_ahead} {int(self.sharded)} "
+            f"{self.max_depth} {self.shard}"
+        )

@@ -78,6 +78,8 @@ from rqcrawl.frontier.keys import CrawlKeys
 from rqcrawl.frontier.leases import Leases
 from rqcrawl.frontier.messages import (
     InFlight,
+    LevelArgs,
+    PaceArgs,
     Released,
     pairs,
 )
@@ -208,16 +210,15 @@ class CrawlState(Admission, Pacing, Leases, Records):
         """The keys and arguments every frontier script takes (scripts.FRONTIER_KEYS and
         FRONTIER_ARGS), by name."""
         k, cfg = self.keys, self.cfg
-        pace = (
-            f"{cfg.delay!r} {cfg.host_concurrency} {cfg.delay_factor!r} "
-            f"{cfg.max_backoff_delay!r} {RELEASE_GRACE!r} {int(cfg.adaptive_throttle)} "
-            f"{self.lead!r}"
-        )
+        pace = PaceArgs(
+            cfg.delay, cfg.host_concurrency, cfg.delay_factor, cfg.max_backoff_delay,
+            RELEASE_GRACE, cfg.adaptive_throttle, self.lead,
+        ).encode()  # fmt: skip
         undelivered = f"{cfg.max_undelivered} {cfg.max_undelivered_bytes}"  # stream_full's
-        levels = (
-            f"{int(cfg.exact_depth)} {int(self.strict)} {cfg.max_ahead} "
-            f"{int(self.shards is not None)} {cfg.max_depth} {self.index}"
-        )
+        levels = LevelArgs(
+            cfg.exact_depth, self.strict, cfg.max_ahead, self.shards is not None, cfg.max_depth,
+            self.index,
+        ).encode()  # fmt: skip
         return dict(
             counters=k.counters, inflight=k.inflight, ready=k.ready, blocked=k.blocked,
             qkeys=k.qkeys, hosts=k.hosts, later=k.later, parked=k.parked, pending=k.pending,
