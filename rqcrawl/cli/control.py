@@ -21,7 +21,7 @@ from rqcrawl.cli.options import (
 )
 from rqcrawl.config import ConfigError
 from rqcrawl.frontier import keys
-from rqcrawl.ops import explain, stats
+from rqcrawl.ops import explain, stalls, statustext
 from rqcrawl.redisurl import masked
 
 if TYPE_CHECKING:
@@ -53,10 +53,10 @@ def seed(urls, name, priority, fresh, config_file, url, **flags) -> None:
     )
     if started.cfg.revisit:
         click.echo(
-            f"revisits every {stats.duration(started.cfg.revisit)}, task table "
+            f"revisits every {statustext.duration(started.cfg.revisit)}, task table "
             f"{masked(started.cfg.db, started.cfg.db)}"
         )
-    click.echo(f"run workers with: {stats.WORKER_HINT}")
+    click.echo(f"run workers with: {stalls.WORKER_HINT}")
     if started.cfg.render:
         click.echo(
             f"and render workers with: rq worker {keys.RENDER_QUEUE} -w {RENDER_WORKER_CLASS}"
@@ -93,7 +93,7 @@ def resumed_table(found: TableExtent) -> str:
     def at(t: float | None) -> str:
         return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t)) if t else "never"
 
-    ago = f", {stats.duration(time.time() - found.last_visit)} ago" if found.last_visit else ""
+    ago = f", {statustext.duration(time.time() - found.last_visit)} ago" if found.last_visit else ""
     return (
         f"resuming its task table's {found.rows} URLs (first visited {at(found.first_visit)}, "
         f"last visited {at(found.last_visit)}{ago}); --fresh deletes them first"
@@ -156,7 +156,9 @@ def pump(name, every, once, url) -> None:
         raise click.ClickException(str(exc)) from None
     conn = connect(redis_url(url))
     cfg = api.crawl_config(conn, name)
-    click.echo(f"pumping crawl {name} every {stats.duration(period)} from {masked(cfg.db, cfg.db)}")
+    click.echo(
+        f"pumping crawl {name} every {statustext.duration(period)} from {masked(cfg.db, cfg.db)}"
+    )
     try:
         while True:
             readmitted = api.pump(conn, name, period)

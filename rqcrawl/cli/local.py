@@ -31,7 +31,7 @@ from rqcrawl.cli.options import (
 from rqcrawl.config import ConfigError
 from rqcrawl.defaults import DEFAULT_SLOTS, MAX_SLOTS
 from rqcrawl.demo import DemoSite
-from rqcrawl.ops import explain, stats
+from rqcrawl.ops import explain, statustext
 from rqcrawl.ops.timings import Timings, crawl_moments
 from rqcrawl.untrusted import printable_lines
 from rqcrawl.workers.embedded import EmbeddedRedis
@@ -315,7 +315,7 @@ def run_local(
         clock.mark("workers stopped")
     click.echo(
         f"crawl {name} {final['state']}: {final['fetched']} fetched, {final['failed']} failed, "
-        f"{stats.skip_summary(final)} in {final['elapsed_s']:.1f} s",
+        f"{statustext.skip_summary(final)} in {final['elapsed_s']:.1f} s",
         err=True,
     )
     return final

@@ -21,7 +21,7 @@ from rqcrawl.cli.options import (
     redis_url,
 )
 from rqcrawl.config import CrawlConfig
-from rqcrawl.ops import inspection, monitor, stats
+from rqcrawl.ops import inspection, monitor, statustext
 from rqcrawl.parse.urls import InvalidURL, canonicalize
 from rqcrawl.redisurl import masked
 from rqcrawl.untrusted import printable_lines
@@ -56,7 +56,7 @@ def status(name, as_json, show_config, watching, interval, data_dir, url) -> Non
         watch_status(conn, name, api.crawl_config(conn, name), interval)
     else:
         s = api.status(conn, name)
-        click.echo(json.dumps(s, sort_keys=True) if as_json else stats.render(s))
+        click.echo(json.dumps(s, sort_keys=True) if as_json else statustext.render(s))
 
 
 @main.command()
@@ -163,7 +163,7 @@ def list_crawls(as_json, url) -> None:
     if as_json:
         click.echo(json.dumps(rows, sort_keys=True))
     else:
-        click.echo(stats.table(rows) if rows else "no crawls in this Redis")
+        click.echo(statustext.table(rows) if rows else "no crawls in this Redis")
 
 
 FAILURE_COLUMNS = ("url", "reason", "status", "error", "attempts")  # of `failures --json`
@@ -194,5 +194,5 @@ def failures(name, wanted, as_json, with_skipped, records_file, data_dir, url) -
             click.echo(f"{record['reason']}  {record['status'] or '-'}  {record['url']}")
     s = api.status(conn, name, recover=False)
     if s["skipped_total"] and not with_skipped and not away:  # (--skipped lists what is here)
-        said = f"crawl {name}: {stats.skip_summary(s)}, not listed: --skipped lists them"
+        said = f"crawl {name}: {statustext.skip_summary(s)}, not listed: --skipped lists them"
         click.echo(said, err=True)

@@ -28,7 +28,7 @@ from rqcrawl.frontier import configs, keys
 from rqcrawl.frontier.dispatch import Frontier
 from rqcrawl.frontier.keys import CrawlKeys
 from rqcrawl.frontier.state import CrawlState, all_shards
-from rqcrawl.ops import stats
+from rqcrawl.ops import stats, statustext
 from rqcrawl.ops.monitor import ProgressBar, live_terminal
 from rqcrawl.processes import end_with_parent
 from rqcrawl.redisurl import CLIENT, REDIS_DOWN, is_sentinel
@@ -285,7 +285,7 @@ def progress_line(s: dict, width: int = 30) -> str:
         else f"{done}/{s['admitted']} URLs"
     )
     return (
-        f"[{bar}] {count}  {stats.depth_progress(s)}  "
+        f"[{bar}] {count}  {statustext.depth_progress(s)}  "
         f"{s['pages_per_s']:.1f} pages/s  {s['failed']} failed  {s['skipped_total']} skipped"
     )
 
