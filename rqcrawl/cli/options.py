@@ -67,7 +67,7 @@ def _none_if_empty(_ctx, _param, value: tuple) -> list | None:
 
 
 # Settings that `seed` and `crawl` take as flags; unset flags leave the file or the default.
-# Their ranges are checked by the config model (config._BOUNDS), as for a file.
+# Their ranges are checked by the config model (config.BOUNDS), as for a file.
 _SETTING_FLAGS = [
     click.option("--max-depth", type=int, help="Clicks from a seed."),
     click.option("--exact-depth/--no-exact-depth", default=None, help="Crawl level by level "
