@@ -26,9 +26,7 @@ from rqcrawl.redisurl import masked
 
 if TYPE_CHECKING:
     from rqcrawl.frontier.tasks import TableExtent
-from rqcrawl.workers.runner import (
-    RENDER_WORKER_CLASS,
-)
+from rqcrawl.workers.runner import RENDER_WORKER_CLASS
 
 
 @main.command()

@@ -35,13 +35,7 @@ from rqcrawl.ops import explain, statustext
 from rqcrawl.ops.timings import Timings, crawl_moments
 from rqcrawl.untrusted import printable_lines
 from rqcrawl.workers.embedded import EmbeddedRedis
-from rqcrawl.workers.runner import (
-    RENDER_WORKER_CLASS,
-    WORKER_CLASS,
-    LocalWorkers,
-    preload,
-    watch,
-)
+from rqcrawl.workers.runner import RENDER_WORKER_CLASS, WORKER_CLASS, LocalWorkers, preload, watch
 from rqcrawl.workers.stopping import Stop, StopAsked
 
 # `crawl` forks its workers once it has imported their modules (LocalWorkers, fork): on Linux,

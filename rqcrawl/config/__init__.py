@@ -11,13 +11,7 @@ from rqcrawl.config.checks import (
     optimal_size,
     parse_duration,
 )
-from rqcrawl.config.model import (
-    DENIED_EXTENSIONS,
-    STRIP_PARAMS,
-    CrawlConfig,
-    layered,
-    toml_value,
-)
+from rqcrawl.config.model import DENIED_EXTENSIONS, STRIP_PARAMS, CrawlConfig, layered, toml_value
 
 __all__ = [
     "BLOOM_FILTERS", "BOUNDS", "DURATIONS", "HTTP_CLIENTS", "ConfigError", "check_writable_dir",

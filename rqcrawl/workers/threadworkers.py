@@ -32,7 +32,8 @@ from rq import Queue
 from rq.utils import import_attribute
 
 from rqcrawl.redisurl import CLIENT
-from rqcrawl.workers.worker import threaded_class, worker_name
+from rqcrawl.workers.threaded import threaded_class
+from rqcrawl.workers.worker import worker_name
 
 
 def run(
