@@ -15,6 +15,7 @@ Redis itself (unreachable, lost) are redis-py's own, as for any other Redis clie
 
 from rqcrawl.api.errors import CrawlError, DamagedCrawl, InvalidInput, NoSuchCrawl, StateError
 from rqcrawl.api.exporting import (
+    Following,
     delivered,
     delivered_to,
     export,
@@ -24,9 +25,10 @@ from rqcrawl.api.exporting import (
     output_exporter,
     pack_wacz,
 )
-from rqcrawl.api.local import crawl, embedded_redis, local_fleet
-from rqcrawl.api.planning import Plan, Started, add_seeds, plan, settings, start
+from rqcrawl.api.local import LocalRun, crawl, embedded_redis, local_fleet
+from rqcrawl.api.planning import Plan, Planning, Started, add_seeds, plan, settings, start
 from rqcrawl.api.reading import (
+    Feed,
     change_kinds,
     crawl_config,
     crawls,
@@ -43,4 +45,5 @@ __all__ = [
     "output_exporter", "pack_wacz", "crawl", "embedded_redis", "local_fleet", "Plan", "Started",
     "add_seeds", "plan", "settings", "start", "change_kinds", "crawl_config", "crawls",
     "failures", "records", "since_time", "status", "cancel", "pause", "purge", "pump", "resume",
+    "Feed", "Following", "LocalRun", "Planning",
 ]  # fmt: skip

@@ -7,14 +7,14 @@ import os
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable
-from datetime import datetime
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from redis import Redis
 
 from rqcrawl.api.errors import CrawlError, InvalidInput
-from rqcrawl.api.reading import _feed, crawl_config, crawl_shards, is_over
+from rqcrawl.api.reading import Feed, crawl_config, crawl_shards, is_over
 from rqcrawl.config import CrawlConfig
 from rqcrawl.fetch import warc
 from rqcrawl.frontier import delivery
@@ -28,18 +28,17 @@ def export(
     name: str,
     out: str | os.PathLike | IO,
     fmt: str | None = None,
-    since: str | datetime | None = None,
-    changes: Iterable[str] | str = (),
-    raw_csv: bool = False,
-    skip_noindex: bool = False,
+    **feed: Any,
 ) -> int:
     """Write the crawl's records not yet delivered to a follower to a file (its extension
     names the format: .csv, .parquet) or an open stream (JSON lines unless `fmt`: a name of
-    `export_formats`); returns the row count. `since` and `changes` make it a change feed,
-    `skip_noindex` leaves out noindex pages, as in `records`. CSV cells that start like a
-    formula get a leading quote unless `raw_csv` (exporters.csv.safe_cell)."""
+    `export_formats`); returns the row count. `feed` (Feed's, by name): `since` and
+    `changes` make it a change feed, `skip_noindex` leaves out noindex pages, as in
+    `records`. CSV cells that start like a formula get a leading quote unless `raw_csv`
+    (exporters.csv.safe_cell)."""
     cfg = crawl_config(redis, name)
-    feed = {**_feed(since, changes, skip_noindex), "raw_csv": raw_csv}
+    wanted = Feed(**feed)
+    feed = {**wanted.filters(), "raw_csv": wanted.raw_csv}
     shards = crawl_shards(redis, name)
     if not isinstance(out, str | os.PathLike):
         return sinks.export(shards, name, out, _exporter(cfg, fmt or "jsonl"), **feed)
@@ -148,30 +147,40 @@ def output_exporter(cfg: CrawlConfig, out: str | os.PathLike, fmt: str | None) -
         raise InvalidInput(str(exc)) from None
 
 
+@dataclass(frozen=True)
+class Following:
+    """How `follow_records` delivers: into a directory, a new file past `rotate_records`
+    records or `rotate_bytes` bytes; appended to what `out` holds (`append`); ended by
+    `stop` and `ending`; `seen` shown each batch written."""
+
+    rotate_records: int = 0
+    rotate_bytes: int = 0
+    append: bool = True
+    stop: threading.Event | None = None
+    ending: threading.Event | None = None
+    seen: Callable[[list[dict]], None] | None = None
+
+
 def follow_records(
     redis: Redis,
     name: str,
     out: str | os.PathLike,
     fmt: str | None = None,
-    rotate_records: int = 0,
-    rotate_bytes: int = 0,
-    append: bool = True,
-    stop: threading.Event | None = None,
-    ending: threading.Event | None = None,
-    seen: Callable[[list[dict]], None] | None = None,
+    **how: Any,
 ) -> int:
     """Deliver the crawl's records as they are written to `out` (a directory: numbered
     files rotated past `rotate_records` records or `rotate_bytes` bytes; else one file) and
     trim them from Redis (rqcrawl.ops.follow); returns how many were delivered. Ends when
     every record is delivered and the crawl is finished or cancelled (or `ending` is set),
     or as soon as what it took is on disk once `stop` is set. `seen` is shown each batch
-    written."""
+    written. (`how`: Following's, by name.)"""
+    f = Following(**how)
     cfg = crawl_config(redis, name)
     exporter = output_exporter(cfg, out, fmt)
     try:
-        output = follow.Output(out, exporter, name, rotate_records, rotate_bytes, append)
-        follower = follow.Follower(crawl_shards(redis, name), name, output, seen=seen)
-        ending, stop = ending or threading.Event(), stop or threading.Event()
+        output = follow.Output(out, exporter, name, f.rotate_records, f.rotate_bytes, f.append)
+        follower = follow.Follower(crawl_shards(redis, name), name, output, seen=f.seen)
+        ending, stop = f.ending or threading.Event(), f.stop or threading.Event()
         return follower.run(lambda: ending.is_set() or is_over(redis, name), stop)
     except follow.OutputError as exc:
         raise CrawlError(str(exc)) from None

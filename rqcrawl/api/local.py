@@ -6,6 +6,7 @@ import os
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
+from dataclasses import astuple, dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -19,30 +20,36 @@ from rqcrawl.config import CrawlConfig
 from rqcrawl.extras import MissingExtra
 from rqcrawl.frontier import keys
 from rqcrawl.ops import follow, stats
+from rqcrawl.options import taken
 from rqcrawl.redisurl import client
 from rqcrawl.workers.embedded import EmbeddedRedis
 from rqcrawl.workers.runner import RENDER_WORKER_CLASS, LocalWorkers
 
 
+@dataclass(frozen=True)
+class LocalRun:
+    """Where `crawl` runs: an embedded Redis in `data_dir` unless `redis_url` (or the
+    `shards` setting) names one; `workers` local worker processes (`threads` requests in
+    flight each) per Redis and `render_workers` browser workers (default: 1 if `render` is
+    set); with `fresh`, the task table's rows of the crawl deleted first."""
+
+    data_dir: str | os.PathLike = ".rqcrawl"
+    redis_url: str | None = None
+    workers: int = 2
+    threads: int | None = None
+    render_workers: int | None = None
+    fresh: bool = False
+
+
 def crawl(
-    seeds: Iterable[str],
-    name: str | None = None,
-    cfg: CrawlConfig | None = None,
-    *,
-    data_dir: str | os.PathLike = ".rqcrawl",
-    redis_url: str | None = None,
-    workers: int = 2,
-    threads: int | None = None,
-    render_workers: int | None = None,
-    fresh: bool = False,
-    config_file: str | os.PathLike | None = None,
-    **flags: Any,
+    seeds: Iterable[str], name: str | None = None, cfg: CrawlConfig | None = None, **given: Any
 ) -> Iterator[dict]:
     """Run a crawl on this machine and yield each record as it is delivered, as `rqcrawl
     crawl` writes them: an embedded Redis in `data_dir` unless `redis_url` (or the `shards`
     setting) names one, `workers` local worker processes (`threads` requests in flight
     each) per Redis, and `render_workers` (default: 1 if `render` is set) browser workers.
-    Settings as `plan`'s; the input is checked before anything starts (InvalidInput).
+    `given`: LocalRun's by name, the rest as `plan`'s; the input is checked before anything
+    starts (InvalidInput).
 
     The same call again resumes the crawl (named from its seeds and settings, `stable_name`).
     A record is acknowledged, and trimmed from Redis, when the loop asks for the next one:
@@ -50,9 +57,9 @@ def crawl(
     no record is handed twice otherwise. Ends when the crawl is finished or cancelled; a crawl
     with revisits runs until the loop stops. Stopping the loop stops the workers (each ends
     its current page) and the embedded Redis (its data kept)."""
-    planned = plan(
-        seeds, name, cfg, config_file=config_file, stable_name=True, task_dir=data_dir, **flags
-    )
+    run = taken(LocalRun, given)
+    data_dir, redis_url, workers, threads, render_workers, fresh = astuple(run)
+    planned = plan(seeds, name, cfg, stable_name=True, task_dir=data_dir, **given)
     if render_workers is None:
         render_workers = 1 if planned.cfg.render else 0
     if render_workers:  # without the render extra: one line now, before anything starts
@@ -126,7 +133,7 @@ def local_fleet(
     process that knows it runs no other thread."""
     pool = LocalWorkers(targets, workers, threads, log_dir, fork=fork)
     renderers = LocalWorkers(
-        targets, render_workers, 1, log_dir / "render", RENDER_WORKER_CLASS,
+        targets, render_workers, 1, log_dir / "render", worker_class=RENDER_WORKER_CLASS,
         queue=keys.RENDER_QUEUE,
     )  # fmt: skip
     with pool, renderers:

@@ -25,6 +25,7 @@ from rqcrawl.frontier.state import is_known
 from rqcrawl.loading import on_worker_path
 from rqcrawl.ops import control
 from rqcrawl.ops.exporters.registry import UnknownFormat, exporter_class
+from rqcrawl.options import taken
 from rqcrawl.parse.hooks import HookError
 from rqcrawl.parse.urls import InvalidURL, canonicalize
 
@@ -124,22 +125,34 @@ def _check_classes(cfg: CrawlConfig) -> None:
             raise InvalidInput(f"setting 'exporters': {exc}") from None
 
 
+@dataclass(frozen=True)
+class Planning:
+    """How `plan` checks a crawl besides its settings: `config_file` (see `settings`), a
+    `stable_name` derived from the seeds and settings, the directory of a SQLite task
+    table (`task_dir`), and the seeds' `priority`."""
+
+    config_file: str | os.PathLike | None = None
+    stable_name: bool = False
+    task_dir: str | os.PathLike = ".rqcrawl"
+    priority: int = 0
+
+
 def plan(
-    seeds: Iterable[str],
-    name: str | None = None,
-    cfg: CrawlConfig | None = None,
-    *,
-    config_file: str | os.PathLike | None = None,
-    stable_name: bool = False,
-    task_dir: str | os.PathLike = ".rqcrawl",
-    priority: int = 0,
-    **flags: Any,
+    seeds: Iterable[str], name: str | None = None, cfg: CrawlConfig | None = None, **given: Any
 ) -> Plan:
-    """Check a crawl before starting it (see `settings` for `cfg`, `config_file` and `flags`).
-    Without `name`, one is derived from the first seed's host and the time, or with
-    `stable_name` from a hash of the seeds and settings, so that the same call names, and
-    so resumes, the same crawl. A crawl with revisits and no `db` keeps its task table in
-    SQLite in `task_dir`. The seeds are admitted at `priority`."""
+    """Check a crawl before starting it (see `settings` for `cfg`, `config_file` and the
+    settings `given`). Without `name`, one is derived from the first seed's host and the
+    time, or with `stable_name` from a hash of the seeds and settings, so that the same
+    call names, and so resumes, the same crawl. A crawl with revisits and no `db` keeps its
+    task table in SQLite in `task_dir`. The seeds are admitted at `priority`. (`given`:
+    Planning's by name, and settings.)"""
+    how, flags = taken(Planning, given), given
+    config_file, stable_name, task_dir, priority = (
+        how.config_file,
+        how.stable_name,
+        how.task_dir,
+        how.priority,
+    )
     chosen = settings(config_file, cfg, **flags)
     urls = _canonical_seeds(seeds, chosen)
     scoped = chosen.scoped_to(urls).with_task_table_in(task_dir)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from redis import Redis
@@ -68,17 +69,28 @@ def records(
     `changes` (a list, or names separated by commas). With `skip_noindex`, not the pages
     that asked not to be indexed (`noindex`)."""
     crawl_config(redis, name)
-    feed = _feed(since, changes, skip_noindex)
+    feed = Feed(since, changes, skip_noindex).filters()
     return sinks.iter_records(crawl_shards(redis, name), name, **feed)
 
 
-def _feed(since: str | datetime | None, changes: Iterable[str] | str, skip_noindex: bool) -> dict:
-    """The record filters of `records` and `export`, as sinks.iter_records takes them."""
-    return {
-        "since": since_time(since),
-        "changes": change_kinds(changes),
-        "skip_noindex": skip_noindex,
-    }
+@dataclass(frozen=True)
+class Feed:
+    """The records `records` and `export` write (a change feed): those recorded since
+    `since` (see `since_time`), whose change is one of `changes`, without the noindex pages
+    with `skip_noindex`; and for `export`, CSV cells as recorded with `raw_csv`."""
+
+    since: str | datetime | None = None
+    changes: Iterable[str] | str = ()
+    skip_noindex: bool = False
+    raw_csv: bool = False
+
+    def filters(self) -> dict:
+        """The record filters, as sinks.iter_records takes them."""
+        return {
+            "since": since_time(self.since),
+            "changes": change_kinds(self.changes),
+            "skip_noindex": self.skip_noindex,
+        }
 
 
 def since_time(since: str | datetime | None, now: float | None = None) -> float | None:

@@ -6,18 +6,44 @@ import contextlib
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 import click
 import redis
 
 from rqcrawl import api
 from rqcrawl.cli.group import main
-from rqcrawl.cli.options import crawl_connection, data_dir_option, records_option, redis_option
+from rqcrawl.cli.options import CrawlRedis, crawl_redis, records_option
 from rqcrawl.defaults import FOLLOW_STOP_CHECK
+from rqcrawl.options import gathered
 from rqcrawl.workers.stopping import Stop, StopAsked
+
+
+@dataclass(frozen=True)
+class Export:
+    """`export`'s options but the crawl's name and its Redis."""
+
+    output: str
+    fmt: str | None
+    since: str | None
+    changes: str
+    raw_csv: bool
+    skip_noindex: bool
+    warc_dir: str | None
+    records_file: str | None
+    following: bool
+    rotate_records: int
+    rotate_bytes: int
+
+    def feed(self) -> dict:
+        """The records wanted and their CSV form, as api.export takes them."""
+        return {
+            "since": self.since, "changes": self.changes, "raw_csv": self.raw_csv,
+            "skip_noindex": self.skip_noindex,
+        }  # fmt: skip
 
 
 @main.command()
@@ -84,20 +110,18 @@ from rqcrawl.workers.stopping import Stop, StopAsked
     default=0,
     help="With --follow into a directory: a new file past this size (0: none).",
 )
-@data_dir_option
-@redis_option
-def export(
-    name, output, fmt, since, changes, raw_csv, skip_noindex, warc_dir, records_file,
-    following, rotate_records, rotate_bytes, data_dir, url,
-) -> None:  # fmt: skip
+@crawl_redis
+@gathered(Export, "run")
+def export(name: str, where: CrawlRedis, run: Export) -> None:
     """Write every recorded URL of crawl NAME not yet delivered to a follower to a file, one
     row per visit; with --since and --change, a change feed; with --follow, as they come;
     with --format wacz, a web archive of the crawl."""
-    conn = crawl_connection(url, data_dir)
-    if fmt == "wacz" or (fmt is None and output.endswith(".wacz")):
-        if since or changes or raw_csv or skip_noindex or following or output == "-":
+    conn = where.connect()
+    output, filtered = run.output, run.since or run.changes or run.raw_csv or run.skip_noindex
+    if run.fmt == "wacz" or (run.fmt is None and output.endswith(".wacz")):
+        if filtered or run.following or output == "-":
             raise click.UsageError("a WACZ is a file of the whole crawl: no filters, no '-'")
-        done = api.export_wacz(conn, name, output, warc_dir, records_file)
+        done = api.export_wacz(conn, name, output, run.warc_dir, run.records_file)
         click.echo(
             f"{output}: {done.warcs} WARC file(s), {done.captures} capture(s), "
             f"{done.pages} page(s)" + (f", {done.uncaptured} page(s) not in the WARC files"
@@ -106,17 +130,18 @@ def export(
         for line in done.cut:
             click.echo(f"warning: {line}", err=True)
         return
-    if records_file:
+    if run.records_file:
         raise click.UsageError("--records is read by --format wacz only")
-    if not following:
-        write_export(conn, name, output, fmt, since, changes, raw_csv, skip_noindex)
+    if not run.following:
+        write_export(conn, name, output, run.fmt, **run.feed())
         return
-    if output == "-" or since or changes or raw_csv or skip_noindex:
+    if output == "-" or filtered:
         raise click.UsageError("--follow writes every record to a file or directory")
+    rotation = {"rotate_records": run.rotate_records, "rotate_bytes": run.rotate_bytes}
     stop = Stop(signal.SIGINT, signal.SIGTERM)  # (only asks: see rqcrawl.workers.stopping)
     try:
         with contextlib.suppress(StopAsked):
-            with following_records(conn, name, output, fmt, rotate_records, rotate_bytes) as f:
+            with following_records(conn, name, output, run.fmt, **rotation) as f:
                 while not f.done.wait(FOLLOW_STOP_CHECK):
                     stop.check()
     finally:
@@ -145,13 +170,11 @@ def following_records(
     name: str,
     output: str,
     fmt: str | None,
-    rotate_records: int = 0,
-    rotate_bytes: int = 0,
-    append: bool = True,
     drain: bool = False,
-    seen: Callable[[list[dict]], None] | None = None,
+    **how: Any,
 ) -> Iterator[FollowerThread]:
-    """A follower of crawl NAME in a thread (api.follow_records). Leaving the block ends it
+    """A follower of crawl NAME in a thread (api.follow_records; `how`: api.Following's but
+    `stop` and `ending`, by name). Leaving the block ends it
     once it has delivered what the stream holds, or, left by a stop signal (StopAsked)
     without `drain`, once what it took is on disk; its count is printed, however the block
     was left."""
@@ -160,7 +183,7 @@ def following_records(
     def deliver() -> None:
         try:
             following.rows = api.follow_records(
-                conn, name, output, fmt, rotate_records, rotate_bytes, append, stop, ending, seen
+                conn, name, output, fmt, stop=stop, ending=ending, **how
             )
         except Exception as exc:  # noqa: BLE001 - said in one line by the main thread
             following.error = exc
@@ -183,21 +206,10 @@ def following_records(
         raise click.ClickException(str(following.error))
 
 
-def write_export(
-    conn: redis.Redis,
-    name: str,
-    output: str,
-    fmt: str | None,
-    since: str | None = None,
-    changes: str = "",
-    raw_csv: bool = False,
-    skip_noindex: bool = False,
-) -> None:
+def write_export(conn: redis.Redis, name: str, output: str, fmt: str | None, **feed: Any) -> None:
+    """The export of crawl NAME to OUTPUT ('-': stdout), `feed` as api.export takes it."""
     out = sys.stdout if output == "-" else output
-    rows = api.export(
-        conn, name, out, fmt, since=since, changes=changes, raw_csv=raw_csv,
-        skip_noindex=skip_noindex,
-    )  # fmt: skip
+    rows = api.export(conn, name, out, fmt, **feed)
     click.echo(f"{rows} row(s) written to {output}", err=True)
     warn_delivered(conn, name, "in this export")
 

@@ -10,6 +10,7 @@ import signal
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
@@ -33,6 +34,7 @@ from rqcrawl.defaults import DEFAULT_SLOTS, MAX_SLOTS
 from rqcrawl.demo import DemoSite
 from rqcrawl.ops import explain, statustext
 from rqcrawl.ops.timings import Timings, crawl_moments
+from rqcrawl.options import gathered
 from rqcrawl.untrusted import printable_lines
 from rqcrawl.workers.embedded import EmbeddedRedis
 from rqcrawl.workers.runner import RENDER_WORKER_CLASS, WORKER_CLASS, LocalWorkers, preload, watch
@@ -41,6 +43,20 @@ from rqcrawl.workers.stopping import Stop, StopAsked
 # `crawl` forks its workers once it has imported their modules (LocalWorkers, fork): on Linux,
 # where a fork without exec is safe for what a worker loads (on macOS it is not).
 FORK_WORKERS = sys.platform == "linux"
+
+
+@dataclass
+class LocalCrawl:
+    """`crawl`'s options of the run on this machine (the crawl's settings are its flags)."""
+
+    output: str
+    fmt: str | None
+    workers: int
+    threads: int
+    render_workers: int | None
+    data_dir: str
+    wacz_out: str | None
+    show_timings: bool
 
 
 @main.command()
@@ -92,40 +108,15 @@ FORK_WORKERS = sys.platform == "linux"
     "robots.txt, the last URL, the end seen, export and shutdown.",
 )
 @redis_option
-def crawl(
-    urls, output, fmt, workers, threads, render_workers, name, fresh, config_file, data_dir,
-    wacz_out, show_timings, url, **flags,
-) -> None:  # fmt: skip
+@gathered(LocalCrawl, "run")
+def crawl(urls, name, fresh, config_file, url, run: LocalCrawl, **flags) -> None:
     """Crawl on this machine until done and write OUTPUT: seed, run local workers, show
     progress. Uses an embedded Redis unless a Redis URL is configured; with --shards, those
     servers, with --workers processes for each. Running the same command again after an
     interruption resumes the crawl."""
     clock = Timings()
     clock.mark("imports done")
-    planned = api.plan(
-        urls, name, config_file=config_file, stable_name=True, task_dir=data_dir, **flags
-    )
-    writable_output(output)
-    exporter = api.output_exporter(planned.cfg, output, fmt)  # a format it cannot write: said now
-    if wacz_out:
-        writable_output(wacz_out)
-        if exporter.extension != ".jsonl" or output == "-":
-            raise click.UsageError("--wacz reads the records back from OUTPUT: a JSON lines file")
-        if not planned.cfg.warc_dir:  # (the crawl's name, from its settings, says so)
-            flags["warc_dir"] = str(Path(wacz_out).with_suffix("")) + "-warc"
-            planned = api.plan(
-                urls, name, config_file=config_file, stable_name=True, task_dir=data_dir,
-                **flags,
-            )  # fmt: skip
-    if render_workers is None:
-        render_workers = 1 if planned.cfg.render else 0
-    if render_workers:  # without the render extra: one line now, before anything is seeded
-        import_attribute(RENDER_WORKER_CLASS)
-    if planned.cfg.warc_dir:
-        try:
-            config.check_writable_dir(planned.cfg.warc_dir)
-        except ConfigError as exc:
-            raise click.ClickException(str(exc)) from None
+    planned = checked_plan(urls, name, config_file, run, flags)
     clock.mark("settings checked")
     # SIGTERM (kill, a service manager) stops the crawl as Ctrl-C does: workers and the
     # embedded Redis are in sessions of their own and would otherwise outlive us. Either
@@ -133,16 +124,9 @@ def crawl(
     stop = Stop(signal.SIGINT, signal.SIGTERM)
     shards = planned.cfg.shards
     target = shards[0] if shards else configured_redis_url(url)
-    server = None if target else EmbeddedRedis(Path(data_dir))
+    server = None if target else EmbeddedRedis(Path(run.data_dir))
     try:
-        if server:  # launched, and waited for once the workers' modules are imported
-            target = api.embedded_redis(server)
-        if FORK_WORKERS:
-            preload(threads, WORKER_CLASS)
-            clock.mark("workers' modules imported")
-        if server:
-            api.embedded_redis(server, ready=True)
-            clock.mark("embedded Redis ready")
+        target = server_ready(server, run.threads, clock) if server else target
         # Seeded before the workers start: their release thread then knows the crawl from
         # its first look (it reads the running crawls once a second), and releases its
         # deferred URLs when due, not up to a second later.
@@ -162,17 +146,17 @@ def crawl(
         # lxml on its first page while the follower validated the crawl's field selectors).
         # run_local stops them before the follower's last read.
         resumed = started.resumed or bool(started.table)
-        with packed_at_end(planned.name, planned.cfg.warc_dir, output, wacz_out), local_fleet(
-            shards or [target], workers, threads, Path(data_dir) / "workers",
-            render_workers,
+        packing = packed_at_end(planned.name, planned.cfg.warc_dir, run.output, run.wacz_out)
+        with packing, local_fleet(
+            shards or [target], run.workers, run.threads, Path(run.data_dir) / "workers",
+            run.render_workers,
         ) as fleet, following_records(
-            conn, planned.name, output, fmt, append=resumed, drain=True, seen=seen
+            conn, planned.name, run.output, run.fmt, append=resumed, drain=True, seen=seen
         ) as following:  # fmt: skip
             clock.mark(f"{len(fleet[0].procs)} worker process(es) started")
-            continuous = bool(planned.cfg.revisit)
-            final = run_local(conn, planned, fleet, continuous, clock, stop, following.failure)
+            final = run_local(conn, planned, fleet, clock, stop, following.failure)
         clock.mark("export written")
-        if not continuous and final["fetched"] == 0:
+        if not planned.cfg.revisit and final["fetched"] == 0:
             explain_seeds(planned.name, seeds)
         if final.get("thin_crawl"):  # a one-page crawl is not a finished site
             click.echo(f"warning: {final['thin_crawl']}", err=True)
@@ -180,9 +164,53 @@ def crawl(
         if server:
             server.stop()
             clock.mark("embedded Redis stopped")
-        if show_timings:
+        if run.show_timings:
             click.echo(clock.show(), err=True)
         stop.exiting()
+
+
+def server_ready(server: EmbeddedRedis, threads: int, clock: Timings) -> str:
+    """The embedded Redis launched, and waited for once the workers' modules are imported
+    (where they are forked, see FORK_WORKERS): its URL."""
+    target = api.embedded_redis(server)
+    if FORK_WORKERS:
+        preload(threads, WORKER_CLASS)
+        clock.mark("workers' modules imported")
+    api.embedded_redis(server, ready=True)
+    clock.mark("embedded Redis ready")
+    return target
+
+
+def checked_plan(urls, name, config_file, run: LocalCrawl, flags: dict) -> api.Plan:
+    """The crawl planned and its run checked before anything starts: OUTPUT and the WACZ
+    writable, the export's format and the render extra loaded, the WARC directory made
+    (`run.render_workers` decided: 1 if the crawl renders, else 0, unless given)."""
+    output, data_dir, wacz_out = run.output, run.data_dir, run.wacz_out
+    planned = api.plan(
+        urls, name, config_file=config_file, stable_name=True, task_dir=data_dir, **flags
+    )
+    writable_output(output)
+    exporter = api.output_exporter(planned.cfg, output, run.fmt)  # a format it cannot write
+    if wacz_out:
+        writable_output(wacz_out)
+        if exporter.extension != ".jsonl" or output == "-":
+            raise click.UsageError("--wacz reads the records back from OUTPUT: a JSON lines file")
+        if not planned.cfg.warc_dir:  # (the crawl's name, from its settings, says so)
+            flags["warc_dir"] = str(Path(wacz_out).with_suffix("")) + "-warc"
+            planned = api.plan(
+                urls, name, config_file=config_file, stable_name=True, task_dir=data_dir,
+                **flags,
+            )  # fmt: skip
+    if run.render_workers is None:
+        run.render_workers = 1 if planned.cfg.render else 0
+    if run.render_workers:  # without the render extra: one line now, before anything is seeded
+        import_attribute(RENDER_WORKER_CLASS)
+    if planned.cfg.warc_dir:
+        try:
+            config.check_writable_dir(planned.cfg.warc_dir)
+        except ConfigError as exc:
+            raise click.ClickException(str(exc)) from None
+    return planned
 
 
 @main.command()
@@ -275,16 +303,15 @@ def run_local(
     conn: redis.Redis,
     planned: api.Plan,
     fleet: tuple[LocalWorkers, LocalWorkers],
-    continuous: bool,
     clock: Timings,
     stop: Stop,
     failure: Callable[[], str | None],
 ) -> dict:
     """Run the planned crawl with the local `fleet` until it is over, and return its final
-    status; a `continuous` one (revisits) never is: Ctrl-C or SIGTERM (`stop`) ends it, and
+    status; a continuous one (revisits) never is: Ctrl-C or SIGTERM (`stop`) ends it, and
     its export is written all the same. A `failure` of the export (its follower) stops the
     crawl with one line: it can be resumed."""
-    name = planned.name
+    name, continuous = planned.name, bool(planned.cfg.revisit)
     pool, renderers = fleet
     try:
         final = watch(conn, name, pool, stop=stop, failure=failure)

@@ -4,11 +4,14 @@ crawl-setting flags of `seed` and `crawl`."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
 import redis
 
+from rqcrawl.options import gathered
 from rqcrawl.redisurl import client, masked
 from rqcrawl.workers import embedded as embedded_redis
 
@@ -59,6 +62,24 @@ def crawl_connection(url: str | None, data_dir: str) -> redis.Redis:
     except RuntimeError as exc:
         raise click.ClickException(str(exc)) from None
     return connect(local or DEFAULT_REDIS_URL)
+
+
+@dataclass(frozen=True)
+class CrawlRedis:
+    """Where a command that reads a crawl finds its Redis: --url, else --data-dir (see
+    crawl_connection); connected when the command asks."""
+
+    url: str | None
+    data_dir: str
+
+    def connect(self) -> redis.Redis:
+        return crawl_connection(self.url, self.data_dir)
+
+
+def crawl_redis(command: Callable) -> Callable:
+    """The --data-dir and --url options of a command that reads a crawl, handed to it as
+    one CrawlRedis, `where`."""
+    return data_dir_option(redis_option(gathered(CrawlRedis, "where")(command)))
 
 
 def _none_if_empty(_ctx, _param, value: tuple) -> list | None:

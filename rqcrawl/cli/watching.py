@@ -13,9 +13,9 @@ from rqcrawl import api
 from rqcrawl.cli.exporting import warn_delivered
 from rqcrawl.cli.group import main
 from rqcrawl.cli.options import (
+    CrawlRedis,
     connect,
-    crawl_connection,
-    data_dir_option,
+    crawl_redis,
     records_option,
     redis_option,
     redis_url,
@@ -39,13 +39,12 @@ from rqcrawl.untrusted import printable_lines
     show_default=True,
     help="Seconds between two refreshes of --watch.",
 )
-@data_dir_option
-@redis_option
-def status(name, as_json, show_config, watching, interval, data_dir, url) -> None:
+@crawl_redis
+def status(name, as_json, show_config, watching, interval, where: CrawlRedis) -> None:
     """State and counters of crawl NAME, or its settings (--config)."""
     if watching and (as_json or show_config):
         raise click.UsageError("--watch cannot be combined with --json or --config")
-    conn = crawl_connection(url, data_dir)
+    conn = where.connect()
     if show_config:
         cfg = api.crawl_config(conn, name)
         shown = json.dumps(asdict(cfg), indent=2) if as_json else cfg.to_toml()
@@ -63,16 +62,15 @@ def status(name, as_json, show_config, watching, interval, data_dir, url) -> Non
 @click.argument("name")
 @click.argument("target")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object.")
-@data_dir_option
-@redis_option
-def inspect(name, target, as_json, data_dir, url) -> None:
+@crawl_redis
+def inspect(name, target, as_json, where: CrawlRedis) -> None:
     """Where URL TARGET is in crawl NAME and why: held for its level, queued, running on a
     worker, deferred (politeness, Retry-After, robots.txt), due, ended, or unknown."""
     try:
         wanted = canonicalize(target)
     except InvalidURL as exc:
         raise click.ClickException(str(exc)) from None
-    conn = crawl_connection(url, data_dir)
+    conn = where.connect()
     api.crawl_config(conn, name)
     s = inspection.url_status(conn, name, wanted)
     click.echo(
@@ -181,11 +179,10 @@ FAILURE_COLUMNS = ("url", "reason", "status", "error", "attempts")  # of `failur
     "as their reason.",
 )
 @records_option
-@data_dir_option
-@redis_option
-def failures(name, wanted, as_json, with_skipped, records_file, data_dir, url) -> None:
+@crawl_redis
+def failures(name, wanted, as_json, with_skipped, records_file, where: CrawlRedis) -> None:
     """The failed URLs of crawl NAME: reason, HTTP status, URL (and the error with --json)."""
-    conn = crawl_connection(url, data_dir)
+    conn = where.connect()
     away = records_file is None and warn_delivered(conn, name, "listed: --records FILE reads them")
     for record in api.failures(conn, name, wanted, records_file, with_skipped):
         if as_json:
