@@ -21,13 +21,17 @@ class StopBetweenDequeues:
     """An idle worker blocks on the queue at most STOP_CHECK_S at a time and honours a stop
     request between two dequeues, never in the middle of one (see CrawlWorker.request_stop)."""
 
-    _stop_requested: bool
+    _stop_requested: bool  # RQ's; read and set here only (stop_asked, ask_to_stop)
     connection: Redis
     name: str
 
     def ask_to_stop(self) -> None:
         """A warm stop from outside the worker's thread (rqcrawl.workers.threadworkers)."""
         self._stop_requested = True
+
+    def stop_asked(self) -> bool:
+        """Whether a warm stop was asked: RQ's own flag, which its work loop honours."""
+        return self._stop_requested
 
     def _probe(self, *command: str) -> object:
         """`command`'s reply on a connection of its own, which waits PING_TIMEOUT at most
@@ -75,14 +79,14 @@ class StopBetweenDequeues:
         """RQ asks this at the top of each turn of its idle loop, before the dequeue: where a
         stop can end the loop with no job taken. A dequeue ended by CLIENT UNBLOCK would
         otherwise block again for the rest of its idle time (RQ's loop goes on)."""
-        if self._stop_requested:
+        if self.stop_asked():
             raise StopRequested()
         return super().should_run_maintenance_tasks
 
     def dequeue_job_and_maintain_ttl(self, timeout, max_idle_time=None):
         if timeout is None:  # burst mode: one non-blocking look
             return super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
-        while not self._stop_requested:
+        while not self.stop_asked():
             block = STOP_CHECK_S if self.get_redis_server_version() >= (6,) else 1
             result = super().dequeue_job_and_maintain_ttl(block, block)
             if result is not None:

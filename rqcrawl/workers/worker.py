@@ -162,7 +162,7 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
         try:
             super().request_stop(signum, frame)
         except StopRequested:  # RQ's answer for an idle worker
-            self._stop_requested = True
+            self.ask_to_stop()
             if self.end_blocked_dequeues({self.name}) or not self.redis_answers():
                 raise  # (RQ's idle loop would retry a gone Redis for minutes)
             return
@@ -251,7 +251,7 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
         recent = self._full_beat_at is not None and (
             time.monotonic() - self._full_beat_at < HEARTBEAT_EVERY
         )
-        if recent and asked <= full and not self._stop_requested:
+        if recent and asked <= full and not self.stop_asked():
             return  # (a stopping worker sends it: without Redis, RQ's dequeue loop ends here)
         if pipeline is not None:
             super().heartbeat(timeout, pipeline=pipeline)
@@ -384,7 +384,7 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
         """Wait until Redis answers again (a crash and restart, a failover); a stop request
         meanwhile ends the worker (StopRequested: RQ's own loops would retry forever)."""
         self.log.warning("Worker %s: Redis unreachable (%s), waiting for it", self.name, exc)
-        while not self._stop_requested:
+        while not self.stop_asked():
             try:
                 self.connection.ping()
             except REDIS_DOWN:
