@@ -3,6 +3,9 @@ main content as text and as markdown (trafilatura, the best-rated main-content e
 the published evaluations; Apache-2.0), the decoded page, and the metadata a page states
 (language, description, author, published date). Nothing runs when the setting is empty.
 
+When the page shows its main block (_main_block), trafilatura gets that block alone, with
+its headings and links kept (_shape_main_block); otherwise the page as it is.
+
 Content may be skipped, never the page: a page above `content_max_bytes`, one that the HTML
 parser cannot read whole, or an extraction past `content_timeout` keeps its record, title
 and links, with `content_skipped` saying why. The markdown is for pipelines that render it:
@@ -136,13 +139,13 @@ class _Marks:
         self.urls: list[str] = []
         self.tokens = re.compile(rf"{self.nonce}(?:(l)|(a)|(o)|u(\d+)z|c(\d+)z|h(\d)z ?)")
 
-    def url_token(self, href: str | None) -> str | None:
-        """The token of the link `href`'s safe absolute URL (_safe_url); None for none."""
+    def url_index(self, href: str | None) -> int | None:
+        """The number of the link `href`'s safe absolute URL (_safe_url); None for none."""
         target = _safe_url(href, self.base, self.url)
         if target is None:
             return None
         self.urls.append(target)
-        return f"{self.nonce}u{len(self.urls) - 1}z"
+        return len(self.urls) - 1
 
     def markdown(self, text: str) -> str:
         """trafilatura's markdown with the stand-ins put back as markdown."""
@@ -181,11 +184,13 @@ def _main_block(tree: lxml.html.HtmlElement) -> lxml.html.HtmlElement | None:
         block = mains[0]
     else:
         headings = _HEADING_XPATH(tree)
-        if body is None or not headings:
+        if not headings:
             return None
         ancestors = headings[0].iterancestors()
         block = next((a for a in ancestors if a.getparent() is body), headings[0])
-    text = len(body.text_content()) if body is not None else 0
+    if body is None or block.tag in ("body", "html"):
+        return None
+    text = len(body.text_content())
     return block if text and len(block.text_content()) >= _MAIN_SHARE * text else None
 
 
@@ -224,10 +229,10 @@ def _mark_link(link: lxml.html.HtmlElement, marks: _Marks) -> None:
     """The link as text between stand-ins of `[` and `](url)`, which trafilatura keeps
     where it would delete a list or paragraph of links; its text alone for an unsafe or
     empty one."""
-    token = marks.url_token(link.get("href"))
-    if token is not None and link.text_content().strip():
+    index = marks.url_index(link.get("href"))
+    if index is not None and link.text_content().strip():
         link.text = f"{marks.nonce}o" + (link.text or "")
-        link.tail = token.replace("u", "c", 1) + (link.tail or "")
+        link.tail = f"{marks.nonce}c{index}z" + (link.tail or "")
     link.drop_tag()
 
 
@@ -260,11 +265,11 @@ def _markdown(tree: lxml.html.HtmlElement, marks: _Marks) -> str | None:
     its markdown."""
     nonce = marks.nonce
     for link in tree.iter("a"):
-        token = marks.url_token(link.get("href"))
-        if token is None:
+        index = marks.url_index(link.get("href"))
+        if index is None:
             link.drop_tag()  # its text stays, without the link
         else:
-            link.set("href", token)
+            link.set("href", f"{nonce}u{index}z")
     for element in tree.iter():
         if not isinstance(element.tag, str) or _in_code(element):
             continue
