@@ -141,7 +141,7 @@ class CrawlConfig:
     # Page content in the record (rqcrawl.parse.content): any of "text", "markdown", "html".
     content: list[str] = field(default_factory=list)
     content_max_bytes: int = 1_000_000  # a bigger page has no text nor markdown (too_large)
-    content_timeout: float = 20.0  # CPU seconds of extraction after which a page's is skipped
+    content_timeout: float = 20.0  # seconds of extraction after which a page's is skipped
     # Link rules (they narrow the scope, never widen it; seeds are not subject to them).
     link_allow: list[str] = field(default_factory=list)  # regexes; empty: allow all
     link_deny: list[str] = field(default_factory=list)  # regexes

@@ -499,30 +499,3 @@ def test_the_content_bench_counts_what_the_markdown_lost():
     assert (numbers.anchors.kept, numbers.anchors.asked) == (1, 2)  # #lost is not there
     assert (numbers.headings.kept, numbers.headings.asked) == (2, 3)  # "Gone" is lost
     assert (numbers.navigation.kept, numbers.navigation.asked) == (1, 1)
-
-
-def test_the_content_budget_counts_a_pages_own_cpu_not_its_wait_for_the_other_slots():
-    """Slots extract in threads of one process, which mostly run one at a time: 24 at once
-    take up to 50 times one's wall time each, and a wall-clock deadline skipped them."""
-    import threading
-    import time
-
-    html = f"<html><body><main><h1>Slots</h1>{article(4_000)}</main></body></html>"
-    url = "http://127.0.0.1/slots.html"
-
-    def extract(budget: float) -> str | None:
-        return page_content(html, parse(html, url), url, ["markdown"], 1_000_000, budget)[1]
-
-    costs = []
-    for _ in range(3):
-        started = time.process_time()
-        extract(60)
-        costs.append(time.process_time() - started)
-    budget = 8 * min(costs)  # a page's CPU under contention stayed within 3 times it
-    skipped: list[str | None] = []
-    slots = [threading.Thread(target=lambda: skipped.append(extract(budget))) for _ in range(24)]
-    for slot in slots:
-        slot.start()
-    for slot in slots:
-        slot.join()
-    assert skipped == [None] * 24

@@ -19,7 +19,6 @@ import json
 import re
 import secrets
 import threading
-import time
 from collections.abc import Callable
 from urllib.parse import quote, urljoin, urlsplit
 
@@ -73,26 +72,18 @@ def page_content(
 
 
 def _abandoned_after(timeout: float, work: Callable[[], dict]) -> dict | str:
-    """What `work` returns, or why it gave nothing: "timeout" when it uses more than
-    `timeout` seconds of CPU, the reason of a _Skip, or "error".
+    """What `work` returns, or why it gave nothing: "timeout" when it runs past `timeout`
+    seconds, the reason of a _Skip, or "error".
 
     trafilatura is CPU-bound Python with no way to stop it part-way, and neither SIGALRM
     (RQ's job timeout owns it, and only the main thread gets it) nor a process per page (a
     stock `rq worker` already forks one per job) fits a worker's threads; so `work` runs in
     a daemon thread that the page stops waiting for at the deadline. The abandoned thread
     runs to its end in the background, bounded by content_max_bytes (about 2 s of CPU per
-    MB, docs/howto/export.md), then its result is dropped.
-
-    The deadline is the thread's CPU time, not the wall clock: the slots of a worker
-    process extract in threads that share one interpreter lock, and 16 of them on big pages
-    stretched each page's wall time past the deadline (`rqcrawl bench --content` on the
-    Python docs: 237 of 526 pages skipped as timeouts at 16 slots); a page's own work is
-    what the budget is for. The job's `job_timeout` still bounds the wall time."""
+    MB, docs/howto/export.md), then its result is dropped."""
     result: dict[str, dict | str] = {}
-    clock: list[int] = []  # the thread's CPU clock, which it reads itself when it starts
 
     def run() -> None:
-        clock.append(time.pthread_getcpuclockid(threading.get_ident()))
         try:
             result["done"] = work()
         except _Skip as skip:
@@ -102,15 +93,7 @@ def _abandoned_after(timeout: float, work: Callable[[], dict]) -> dict | str:
 
     thread = threading.Thread(target=run, name="rqcrawl-content", daemon=True)
     thread.start()
-    left = timeout
-    while left > 0:
-        thread.join(left)  # its CPU time grows no faster than the wall clock
-        if not thread.is_alive():
-            break
-        try:  # a clock, not the thread's handle, which is freed when the thread ends
-            left = timeout - time.clock_gettime(clock[0]) if clock else left
-        except OSError:  # the thread has ended
-            break
+    thread.join(timeout)
     return result.get("done", "timeout")
 
 
