@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 import subprocess
+import threading
+import time
 from http.server import BaseHTTPRequestHandler
 
 import lxml.html
@@ -499,3 +501,41 @@ def test_the_content_bench_counts_what_the_markdown_lost():
     assert (numbers.anchors.kept, numbers.anchors.asked) == (1, 2)  # #lost is not there
     assert (numbers.headings.kept, numbers.headings.asked) == (2, 3)  # "Gone" is lost
     assert (numbers.navigation.kept, numbers.navigation.asked) == (1, 1)
+
+
+def test_a_process_runs_two_extractions_at_once_and_none_its_page_stopped_waiting_for():
+    """Sixteen slots' extractions share one interpreter: run all at once, each takes sixteen
+    times as long and pages past their budget go on slowing the rest. Two run at a time,
+    and one whose page stopped waiting before its turn never runs."""
+    from rqcrawl.parse import content
+
+    lock, running, most, ran = threading.Lock(), [0], [0], []
+
+    def work(name: str):
+        def extract() -> dict:
+            with lock:
+                running[0] += 1
+                most[0] = max(most[0], running[0])
+            time.sleep(0.3)
+            with lock:
+                running[0] -= 1
+            ran.append(name)
+            return {"name": name}
+
+        return extract
+
+    outcomes: dict[str, object] = {}
+    pages = [
+        threading.Thread(
+            target=lambda n=n: outcomes.update({n: content._abandoned_after(0.5, work(n))})
+        )  # fmt: skip
+        for n in "abcdefgh"
+    ]
+    for page in pages:
+        page.start()
+    for page in pages:
+        page.join()
+    time.sleep(1.0)  # what the abandoned ones would do, given the time
+    assert most[0] == 2
+    assert {n for n, got in outcomes.items() if got != "timeout"} <= set(ran)
+    assert len(ran) < 8  # the last pages stopped waiting before their turn

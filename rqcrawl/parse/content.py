@@ -72,29 +72,42 @@ def page_content(
 
 
 def _abandoned_after(timeout: float, work: Callable[[], dict]) -> dict | str:
-    """What `work` returns, or why it gave nothing: "timeout" when it runs past `timeout`
-    seconds, the reason of a _Skip, or "error".
+    """What `work` returns, or why it gave nothing: "timeout" when it has not ended within
+    `timeout` seconds (its wait for a turn included), the reason of a _Skip, or "error".
 
     trafilatura is CPU-bound Python with no way to stop it part-way, and neither SIGALRM
     (RQ's job timeout owns it, and only the main thread gets it) nor a process per page (a
     stock `rq worker` already forks one per job) fits a worker's threads; so `work` runs in
     a daemon thread that the page stops waiting for at the deadline. The abandoned thread
     runs to its end in the background, bounded by content_max_bytes (about 2 s of CPU per
-    MB, docs/howto/export.md), then its result is dropped."""
+    MB, docs/howto/export.md), then its result is dropped. At most _TURNS extractions of a
+    process run at once, an abandoned one until its end: sixteen slots' extractions sharing
+    one interpreter would each take sixteen times as long, and pages abandoned to their
+    deadline would go on slowing the next ones (a page's content lost to others' load)."""
     result: dict[str, dict | str] = {}
+    abandoned = threading.Event()
 
     def run() -> None:
-        try:
-            result["done"] = work()
-        except _Skip as skip:
-            result["done"] = skip.reason
-        except Exception:  # a page trafilatura cannot handle costs its content, not its record
-            result["done"] = "error"
+        with _TURNS:
+            if abandoned.is_set():  # its page stopped waiting before its turn came
+                return
+            try:
+                result["done"] = work()
+            except _Skip as skip:
+                result["done"] = skip.reason
+            except Exception:  # a page trafilatura cannot handle costs its content only
+                result["done"] = "error"
 
     thread = threading.Thread(target=run, name="rqcrawl-content", daemon=True)
     thread.start()
     thread.join(timeout)
+    abandoned.set()
     return result.get("done", "timeout")
+
+
+# Extractions of one process running at once: two, so that one slow page does not hold the
+# others' turn for its whole budget, and no more, as they share one interpreter's lock.
+_TURNS = threading.BoundedSemaphore(2)
 
 
 class _Skip(Exception):
