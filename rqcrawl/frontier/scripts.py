@@ -239,6 +239,10 @@ local DEPTH_UNIT, PRIO_MID, PRIO_MAX = 2097152, 1048576, 1048575
 local SMOOTHING, BACKOFF_MIN, SETTLE_BUDGET = 0.3, 0.25, 500
 local LEVEL, ALLOWED = 0, math.huge
 local touched, sent, corrected = {}, 0, 0
+-- What the level needs, read once a run (a script runs alone: only its own writes change
+-- them): the stored level, the count of held-back records (nil: read it again), and whether
+-- the set of pending depths, which alone moves the least of them, changed since LEVEL.
+local STORED, SPEC_N, LEVEL_STALE = nil, nil, true
 
 -- Whether two in-flight entries are one job's: all but their time (the time a release
 -- writes, when a URL's host may take it, is not the job's to know to the microsecond).
@@ -258,7 +262,9 @@ end
 
 -- levels
 local function pend(d, n)
-  if redis.call('HINCRBY', pending, d, n) <= 0 then redis.call('HDEL', pending, d) end
+  local left = redis.call('HINCRBY', pending, d, n)
+  if left <= 0 then redis.call('HDEL', pending, d) end
+  if left <= 0 or left == n then LEVEL_STALE = true end  -- a depth went, or came
 end
 local function min_pending()
   local all, m = redis.call('HGETALL', pending), nil
@@ -271,24 +277,39 @@ end
 -- The settled level; on one Redis raised here as URLs end, over shards by the coordinator.
 -- With nothing pending every depth is settled (a crawl before its seeds, or at its end),
 -- but the stored level stays where it was: the next URLs start from it.
+local function stored_level()
+  STORED = STORED or tonumber(redis.call('HGET', counters, 'level') or '0')
+  return STORED
+end
+local function store_level(level)
+  redis.call('HSET', counters, 'level', level)
+  STORED, LEVEL_STALE = tonumber(level), true
+end
 local function level_now()
-  local stored = tonumber(redis.call('HGET', counters, 'level') or '0')
+  local stored = stored_level()
   if SHARDED then return stored end
   local m = min_pending()
   if m == nil then return MAXD + 1 end
   if m > stored then
-    redis.call('HSET', counters, 'level', m)
+    store_level(m)
     return m
   end
   return stored
 end
+local function held_back()
+  SPEC_N = SPEC_N or redis.call('HLEN', spec)
+  return SPEC_N
+end
 -- The deepest URL that may be released: any (first-found depth, or room left for held-back
 -- records), or the level's own (the barrier: budgets, max_ahead 0, or max_ahead reached).
 local function refresh_allowed()
-  LEVEL = level_now()
+  if LEVEL_STALE then
+    LEVEL = level_now()
+    LEVEL_STALE = false
+  end
   if not EXACT then
     ALLOWED = math.huge
-  elseif STRICT or redis.call('HLEN', spec) >= AHEAD then
+  elseif STRICT or held_back() >= AHEAD then
     ALLOWED = LEVEL
   else
     ALLOWED = math.huge
@@ -524,6 +545,7 @@ local function with_depth(record, d)
 end
 local function hold_back(url, d, payload)
   redis.call('HSET', spec, url, d)
+  SPEC_N = nil
   redis.call('HSET', sprefix .. d, url, payload)
 end
 -- A link in the outbox is pending at the depth of the page it comes from: admitted at `d`,
@@ -578,6 +600,7 @@ local function correct(key, url, d)
     local payload = cjson.decode(redis.call('HGET', sprefix .. old, url))
     redis.call('HDEL', sprefix .. old, url)
     redis.call('HDEL', spec, url)
+    SPEC_N = nil
     payload.r = with_depth(payload.r, d)
     if payload.l then push_links(payload.l, d + payload.o, payload.p, payload.v or '') end
     if d > LEVEL + 1 then hold_back(url, d, cjson.encode(payload)) else emit(payload.r) end
@@ -590,9 +613,9 @@ end
 -- LEVEL is past max_depth without being stored: what is held back then goes out, but the
 -- depths stay open for URLs admitted later, a revisit's or a new seed's.)
 local function settle(budget)
-  if redis.call('HLEN', spec) == 0 then return false end
+  if held_back() == 0 then return false end
   local n = 0
-  local stored = tonumber(redis.call('HGET', counters, 'level') or '0')
+  local stored = stored_level()
   local first = tonumber(redis.call('HGET', counters, 'settled') or '-1') + 1
   for d = first, math.min(LEVEL + 1, MAXD + 1) do
     local h = sprefix .. d
@@ -606,6 +629,7 @@ local function settle(budget)
         emit(cjson.decode(kv[i + 1]).r)
         redis.call('HDEL', h, kv[i])
         redis.call('HDEL', spec, kv[i])
+        SPEC_N = nil
         n = n + 1
       end
     until cursor == '0'
@@ -835,7 +859,7 @@ refresh_allowed()
 local allowed0 = ALLOWED
 local raised = 0
 if tonumber(level) > LEVEL then
-  redis.call('HSET', counters, 'level', level)
+  store_level(level)
   raised = 1
   refresh_allowed()
 end
