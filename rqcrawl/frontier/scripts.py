@@ -243,6 +243,19 @@ local touched, sent, corrected = {}, 0, 0
 -- them): the stored level, the count of held-back records (nil: read it again), and whether
 -- the set of pending depths, which alone moves the least of them, changed since LEVEL.
 local STORED, SPEC_N, LEVEL_STALE = nil, nil, true
+-- Likewise what a run read of its keys, kept by its writes below (nil: not read; a turn is
+-- false when the key is not in `ready`): their pace, queue heads, live slots and turns, and
+-- whether the crawl is paused, and how many URLs are parked.
+local PACED, HEADS, LIVE, TURNS = {}, {}, {}, {}
+local PAUSED, LATER_N = nil, nil
+local function paused()
+  if PAUSED == nil then PAUSED = redis.call('HEXISTS', counters, 'paused_at') == 1 end
+  return PAUSED
+end
+local function later_count()
+  LATER_N = LATER_N or redis.call('ZCARD', later)
+  return LATER_N
+end
 
 -- Whether two in-flight entries are one job's: all but their time (the time a release
 -- writes, when a URL's host may take it, is not the job's to know to the microsecond).
@@ -317,9 +330,8 @@ local function refresh_allowed()
 end
 
 -- a key's pace
-local function load_host(key)
+local function parse_host(raw)
   local h = {ready = 0, fetch = 0, backoff = 0, base = -1}
-  local raw = redis.call('HGET', hosts, key)
   if raw then
     local r, f, b, base = string.match(raw, '^(%S+) (%S+) (%S+) (%S+)$')
     if r then
@@ -328,9 +340,13 @@ local function load_host(key)
   end
   return h
 end
+local function load_host(key)
+  if PACED[key] == nil then PACED[key] = redis.call('HGET', hosts, key) or false end
+  return parse_host(PACED[key])
+end
 local function save_host(key, h)
-  redis.call('HSET', hosts, key, at(h.ready) .. ' ' .. string.format('%.6f %.6f %.6f',
-             h.fetch, h.backoff, h.base))
+  PACED[key] = at(h.ready) .. ' ' .. string.format('%.6f %.6f %.6f', h.fetch, h.backoff, h.base)
+  redis.call('HSET', hosts, key, PACED[key])
 end
 local function base_of(h)
   return h.base >= 0 and h.base or PACE.delay
@@ -340,41 +356,76 @@ local function in_force(h)
   return math.max(base_of(h), math.min(math.max(h.backoff, PACE.factor * h.fetch), PACE.cap))
 end
 local function live(key)
-  return redis.call('ZCOUNT', lprefix .. key, T, '+inf')
+  LIVE[key] = LIVE[key] or redis.call('ZCOUNT', lprefix .. key, T, '+inf')
+  return LIVE[key]
+end
+local function take_slot(key, holder, expiry)
+  redis.call('ZADD', lprefix .. key, expiry, holder)
+  LIVE[key] = nil
+end
+local function drop_slot(key, holder)
+  redis.call('ZREM', lprefix .. key, holder)
+  LIVE[key] = nil
+end
+-- `key`'s score in `ready` (false: not there)
+local function turn_of(key)
+  if TURNS[key] == nil then TURNS[key] = tonumber(redis.call('ZSCORE', ready, key)) or false end
+  return TURNS[key]
+end
+local function set_turn(key, when)
+  redis.call('ZADD', ready, when, key)
+  TURNS[key] = tonumber(when)
+end
+local function drop_turn(key)
+  if TURNS[key] ~= false then redis.call('ZREM', ready, key) end
+  TURNS[key] = false
+end
+-- the first URL waiting in `key`'s queue and its score ({} if none)
+local function head_of(key)
+  HEADS[key] = HEADS[key] or redis.call('ZRANGE', qprefix .. key, 0, 0, 'WITHSCORES')
+  return HEADS[key]
+end
+local function enqueue(key, score, url)
+  redis.call('ZADD', qprefix .. key, score, url)
+  HEADS[key] = nil
+end
+local function dequeue(key, url)
+  redis.call('ZREM', qprefix .. key, url)
+  HEADS[key] = nil
 end
 -- A request of key `k` (state `h`) that takes no slot just ended: the key's next request
 -- waits the delay in force from now.
 local function wait_from_now(k, h)
   h.ready = math.max(h.ready, T + in_force(h))
   save_host(k, h)
-  if redis.call('ZSCORE', ready, k) then redis.call('ZADD', ready, at(h.ready), k) end
+  if turn_of(k) then set_turn(k, at(h.ready)) end
 end
 
 -- Put `key` in `ready` (at its next start), in `blocked`, or in neither (no free slot).
 local function schedule(key)
-  local head = redis.call('ZRANGE', qprefix .. key, 0, 0, 'WITHSCORES')
+  local head = head_of(key)
   if #head == 0 then
-    redis.call('ZREM', ready, key)
+    drop_turn(key)
     redis.call('SREM', blocked, key)
     redis.call('SREM', qkeys, key)
     return
   end
   if live(key) >= PACE.conc then
-    redis.call('ZREM', ready, key)
+    drop_turn(key)
     return
   end
   local s = tonumber(head[2])
   if s >= 0 and split_score(s) > ALLOWED then
-    redis.call('ZREM', ready, key)
+    drop_turn(key)
     redis.call('SADD', blocked, key)
     return
   end
   redis.call('SREM', blocked, key)
-  redis.call('ZADD', ready, at(load_host(key).ready), key)
+  set_turn(key, at(load_host(key).ready))
 end
 local function schedule_touched()
   for key in pairs(touched) do
-    if not redis.call('ZSCORE', ready, key) then schedule(key) end
+    if not turn_of(key) then schedule(key) end
   end
   touched = {}
 end
@@ -384,7 +435,7 @@ end
 
 -- Wait in `key`'s queue at depth `d` and priority `p` (a new URL: pending, held).
 local function hold(key, url, d, p)
-  redis.call('ZADD', qprefix .. key, score_of(d, p), url)
+  enqueue(key, score_of(d, p), url)
   redis.call('SADD', qkeys, key)
   redis.call('HINCRBY', counters, 'held', 1)
   pend(d, 1)
@@ -392,7 +443,7 @@ local function hold(key, url, d, p)
 end
 -- An in-flight URL back at the head of its key's queue (its turn came: parked, recovered).
 local function requeue(key, url)
-  redis.call('ZADD', qprefix .. key, -1, url)
+  enqueue(key, -1, url)
   redis.call('SADD', qkeys, key)
   touched[key] = true
 end
@@ -403,7 +454,7 @@ end
 -- A push doubles the back-off (at least BACKOFF_MIN and the Retry-After, at most the cap),
 -- a success halves it until it is below the base. Returns when the key may go next.
 local function free_slot(key, url, dur, answer, retry_after, base, not_before)
-  redis.call('ZREM', lprefix .. key, url)
+  drop_slot(key, url)
   local h = load_host(key)
   if base >= 0 then h.base = base end
   if dur >= 0 then h.fetch = h.fetch == 0 and dur or (1 - SMOOTHING) * h.fetch + SMOOTHING * dur end
@@ -443,7 +494,7 @@ local function first_due(horizon, room)
   if #due <= room then return due end
   local heads = {}
   for _, key in ipairs(due) do
-    local head = redis.call('ZRANGE', qprefix .. key, 0, 0, 'WITHSCORES')
+    local head = head_of(key)
     heads[key] = head[2] and tonumber(head[2]) or math.huge
   end
   table.sort(due, function(a, b) return heads[a] < heads[b] end)
@@ -454,21 +505,21 @@ end
 -- none while paused, or while the records stream is at its bound (a follower drains it; the
 -- URLs in flight still end and are recorded).
 local function release(room, out)
-  if room <= 0 or redis.call('HEXISTS', counters, 'paused_at') == 1 then return end
-  if stream_full() then return end
-  local taken = 0
+  if room <= 0 or paused() then return end
   local horizon = T + PACE.lead
-  for _, key in ipairs(first_due(horizon, room)) do
-    local q = qprefix .. key
+  local due = first_due(horizon, room)
+  if #due == 0 or stream_full() then return end
+  local taken = 0
+  for _, key in ipairs(due) do
     repeat  -- the key's URLs while it has slots free now (host_concurrency, no delay)
       if taken >= room then return end
-      local head = redis.call('ZRANGE', q, 0, 0, 'WITHSCORES')
-      local turn = at(math.max(T, tonumber(redis.call('ZSCORE', ready, key) or T)))
+      local head = head_of(key)
+      local turn = at(math.max(T, turn_of(key) or T))
       local entry = nil
       if #head > 0 and live(key) < PACE.conc then
         local url, s = head[1], tonumber(head[2])
         if s < 0 then
-          redis.call('ZREM', q, url)
+          dequeue(key, url)
           entry = redis.call('HGET', inflight, url)
           if entry then
             local d, _, rest = string.match(entry, '^(%S+) (%S+) (.*)$')
@@ -477,7 +528,7 @@ local function release(room, out)
         else
           local d, p = split_score(s)
           if d <= ALLOWED then
-            redis.call('ZREM', q, url)
+            dequeue(key, url)
             redis.call('HINCRBY', counters, 'held', -1)
             if redis.call('HEXISTS', inflight, url) == 1 then
               pend(d, -1)  -- (in flight already: this copy goes)
@@ -488,7 +539,7 @@ local function release(room, out)
         end
         if entry then
           redis.call('HSET', inflight, url, entry)
-          redis.call('ZADD', lprefix .. key, T + PACE.grace, url)
+          take_slot(key, url, T + PACE.grace)
           out[#out + 1] = url
           out[#out + 1] = entry
           taken = taken + 1
@@ -497,29 +548,30 @@ local function release(room, out)
       schedule(key)
       -- a key with slots left goes again one delay after this start (its `ready` moves only
       -- when a request ends: a URL that robots.txt refuses costs its host no turn)
-      local again = redis.call('ZSCORE', ready, key)
+      local again = turn_of(key)
       if entry and again then
-        again = math.max(tonumber(again), tonumber(turn) + in_force(load_host(key)))
-        redis.call('ZADD', ready, at(again), key)
+        again = math.max(again, tonumber(turn) + in_force(load_host(key)))
+        set_turn(key, at(again))
       end
     until not (entry and again and again <= horizon)
   end
 end
 local function room()
-  return tonumber(window) - (redis.call('HLEN', inflight) - redis.call('ZCARD', later))
+  return tonumber(window) - (redis.call('HLEN', inflight) - later_count())
 end
 
 -- Parked URLs whose time came go back to their key's queue (or to held, as new, in a
 -- paused crawl: it then settles with nothing in flight).
 local function take_due(limit)
-  local paused = redis.call('HEXISTS', counters, 'paused_at') == 1
+  if later_count() == 0 then return end
   for _, url in ipairs(redis.call('ZRANGEBYSCORE', later, '-inf', T, 'LIMIT', 0, limit)) do
     redis.call('ZREM', later, url)
+    LATER_N = nil
     local key = redis.call('HGET', parked, url)
     redis.call('HDEL', parked, url)
     local entry = redis.call('HGET', inflight, url)
     if key and entry then
-      if paused then
+      if paused() then
         local d, p = string.match(entry, '^(%S+) %S+ %S+ %S+ (%S+)$')
         d = tonumber(redis.call('HGET', lowered, url) or d)
         redis.call('HDEL', inflight, url)
@@ -575,7 +627,7 @@ local function correct(key, url, d)
     if s >= 0 then
       local old, p = split_score(s)
       if old > d then
-        redis.call('ZADD', q, score_of(d, p), url)
+        enqueue(key, score_of(d, p), url)
         pend(old, -1)
         pend(d, 1)
         touched[key] = true
@@ -729,6 +781,7 @@ if done ~= '' then
   if final == '1' then
     redis.call('HDEL', inflight, done)
     redis.call('ZREM', later, done)
+    LATER_N = nil
     redis.call('HDEL', parked, done)
     redis.call('ZREM', leased, done)
     redis.call('HDEL', lowered, done)
@@ -912,6 +965,7 @@ end
 refresh_allowed()
 redis.call('HSET', inflight, url, entry)
 redis.call('ZREM', later, url)
+LATER_N = nil
 redis.call('HDEL', parked, url)
 redis.call('HINCRBY', counters, 'recovered', 1)
 requeue(key, url)
@@ -942,11 +996,10 @@ if entry then
   local a, t = string.match(entry, '^%S+ %S+ (%d+) (%d+)')
   if a == attempt and t == turn then
     redis.call('ZADD', leased, expiry, url)
-    local slots = lprefix .. key
-    local mine = tonumber(redis.call('ZSCORE', slots, url) or '-1')
+    local mine = tonumber(redis.call('ZSCORE', lprefix .. key, url) or '-1')
     local h = load_host(key)
     if mine >= T or (live(key) < PACE.conc and h.ready <= T) then
-      redis.call('ZADD', slots, expiry, url)
+      take_slot(key, url, expiry)
       schedule(key)  -- (out of `ready` if that took its last slot)
       go = '1'
     else
@@ -955,13 +1008,12 @@ if entry then
   end
 end
 if note == '1' then redis.call('HSET', counters, 'last_claim_at', now) end
-local paused = redis.call('HEXISTS', counters, 'paused_at')
 local identity = redis.call('HGET', counters, 'started_at')
 take_due(tonumber(limit))
 schedule_touched()
 local out = {}
 release(room(), out)
-return {entry, paused, identity, out, redis.call('SISMEMBER', sitemapped, url),
+return {entry, paused() and 1 or 0, identity, out, redis.call('SISMEMBER', sitemapped, url),
         redis.call('HGET', via, url), go, redis.call('HGET', lowered, url), LEVEL}
 """,
 )
@@ -985,6 +1037,7 @@ if tonumber(until_at) <= T then
   requeue(key, url)
 else
   redis.call('ZADD', later, until_at, url)
+  LATER_N = nil
   redis.call('HSET', parked, url, key)
 end
 schedule_touched()
@@ -1024,21 +1077,20 @@ HOP_TURN = Script(
     body="""
 if ended ~= '' then wait_from_now(ended, load_host(ended)) end
 local h = load_host(key)
-local slots = lprefix .. key
 local others = 0
 if own ~= '1' then
-  local mine = tonumber(redis.call('ZSCORE', slots, holder) or '-1') >= T
+  local mine = tonumber(redis.call('ZSCORE', lprefix .. key, holder) or '-1') >= T
   others = live(key) - (mine and 1 or 0)
 end
 if h.ready > T or others >= PACE.conc then
   local again = math.max(h.ready, T + 0.05)
   if own ~= '1' then
-    redis.call('ZADD', slots, again + tonumber(hold_for), holder)
-    redis.call('ZREM', ready, key)
+    take_slot(key, holder, again + tonumber(hold_for))
+    drop_turn(key)
   end
   return at(again)
 end
-redis.call('ZREM', slots, holder)
+drop_slot(key, holder)
 wait_from_now(key, h)
 schedule(key)
 return '0'
