@@ -246,7 +246,7 @@ local STORED, SPEC_N, LEVEL_STALE = nil, nil, true
 -- Likewise what a run read of its keys, kept by its writes below (nil: not read; a turn is
 -- false when the key is not in `ready`): their pace, queue heads, live slots and turns, and
 -- whether the crawl is paused, and how many URLs are parked.
-local PACED, HEADS, LIVE, TURNS = {}, {}, {}, {}
+local PACED, HEADS, NEXTS, LIVE, TURNS = {}, {}, {}, {}, {}
 local PAUSED, LATER_N = nil, nil
 local function paused()
   if PAUSED == nil then PAUSED = redis.call('HEXISTS', counters, 'paused_at') == 1 end
@@ -360,8 +360,12 @@ local function live(key)
   return LIVE[key]
 end
 local function take_slot(key, holder, expiry)
-  redis.call('ZADD', lprefix .. key, expiry, holder)
-  LIVE[key] = nil
+  local added = redis.call('ZADD', lprefix .. key, expiry, holder) == 1
+  if added and LIVE[key] and tonumber(expiry) >= T then
+    LIVE[key] = LIVE[key] + 1  -- (a new holder: one more live)
+  else
+    LIVE[key] = nil
+  end
 end
 local function drop_slot(key, holder)
   redis.call('ZREM', lprefix .. key, holder)
@@ -380,18 +384,26 @@ local function drop_turn(key)
   if TURNS[key] ~= false then redis.call('ZREM', ready, key) end
   TURNS[key] = false
 end
--- the first URL waiting in `key`'s queue and its score ({} if none)
+-- the first URL waiting in `key`'s queue and its score ({} if none); the second is read
+-- with it, the head once the first is taken
 local function head_of(key)
-  HEADS[key] = HEADS[key] or redis.call('ZRANGE', qprefix .. key, 0, 0, 'WITHSCORES')
+  if HEADS[key] == nil then
+    local two = redis.call('ZRANGE', qprefix .. key, 0, 1, 'WITHSCORES')
+    HEADS[key], NEXTS[key] = {two[1], two[2]}, {two[3], two[4]}
+  end
   return HEADS[key]
 end
 local function enqueue(key, score, url)
   redis.call('ZADD', qprefix .. key, score, url)
-  HEADS[key] = nil
+  HEADS[key], NEXTS[key] = nil, nil
 end
 local function dequeue(key, url)
   redis.call('ZREM', qprefix .. key, url)
-  HEADS[key] = nil
+  if HEADS[key] and HEADS[key][1] == url and NEXTS[key] then
+    HEADS[key], NEXTS[key] = NEXTS[key], nil
+  else
+    HEADS[key], NEXTS[key] = nil, nil
+  end
 end
 -- A request of key `k` (state `h`) that takes no slot just ended: the key's next request
 -- waits the delay in force from now.
