@@ -732,6 +732,8 @@ end
 # In a crawl over several shards, `foreign` is a JSON list of the page's links to other
 # shards' hosts, appended to `outbox` in the same step (entries of
 # rqcrawl.frontier.state.Outgoing, admitted on their shard by a drain; counted in `outboxed`).
+# marks: the ending URL's marks to drop, 's' in `sitemapped`, 'v' in `via` (set only when a
+# URL is admitted: its claim read them, state.Ending.marks).
 # source: 'sitemap' to note the admitted children in `sitemapped` until they end (their
 # records say where they came from), or ''. child_via: for a redirect's target (a child at
 # the ending URL's own depth), the JSON list of the redirects that led to it, noted in `via`
@@ -754,7 +756,7 @@ FINISH = Script(
         *FRONTIER_KEYS, "reap_lock", "host_pages", "revisiting", "sitemapped", "via", "digests",
     ),
     args=(
-        *FRONTIER_ARGS, "done", "final", "digest", "increments", "record", "rec_depth",
+        *FRONTIER_ARGS, "done", "final", "digest", "marks", "increments", "record", "rec_depth",
         "child_depth", "child_priority", "source", "child_via", "links", "cut", "slot",
         "shard_bits", "k", "reap_every", "max_pages", "max_host_pages", "max_host_share",
         "share_floor", "skip_record", "skip_prefix", "n", "size", "foreign", "others",
@@ -800,8 +802,8 @@ if done ~= '' then
     redis.call('ZREM', leased, done)
     if low then redis.call('HDEL', lowered, done) end
     redis.call('SREM', revisiting, done)
-    redis.call('SREM', sitemapped, done)
-    redis.call('HDEL', via, done)
+    if string.find(marks, 's', 1, true) then redis.call('SREM', sitemapped, done) end
+    if string.find(marks, 'v', 1, true) then redis.call('HDEL', via, done) end
     pend(d_done, -1)
     for field, count in string.gmatch(increments, '(%S+) (%S+)') do
       local per_host = string.find(field, '|', 1, true)
