@@ -239,6 +239,23 @@ local DEPTH_UNIT, PRIO_MID, PRIO_MAX = 2097152, 1048576, 1048575
 local SMOOTHING, BACKOFF_MIN, SETTLE_BUDGET = 0.3, 0.25, 500
 local LEVEL, ALLOWED = 0, math.huge
 local touched, sent, corrected = {}, 0, 0
+-- What the level needs, read once a run (a script runs alone: only its own writes change
+-- them): the stored level, the count of held-back records (nil: read it again), and whether
+-- the set of pending depths, which alone moves the least of them, changed since LEVEL.
+local STORED, SPEC_N, LEVEL_STALE = nil, nil, true
+-- Likewise what a run read of its keys, kept by its writes below (nil: not read; a turn is
+-- false when the key is not in `ready`): their pace, queue heads, live slots and turns, and
+-- whether the crawl is paused, and how many URLs are parked.
+local PACED, HEADS, NEXTS, LIVE, TURNS = {}, {}, {}, {}, {}
+local PAUSED, LATER_N = nil, nil
+local function paused()
+  if PAUSED == nil then PAUSED = redis.call('HEXISTS', counters, 'paused_at') == 1 end
+  return PAUSED
+end
+local function later_count()
+  LATER_N = LATER_N or redis.call('ZCARD', later)
+  return LATER_N
+end
 
 -- Whether two in-flight entries are one job's: all but their time (the time a release
 -- writes, when a URL's host may take it, is not the job's to know to the microsecond).
@@ -258,7 +275,9 @@ end
 
 -- levels
 local function pend(d, n)
-  if redis.call('HINCRBY', pending, d, n) <= 0 then redis.call('HDEL', pending, d) end
+  local left = redis.call('HINCRBY', pending, d, n)
+  if left <= 0 then redis.call('HDEL', pending, d) end
+  if left <= 0 or left == n then LEVEL_STALE = true end  -- a depth went, or came
 end
 local function min_pending()
   local all, m = redis.call('HGETALL', pending), nil
@@ -271,24 +290,39 @@ end
 -- The settled level; on one Redis raised here as URLs end, over shards by the coordinator.
 -- With nothing pending every depth is settled (a crawl before its seeds, or at its end),
 -- but the stored level stays where it was: the next URLs start from it.
+local function stored_level()
+  STORED = STORED or tonumber(redis.call('HGET', counters, 'level') or '0')
+  return STORED
+end
+local function store_level(level)
+  redis.call('HSET', counters, 'level', level)
+  STORED, LEVEL_STALE = tonumber(level), true
+end
 local function level_now()
-  local stored = tonumber(redis.call('HGET', counters, 'level') or '0')
+  local stored = stored_level()
   if SHARDED then return stored end
   local m = min_pending()
   if m == nil then return MAXD + 1 end
   if m > stored then
-    redis.call('HSET', counters, 'level', m)
+    store_level(m)
     return m
   end
   return stored
 end
+local function held_back()
+  SPEC_N = SPEC_N or redis.call('HLEN', spec)
+  return SPEC_N
+end
 -- The deepest URL that may be released: any (first-found depth, or room left for held-back
 -- records), or the level's own (the barrier: budgets, max_ahead 0, or max_ahead reached).
 local function refresh_allowed()
-  LEVEL = level_now()
+  if LEVEL_STALE then
+    LEVEL = level_now()
+    LEVEL_STALE = false
+  end
   if not EXACT then
     ALLOWED = math.huge
-  elseif STRICT or redis.call('HLEN', spec) >= AHEAD then
+  elseif STRICT or held_back() >= AHEAD then
     ALLOWED = LEVEL
   else
     ALLOWED = math.huge
@@ -296,9 +330,8 @@ local function refresh_allowed()
 end
 
 -- a key's pace
-local function load_host(key)
+local function parse_host(raw)
   local h = {ready = 0, fetch = 0, backoff = 0, base = -1}
-  local raw = redis.call('HGET', hosts, key)
   if raw then
     local r, f, b, base = string.match(raw, '^(%S+) (%S+) (%S+) (%S+)$')
     if r then
@@ -307,9 +340,13 @@ local function load_host(key)
   end
   return h
 end
+local function load_host(key)
+  if PACED[key] == nil then PACED[key] = redis.call('HGET', hosts, key) or false end
+  return parse_host(PACED[key])
+end
 local function save_host(key, h)
-  redis.call('HSET', hosts, key, at(h.ready) .. ' ' .. string.format('%.6f %.6f %.6f',
-             h.fetch, h.backoff, h.base))
+  PACED[key] = at(h.ready) .. ' ' .. string.format('%.6f %.6f %.6f', h.fetch, h.backoff, h.base)
+  redis.call('HSET', hosts, key, PACED[key])
 end
 local function base_of(h)
   return h.base >= 0 and h.base or PACE.delay
@@ -319,41 +356,88 @@ local function in_force(h)
   return math.max(base_of(h), math.min(math.max(h.backoff, PACE.factor * h.fetch), PACE.cap))
 end
 local function live(key)
-  return redis.call('ZCOUNT', lprefix .. key, T, '+inf')
+  LIVE[key] = LIVE[key] or redis.call('ZCOUNT', lprefix .. key, T, '+inf')
+  return LIVE[key]
+end
+local function take_slot(key, holder, expiry)
+  local added = redis.call('ZADD', lprefix .. key, expiry, holder) == 1
+  if added and LIVE[key] and tonumber(expiry) >= T then
+    LIVE[key] = LIVE[key] + 1  -- (a new holder: one more live)
+  else
+    LIVE[key] = nil
+  end
+end
+local function drop_slot(key, holder)
+  redis.call('ZREM', lprefix .. key, holder)
+  LIVE[key] = nil
+end
+-- `key`'s score in `ready` (false: not there)
+local function turn_of(key)
+  if TURNS[key] == nil then TURNS[key] = tonumber(redis.call('ZSCORE', ready, key)) or false end
+  return TURNS[key]
+end
+local function set_turn(key, when)
+  redis.call('ZADD', ready, when, key)
+  TURNS[key] = tonumber(when)
+end
+local function drop_turn(key)
+  if TURNS[key] ~= false then redis.call('ZREM', ready, key) end
+  TURNS[key] = false
+end
+-- the first URL waiting in `key`'s queue and its score ({} if none); the second is read
+-- with it, the head once the first is taken
+local function head_of(key)
+  if HEADS[key] == nil then
+    local two = redis.call('ZRANGE', qprefix .. key, 0, 1, 'WITHSCORES')
+    HEADS[key], NEXTS[key] = {two[1], two[2]}, {two[3], two[4]}
+  end
+  return HEADS[key]
+end
+local function enqueue(key, score, url)
+  redis.call('ZADD', qprefix .. key, score, url)
+  HEADS[key], NEXTS[key] = nil, nil
+end
+local function dequeue(key, url)
+  redis.call('ZREM', qprefix .. key, url)
+  if HEADS[key] and HEADS[key][1] == url and NEXTS[key] then
+    HEADS[key], NEXTS[key] = NEXTS[key], nil
+  else
+    HEADS[key], NEXTS[key] = nil, nil
+  end
 end
 -- A request of key `k` (state `h`) that takes no slot just ended: the key's next request
 -- waits the delay in force from now.
 local function wait_from_now(k, h)
   h.ready = math.max(h.ready, T + in_force(h))
   save_host(k, h)
-  if redis.call('ZSCORE', ready, k) then redis.call('ZADD', ready, at(h.ready), k) end
+  if turn_of(k) then set_turn(k, at(h.ready)) end
 end
 
 -- Put `key` in `ready` (at its next start), in `blocked`, or in neither (no free slot).
 local function schedule(key)
-  local head = redis.call('ZRANGE', qprefix .. key, 0, 0, 'WITHSCORES')
+  local head = head_of(key)
   if #head == 0 then
-    redis.call('ZREM', ready, key)
+    drop_turn(key)
     redis.call('SREM', blocked, key)
     redis.call('SREM', qkeys, key)
     return
   end
   if live(key) >= PACE.conc then
-    redis.call('ZREM', ready, key)
+    drop_turn(key)
     return
   end
   local s = tonumber(head[2])
   if s >= 0 and split_score(s) > ALLOWED then
-    redis.call('ZREM', ready, key)
+    drop_turn(key)
     redis.call('SADD', blocked, key)
     return
   end
   redis.call('SREM', blocked, key)
-  redis.call('ZADD', ready, at(load_host(key).ready), key)
+  set_turn(key, at(load_host(key).ready))
 end
 local function schedule_touched()
   for key in pairs(touched) do
-    if not redis.call('ZSCORE', ready, key) then schedule(key) end
+    if not turn_of(key) then schedule(key) end
   end
   touched = {}
 end
@@ -363,7 +447,7 @@ end
 
 -- Wait in `key`'s queue at depth `d` and priority `p` (a new URL: pending, held).
 local function hold(key, url, d, p)
-  redis.call('ZADD', qprefix .. key, score_of(d, p), url)
+  enqueue(key, score_of(d, p), url)
   redis.call('SADD', qkeys, key)
   redis.call('HINCRBY', counters, 'held', 1)
   pend(d, 1)
@@ -371,7 +455,7 @@ local function hold(key, url, d, p)
 end
 -- An in-flight URL back at the head of its key's queue (its turn came: parked, recovered).
 local function requeue(key, url)
-  redis.call('ZADD', qprefix .. key, -1, url)
+  enqueue(key, -1, url)
   redis.call('SADD', qkeys, key)
   touched[key] = true
 end
@@ -382,7 +466,7 @@ end
 -- A push doubles the back-off (at least BACKOFF_MIN and the Retry-After, at most the cap),
 -- a success halves it until it is below the base. Returns when the key may go next.
 local function free_slot(key, url, dur, answer, retry_after, base, not_before)
-  redis.call('ZREM', lprefix .. key, url)
+  drop_slot(key, url)
   local h = load_host(key)
   if base >= 0 then h.base = base end
   if dur >= 0 then h.fetch = h.fetch == 0 and dur or (1 - SMOOTHING) * h.fetch + SMOOTHING * dur end
@@ -422,7 +506,7 @@ local function first_due(horizon, room)
   if #due <= room then return due end
   local heads = {}
   for _, key in ipairs(due) do
-    local head = redis.call('ZRANGE', qprefix .. key, 0, 0, 'WITHSCORES')
+    local head = head_of(key)
     heads[key] = head[2] and tonumber(head[2]) or math.huge
   end
   table.sort(due, function(a, b) return heads[a] < heads[b] end)
@@ -433,21 +517,21 @@ end
 -- none while paused, or while the records stream is at its bound (a follower drains it; the
 -- URLs in flight still end and are recorded).
 local function release(room, out)
-  if room <= 0 or redis.call('HEXISTS', counters, 'paused_at') == 1 then return end
-  if stream_full() then return end
-  local taken = 0
+  if room <= 0 or paused() then return end
   local horizon = T + PACE.lead
-  for _, key in ipairs(first_due(horizon, room)) do
-    local q = qprefix .. key
+  local due = first_due(horizon, room)
+  if #due == 0 or stream_full() then return end
+  local taken = 0
+  for _, key in ipairs(due) do
     repeat  -- the key's URLs while it has slots free now (host_concurrency, no delay)
       if taken >= room then return end
-      local head = redis.call('ZRANGE', q, 0, 0, 'WITHSCORES')
-      local turn = at(math.max(T, tonumber(redis.call('ZSCORE', ready, key) or T)))
+      local head = head_of(key)
+      local turn = at(math.max(T, turn_of(key) or T))
       local entry = nil
       if #head > 0 and live(key) < PACE.conc then
         local url, s = head[1], tonumber(head[2])
         if s < 0 then
-          redis.call('ZREM', q, url)
+          dequeue(key, url)
           entry = redis.call('HGET', inflight, url)
           if entry then
             local d, _, rest = string.match(entry, '^(%S+) (%S+) (.*)$')
@@ -456,7 +540,7 @@ local function release(room, out)
         else
           local d, p = split_score(s)
           if d <= ALLOWED then
-            redis.call('ZREM', q, url)
+            dequeue(key, url)
             redis.call('HINCRBY', counters, 'held', -1)
             if redis.call('HEXISTS', inflight, url) == 1 then
               pend(d, -1)  -- (in flight already: this copy goes)
@@ -467,7 +551,7 @@ local function release(room, out)
         end
         if entry then
           redis.call('HSET', inflight, url, entry)
-          redis.call('ZADD', lprefix .. key, T + PACE.grace, url)
+          take_slot(key, url, T + PACE.grace)
           out[#out + 1] = url
           out[#out + 1] = entry
           taken = taken + 1
@@ -476,29 +560,30 @@ local function release(room, out)
       schedule(key)
       -- a key with slots left goes again one delay after this start (its `ready` moves only
       -- when a request ends: a URL that robots.txt refuses costs its host no turn)
-      local again = redis.call('ZSCORE', ready, key)
+      local again = turn_of(key)
       if entry and again then
-        again = math.max(tonumber(again), tonumber(turn) + in_force(load_host(key)))
-        redis.call('ZADD', ready, at(again), key)
+        again = math.max(again, tonumber(turn) + in_force(load_host(key)))
+        set_turn(key, at(again))
       end
     until not (entry and again and again <= horizon)
   end
 end
 local function room()
-  return tonumber(window) - (redis.call('HLEN', inflight) - redis.call('ZCARD', later))
+  return tonumber(window) - (redis.call('HLEN', inflight) - later_count())
 end
 
 -- Parked URLs whose time came go back to their key's queue (or to held, as new, in a
 -- paused crawl: it then settles with nothing in flight).
 local function take_due(limit)
-  local paused = redis.call('HEXISTS', counters, 'paused_at') == 1
+  if later_count() == 0 then return end
   for _, url in ipairs(redis.call('ZRANGEBYSCORE', later, '-inf', T, 'LIMIT', 0, limit)) do
     redis.call('ZREM', later, url)
+    LATER_N = nil
     local key = redis.call('HGET', parked, url)
     redis.call('HDEL', parked, url)
     local entry = redis.call('HGET', inflight, url)
     if key and entry then
-      if paused then
+      if paused() then
         local d, p = string.match(entry, '^(%S+) %S+ %S+ %S+ (%S+)$')
         d = tonumber(redis.call('HGET', lowered, url) or d)
         redis.call('HDEL', inflight, url)
@@ -524,6 +609,7 @@ local function with_depth(record, d)
 end
 local function hold_back(url, d, payload)
   redis.call('HSET', spec, url, d)
+  SPEC_N = nil
   redis.call('HSET', sprefix .. d, url, payload)
 end
 -- A link in the outbox is pending at the depth of the page it comes from: admitted at `d`,
@@ -553,7 +639,7 @@ local function correct(key, url, d)
     if s >= 0 then
       local old, p = split_score(s)
       if old > d then
-        redis.call('ZADD', q, score_of(d, p), url)
+        enqueue(key, score_of(d, p), url)
         pend(old, -1)
         pend(d, 1)
         touched[key] = true
@@ -578,6 +664,7 @@ local function correct(key, url, d)
     local payload = cjson.decode(redis.call('HGET', sprefix .. old, url))
     redis.call('HDEL', sprefix .. old, url)
     redis.call('HDEL', spec, url)
+    SPEC_N = nil
     payload.r = with_depth(payload.r, d)
     if payload.l then push_links(payload.l, d + payload.o, payload.p, payload.v or '') end
     if d > LEVEL + 1 then hold_back(url, d, cjson.encode(payload)) else emit(payload.r) end
@@ -590,9 +677,9 @@ end
 -- LEVEL is past max_depth without being stored: what is held back then goes out, but the
 -- depths stay open for URLs admitted later, a revisit's or a new seed's.)
 local function settle(budget)
-  if redis.call('HLEN', spec) == 0 then return false end
+  if held_back() == 0 then return false end
   local n = 0
-  local stored = tonumber(redis.call('HGET', counters, 'level') or '0')
+  local stored = stored_level()
   local first = tonumber(redis.call('HGET', counters, 'settled') or '-1') + 1
   for d = first, math.min(LEVEL + 1, MAXD + 1) do
     local h = sprefix .. d
@@ -606,6 +693,7 @@ local function settle(budget)
         emit(cjson.decode(kv[i + 1]).r)
         redis.call('HDEL', h, kv[i])
         redis.call('HDEL', spec, kv[i])
+        SPEC_N = nil
         n = n + 1
       end
     until cursor == '0'
@@ -644,6 +732,8 @@ end
 # In a crawl over several shards, `foreign` is a JSON list of the page's links to other
 # shards' hosts, appended to `outbox` in the same step (entries of
 # rqcrawl.frontier.state.Outgoing, admitted on their shard by a drain; counted in `outboxed`).
+# marks: the ending URL's marks to drop, 's' in `sitemapped`, 'v' in `via` (set only when a
+# URL is admitted: its claim read them, state.Ending.marks).
 # source: 'sitemap' to note the admitted children in `sitemapped` until they end (their
 # records say where they came from), or ''. child_via: for a redirect's target (a child at
 # the ending URL's own depth), the JSON list of the redirects that led to it, noted in `via`
@@ -666,7 +756,7 @@ FINISH = Script(
         *FRONTIER_KEYS, "reap_lock", "host_pages", "revisiting", "sitemapped", "via", "digests",
     ),
     args=(
-        *FRONTIER_ARGS, "done", "final", "digest", "increments", "record", "rec_depth",
+        *FRONTIER_ARGS, "done", "final", "digest", "marks", "increments", "record", "rec_depth",
         "child_depth", "child_priority", "source", "child_via", "links", "cut", "slot",
         "shard_bits", "k", "reap_every", "max_pages", "max_host_pages", "max_host_share",
         "share_floor", "skip_record", "skip_prefix", "n", "size", "foreign", "others",
@@ -699,18 +789,21 @@ if done ~= '' then
   local entry = redis.call('HGET', inflight, done)
   if not entry then return {0, 0, 0, 0, 0, 0, 0, ''} end
   local d_entry = tonumber(string.match(entry, '^(%S+)'))
-  d_done = math.min(d_entry, tonumber(redis.call('HGET', lowered, done) or d_entry))
+  local low = redis.call('HGET', lowered, done)
+  d_done = math.min(d_entry, tonumber(low or d_entry))
   local rd = tonumber(rec_depth)
   if rd > d_done then shift = rd - d_done end
   if final == '1' then
     redis.call('HDEL', inflight, done)
-    redis.call('ZREM', later, done)
-    redis.call('HDEL', parked, done)
+    if redis.call('ZREM', later, done) == 1 then  -- (parked: `later` and `parked` go together)
+      LATER_N = nil
+      redis.call('HDEL', parked, done)
+    end
     redis.call('ZREM', leased, done)
-    redis.call('HDEL', lowered, done)
+    if low then redis.call('HDEL', lowered, done) end
     redis.call('SREM', revisiting, done)
-    redis.call('SREM', sitemapped, done)
-    redis.call('HDEL', via, done)
+    if string.find(marks, 's', 1, true) then redis.call('SREM', sitemapped, done) end
+    if string.find(marks, 'v', 1, true) then redis.call('HDEL', via, done) end
     pend(d_done, -1)
     for field, count in string.gmatch(increments, '(%S+) (%S+)') do
       local per_host = string.find(field, '|', 1, true)
@@ -723,10 +816,9 @@ if done ~= '' then
 end
 local dup = ''
 if digest ~= '' and done ~= '' then  -- a body the crawl already fetched: named in the record
-  local first = redis.call('HGET', digests, digest)
-  if not first then
-    redis.call('HSET', digests, digest, done)
-  elseif first ~= done then
+  local first = redis.call('HSETNX', digests, digest, done) == 0
+                and redis.call('HGET', digests, digest)
+  if first and first ~= done then
     dup = first
     local named = '"duplicate_of":' .. cjson.encode(first)
     record = string.gsub(record, '"duplicate_of":null', function() return named end, 1)
@@ -737,7 +829,7 @@ local sbits, kk = tonumber(shard_bits), tonumber(k)
 local max_host = tonumber(max_host_pages)
 local max_share, floor = tonumber(max_host_share), tonumber(share_floor)
 if kids > 0 then bloom_alloc(bloom0, sbits, size) end
-local total = tonumber(redis.call('HGET', counters, 'admitted') or '0')
+local total = nil  -- (read at the first new child)
 local admitted = 0
 local skip = nil
 local fresh = bloom_check(bloom0, sbits, kk, ARGV, children + 4 * kids, kids, true)
@@ -747,9 +839,13 @@ for i = 1, kids do
   local verdict, key, host, url = ARGV[at], ARGV[at + 1], ARGV[at + 2], ARGV[at + 3]
   if fresh[i] == 1 then
     if verdict == '-' then
+      total = total or tonumber(redis.call('HGET', counters, 'admitted') or '0')
       local so_far = total + admitted
       local whole = so_far + tonumber(others)
-      local of_host = tonumber(redis.call('HGET', host_pages, host) or '0')
+      local of_host = 0  -- (read only for a per-host budget)
+      if max_host > 0 or max_share > 0 then
+        of_host = tonumber(redis.call('HGET', host_pages, host) or '0')
+      end
       if max_total > 0 and so_far >= limit then
         verdict = 'max_pages'
       elseif max_host > 0 and of_host >= max_host then
@@ -835,7 +931,7 @@ refresh_allowed()
 local allowed0 = ALLOWED
 local raised = 0
 if tonumber(level) > LEVEL then
-  redis.call('HSET', counters, 'level', level)
+  store_level(level)
   raised = 1
   refresh_allowed()
 end
@@ -888,6 +984,7 @@ end
 refresh_allowed()
 redis.call('HSET', inflight, url, entry)
 redis.call('ZREM', later, url)
+LATER_N = nil
 redis.call('HDEL', parked, url)
 redis.call('HINCRBY', counters, 'recovered', 1)
 requeue(key, url)
@@ -918,26 +1015,26 @@ if entry then
   local a, t = string.match(entry, '^%S+ %S+ (%d+) (%d+)')
   if a == attempt and t == turn then
     redis.call('ZADD', leased, expiry, url)
-    local slots = lprefix .. key
-    local mine = tonumber(redis.call('ZSCORE', slots, url) or '-1')
-    local h = load_host(key)
-    if mine >= T or (live(key) < PACE.conc and h.ready <= T) then
-      redis.call('ZADD', slots, expiry, url)
+    local mine = tonumber(redis.call('ZSCORE', lprefix .. key, url) or '-1')
+    if mine >= T then  -- the slot its release took: the key's schedule stands
+      take_slot(key, url, expiry)
+      go = '1'
+    elseif live(key) < PACE.conc and load_host(key).ready <= T then
+      take_slot(key, url, expiry)
       schedule(key)  -- (out of `ready` if that took its last slot)
       go = '1'
     else
-      go = at(math.max(h.ready, T + 0.05))
+      go = at(math.max(load_host(key).ready, T + 0.05))
     end
   end
 end
 if note == '1' then redis.call('HSET', counters, 'last_claim_at', now) end
-local paused = redis.call('HEXISTS', counters, 'paused_at')
 local identity = redis.call('HGET', counters, 'started_at')
 take_due(tonumber(limit))
 schedule_touched()
 local out = {}
 release(room(), out)
-return {entry, paused, identity, out, redis.call('SISMEMBER', sitemapped, url),
+return {entry, paused() and 1 or 0, identity, out, redis.call('SISMEMBER', sitemapped, url),
         redis.call('HGET', via, url), go, redis.call('HGET', lowered, url), LEVEL}
 """,
 )
@@ -961,6 +1058,7 @@ if tonumber(until_at) <= T then
   requeue(key, url)
 else
   redis.call('ZADD', later, until_at, url)
+  LATER_N = nil
   redis.call('HSET', parked, url, key)
 end
 schedule_touched()
@@ -1000,21 +1098,20 @@ HOP_TURN = Script(
     body="""
 if ended ~= '' then wait_from_now(ended, load_host(ended)) end
 local h = load_host(key)
-local slots = lprefix .. key
 local others = 0
 if own ~= '1' then
-  local mine = tonumber(redis.call('ZSCORE', slots, holder) or '-1') >= T
+  local mine = tonumber(redis.call('ZSCORE', lprefix .. key, holder) or '-1') >= T
   others = live(key) - (mine and 1 or 0)
 end
 if h.ready > T or others >= PACE.conc then
   local again = math.max(h.ready, T + 0.05)
   if own ~= '1' then
-    redis.call('ZADD', slots, again + tonumber(hold_for), holder)
-    redis.call('ZREM', ready, key)
+    take_slot(key, holder, again + tonumber(hold_for))
+    drop_turn(key)
   end
   return at(again)
 end
-redis.call('ZREM', slots, holder)
+drop_slot(key, holder)
 wait_from_now(key, h)
 schedule(key)
 return '0'

@@ -283,14 +283,15 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
     def prepare_execution(self, job: Job) -> Execution:
         """RQ's (the execution's record, the `busy` state), but queued in the transaction
         of prepare_job_execution rather than sent in one of its own: one round trip a job."""
-        pipe = self._preparing = self.connection.pipeline()
+        # (no MULTI/EXEC: one connection's commands run in order, all in one send)
+        pipe = self._preparing = self.connection.pipeline(transaction=False)
         execution = Execution.create(job, self.get_heartbeat_ttl(job), pipe, self.name)
         self.executions[execution.id] = execution
         self.set_state(WorkerStatus.BUSY, pipeline=pipe)
         return execution
 
     def prepare_job_execution(self, job: Job, remove_from_intermediate_queue: bool = False) -> None:
-        """RQ's, in the transaction prepare_execution opened; with a crawl job's claim of
+        """RQ's, in the pipeline prepare_execution opened; with a crawl job's claim of
         its URL (CrawlJob.claimed), which it would otherwise send in a round trip of its own."""
         pipe, self._preparing = self._preparing, None
         if pipe is None:
@@ -344,8 +345,8 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
 
     def _handle_crawl_success(self, job: Job, execution: Execution) -> None:
         """RQ's handle_job_success without its dependents and repeats, and with the `idle`
-        state, in one transaction."""
-        with self.connection.pipeline() as pipe:
+        state, in one round trip (no MULTI/EXEC, as prepare_execution's)."""
+        with self.connection.pipeline(transaction=False) as pipe:
             self.increment_successful_job_count(pipeline=pipe)
             self.increment_total_working_time(job.ended_at - job.started_at, pipe)
             result_ttl = job.get_result_ttl(self.default_result_ttl)
