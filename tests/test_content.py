@@ -487,18 +487,19 @@ def test_the_content_bench_counts_what_the_markdown_lost():
     source = (
         b"<html><body><div class='nav'><h3>Quick search</h3></div><div role='main'>"
         b"<h1>Guide</h1><h2>Use &amp; abuse</h2><h3>Gone</h3><a href='#top'>top</a>"
-        b"<a href='#lost'>lost</a></div></body></html>"
+        b"<a href='#lost'>lost</a><a href='#moved'>moved</a></div></body></html>"
     )
     markdown = (
         "# **Guide**[¶](http://127.0.0.1:9/a.html#top)\n\n## Use &amp; abuse\n\n"
         "[b](http://127.0.0.1:9/b.html) [c](http://127.0.0.1:9/c.html#x) "
-        "[out](http://example.com/) Quick search"
+        "[out](http://example.com/) [moved](http://127.0.0.1:9/#moved) Quick search"
     )
     numbers = TreeNumbers()
     fetched = {origin + "/a.html", origin + "/b.html"}
     judge_page(origin + "/a.html", source, markdown, origin, fetched, numbers)
-    assert (numbers.links.kept, numbers.links.asked) == (2, 3)  # c.html was not fetched
-    assert (numbers.anchors.kept, numbers.anchors.asked) == (1, 2)  # #lost is not there
+    assert (numbers.links.kept, numbers.links.asked) == (2, 4)  # c.html, the root's #moved
+    assert (numbers.anchors.kept, numbers.anchors.asked) == (1, 3)  # #lost is not there
+    assert (numbers.own_page.kept, numbers.own_page.asked) == (1, 2)  # #moved is elsewhere
     assert (numbers.headings.kept, numbers.headings.asked) == (2, 3)  # "Gone" is lost
     assert (numbers.navigation.kept, numbers.navigation.asked) == (1, 1)
 

@@ -9,7 +9,9 @@ path of `rqcrawl crawl`: an embedded Redis, local workers, the records as delive
 - links: of the markdown links to the tree's host, the share that resolve (fragment aside)
   to a URL the crawl fetched with 200;
 - anchors: of the `#fragment` links of a page's main block, the share whose markdown link
-  is the page itself with that fragment;
+  is the page itself with that fragment (kept), and of those the markdown keeps at all, the
+  share that point at the page itself (on their own page: the home page or the site root
+  with the fragment is the fault this guards against);
 - headings: of the h1-h3 headings of a page's main block (its role=main or <main>, else
   the body's blocks but those whose class or id says nav, header or footer), the share
   that are headings of its markdown, by their text;
@@ -171,6 +173,7 @@ class Tally:
 class TreeNumbers:
     links: Tally = field(default_factory=Tally)
     anchors: Tally = field(default_factory=Tally)
+    own_page: Tally = field(default_factory=Tally)  # the anchors kept, on their own page
     headings: Tally = field(default_factory=Tally)
     navigation: Tally = field(default_factory=Tally)  # pages with navigation, of all
     skipped: dict[str, int] = field(default_factory=dict)
@@ -206,7 +209,10 @@ def judge_page(
     own = {link.partition("#")[2] for link in links if link.split("#", 1)[0] == url}
     hrefs = block.xpath(".//a[starts-with(@href, '#')]/@href")
     anchors = {unquote(href[1:]) for href in hrefs if href != "#"}
-    numbers.anchors.add(len(anchors & {unquote(a) for a in own}), len(anchors))
+    on_own = len(anchors & {unquote(a) for a in own})
+    numbers.anchors.add(on_own, len(anchors))
+    kept = {unquote(link.partition("#")[2]) for link in links if "#" in link} & anchors
+    numbers.own_page.add(on_own, len(kept | (anchors & {unquote(a) for a in own})))
     wanted = [plain(h.text_content()) for h in block.xpath(".//h1|.//h2|.//h3")]
     found = {plain(INLINE_LINK.sub(r"\1", h)) for h in MARKDOWN_HEADING.findall(markdown)}
     numbers.headings.add(sum(h in found for h in wanted if h), sum(1 for h in wanted if h))
@@ -266,6 +272,7 @@ def tree_lines(
         f"{crawled.wall_s:.1f} s, {SLOTS} slots; content skipped: {numbers.skipped or 'none'}",
         f"  markdown links that resolve to a fetched page: {numbers.links}",
         f"  #fragment links kept on their own page:        {numbers.anchors}",
+        f"  of those kept, on their own page:              {numbers.own_page}",
         f"  h1-h3 headings of the main block kept:         {numbers.headings}",
         f"  pages with navigation strings:                 {numbers.navigation}",
         f"  extraction per page ({len(wall)} pages): wall {median_p90(wall)}; "
