@@ -540,3 +540,21 @@ def test_a_process_runs_two_extractions_at_once_and_none_its_page_stopped_waitin
     assert most[0] == 2
     assert {n for n, got in outcomes.items() if got != "timeout"} <= set(ran)
     assert len(ran) < 8  # the last pages stopped waiting before their turn
+
+
+def test_a_short_pages_main_block_is_kept_alone_when_its_sidebar_says_more():
+    """Python's faq/index.html: a role=main of six links beside a sidebar of more text. The
+    sidebar ("Previous topic", "Report a Bug") stays out of the markdown."""
+    sidebar = "".join(f"<li><a href='t{n}.html'>Previous topic {n}</a></li>" for n in range(40))
+    html = (
+        "<html><body><div role='main'><h1>FAQ</h1><ul>"
+        "<li><a href='general.html'>General</a></li><li><a href='design.html'>Design</a></li>"
+        f"</ul></div><div class='sphinxsidebar'><h3>Navigation</h3><ul>{sidebar}</ul>"
+        "<a href='bugs.html'>Report a Bug</a></div></body></html>"
+    )
+    url = "http://127.0.0.1:9/faq/index.html"
+    found, skipped = page_content(html, parse(html, url), url, ["markdown"], 1_000_000, 60)
+    assert skipped is None
+    assert "[General](http://127.0.0.1:9/faq/general.html)" in found["markdown"]
+    assert "Previous topic" not in found["markdown"]
+    assert "Report a Bug" not in found["markdown"]

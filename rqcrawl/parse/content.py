@@ -184,27 +184,36 @@ class _Marks:
 # The main block of a page: its <main> (or role=main), else the block under <body> that holds
 # its first heading; taken as the main block only when it holds this share of the page's text.
 _MAIN_XPATH = etree.XPath("//main|//*[@role='main']")
-_HEADING_XPATH = etree.XPath("(//body//h1|//body//h2|//body//h3)[1]")
+_HEADING_XPATH = etree.XPath("(.//h1|.//h2|.//h3)[1]")
 _MAIN_SHARE = 0.5
 _HEADINGS = {"h1", "h2", "h3", "h4", "h5", "h6"}
 
 
 def _main_block(tree: lxml.html.HtmlElement) -> lxml.html.HtmlElement | None:
-    """The page's main block, or None when the page does not show one clearly."""
+    """The page's main block, or None when the page does not show one clearly: its one
+    <main> (or role=main) with a heading of its own, whatever its share of the page (a
+    short page's sidebar may hold more text than it: Python's faq/index.html), else the
+    block under <body> that holds the page's first heading, when it holds _MAIN_SHARE of the
+    page's text."""
     body = tree.find("body")
     mains = _MAIN_XPATH(tree)
-    if len(mains) == 1:
-        block = mains[0]
-    else:
-        headings = _HEADING_XPATH(tree)
-        if not headings:
-            return None
-        ancestors = headings[0].iterancestors()
-        block = next((a for a in ancestors if a.getparent() is body), headings[0])
-    if body is None or block.tag in ("body", "html"):
+    if len(mains) == 1 and body is not None and _HEADING_XPATH(mains[0]):
+        return mains[0]
+    block = mains[0] if len(mains) == 1 else _around_first_heading(tree, body)
+    if block is None or body is None or block.tag in ("body", "html"):
         return None
     text = len(body.text_content())
     return block if text and len(block.text_content()) >= _MAIN_SHARE * text else None
+
+
+def _around_first_heading(
+    tree: lxml.html.HtmlElement, body: lxml.html.HtmlElement | None
+) -> lxml.html.HtmlElement | None:
+    """The child of <body> that holds the page's first heading (None without one)."""
+    headings = _HEADING_XPATH(tree)
+    if not headings:
+        return None
+    return next((a for a in headings[0].iterancestors() if a.getparent() is body), headings[0])
 
 
 def _shape_main_block(tree: lxml.html.HtmlElement, marks: _Marks) -> None:
