@@ -112,12 +112,12 @@ def _facts(defaults: CrawlConfig, declared: dict, name: str) -> str:
     """`type`, default `value`, and the range where the model checks one."""
     kind = declared[name].type
     kind = kind if isinstance(kind, str) else kind.__name__
-    facts = [f"`{kind}`", f"default `{_cell(config._toml(getattr(defaults, name)))}`"]
+    facts = [f"`{kind}`", f"default `{_cell(config.toml_value(getattr(defaults, name)))}`"]
     return ", ".join([*facts, _range(name)] if _range(name) else facts)
 
 
 def _range(name: str) -> str:
-    bounds = config._BOUNDS.get(name)
+    bounds = config.BOUNDS.get(name)
     if bounds:
         return _cell(bounds.describe())
     if name in config.DURATIONS:

@@ -288,7 +288,7 @@ NUMERIC = [f.name for f in fields(CrawlConfig) if f.type in ("int", "float")]
 
 def test_every_numeric_setting_declares_its_range():
     assert len(NUMERIC) > 20
-    assert sorted(NUMERIC) == sorted(config._BOUNDS)
+    assert sorted(NUMERIC) == sorted(config.BOUNDS)
 
 
 def test_the_defaults_are_in_range():

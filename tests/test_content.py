@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 import subprocess
+import threading
+import time
 from http.server import BaseHTTPRequestHandler
 
 import lxml.html
@@ -368,3 +370,191 @@ def test_a_text_node_the_parser_cuts_is_said_not_extracted_as_empty():
     url = "http://127.0.0.1/big.html"
     found, skipped = page_content(html, parse(html, url), url, ["text"], 20_000_000, 60)
     assert (skipped, found["text"]) == ("parser_limit", None)
+
+
+# Pages abridged from Debian's documentation packages, their markup as it is: PostgreSQL's
+# reference page (postgresql-doc-15, sql-select.html), Python's listing page (python3.11-doc,
+# library/internet.html) and the Apache manual's module page (apache2-doc, mod_alias.html).
+INTRO = (
+    "The modules described in this chapter implement internet protocols and support "
+    "for related technology. They are all implemented in Python. Here is an overview:"
+)
+DEBIAN_DOCS = {
+    "postgresql/sql-select.html": (
+        '<div class="navheader"><table width="100%" summary="Navigation header"><tr><th '
+        'colspan="5" align="center">SELECT</th></tr><tr><td width="10%" align="left"><a '
+        'accesskey="p" href="sql-security-label.html" title="SECURITY LABEL">Prev</a> </td>'
+        '<td width="10%" align="left"><a accesskey="u" href="sql-commands.html" title="SQL '
+        'Commands">Up</a></td><th width="60%" align="center">SQL Commands</th><td width="10%" '
+        'align="right"><a accesskey="h" href="index.html">Home</a></td><td width="10%" '
+        'align="right"> <a accesskey="n" href="sql-selectinto.html">Next</a></td></tr></table>'
+        '<hr /></div><div class="refentry" id="SQL-SELECT"><div class="titlepage"></div><div '
+        'class="refnamediv"><h2><span class="refentrytitle">SELECT</span></h2><p>SELECT, '
+        "TABLE, WITH — retrieve rows from a table or view</p></div><div "
+        'class="refsynopsisdiv"><h2>Synopsis</h2><pre class="synopsis">SELECT [ ALL | '
+        'DISTINCT ] [ * | <em class="replaceable"><code>expression</code></em> ]</pre></div>'
+        '<div class="refsect1" id="id-1.9.3.172.6"><h2>Description</h2><p><code '
+        'class="command">SELECT</code> retrieves rows from zero or more tables. The general '
+        'processing of <code class="command">SELECT</code> is as follows: all queries in '
+        'the <code class="literal">WITH</code> list are computed.</p><div class="refsect2" '
+        'id="SQL-WITH"><h3>WITH Clause</h3><p>The <code class="literal">WITH</code> clause '
+        "allows you to specify one or more subqueries that can be referenced by name in the "
+        'primary query. See <a class="xref" href="queries-with.html">Section 7.8</a>.</p>'
+        '</div></div></div><div class="navfooter"><hr /><table width="100%" summary='
+        '"Navigation footer"><tr><td width="40%" align="left"><a accesskey="p" '
+        'href="sql-security-label.html">Prev</a> </td><td width="20%" align="center"><a '
+        'accesskey="u" href="sql-commands.html">Up</a></td><td width="40%" align="right"> <a '
+        'accesskey="n" href="sql-selectinto.html">Next</a></td></tr></table></div>'
+    ),
+    "python/library/internet.html": (
+        '<div class="related" role="navigation" aria-label="related navigation"><h3>'
+        'Navigation</h3><ul><li class="right"><a href="../genindex.html">index</a></li><li '
+        'class="right"><a href="webbrowser.html" accesskey="N">next</a> |</li></ul></div>'
+        '<div class="document"><div class="documentwrapper"><div class="bodywrapper"><div '
+        'class="body" role="main"><section id="internet-protocols-and-support"><h1>Internet '
+        'Protocols and Support<a class="headerlink" href="#internet-protocols-and-support">¶'
+        f'</a></h1><p id="index-1">{INTRO}</p><div class="toctree-wrapper compound"><ul><li '
+        'class="toctree-l1"><a class="reference internal" href="webbrowser.html"><code '
+        'class="xref py py-mod docutils literal notranslate"><span class="pre">webbrowser'
+        '</span></code> — Convenient web-browser controller</a><ul><li class="toctree-l2">'
+        '<a class="reference internal" href="webbrowser.html#webbrowser.open"><code '
+        'class="docutils literal notranslate"><span class="pre">open()</span></code></a></li>'
+        '</ul></li><li class="toctree-l1"><a class="reference internal" href="wsgiref.html">'
+        '<code class="xref py py-mod docutils literal notranslate"><span class="pre">wsgiref'
+        "</span></code> — WSGI Utilities and Reference Implementation</a></li></ul></div>"
+        '</section></div></div></div><div class="sphinxsidebar" role="navigation"><div '
+        'class="sphinxsidebarwrapper"><div><h4>Previous topic</h4><p class="topless"><a '
+        'href="pyexpat.html">xml.parsers.expat</a></p></div><div role="note"><h3>This Page'
+        '</h3><ul class="this-page-menu"><li><a href="../bugs.html">Report a Bug</a></li>'
+        '</ul></div><div id="searchbox" role="search"><h3 id="searchlabel">Quick search</h3>'
+        "</div></div></div></div>"
+    ),
+    "apache/mod/mod_alias.html": (
+        '<div id="page-header"><p class="menu"><a href="../mod/">Modules</a></p><p '
+        'class="apache">Apache HTTP Server Version 2.4</p></div><div class="up"><a '
+        'href="./">Modules</a></div><div id="page-content"><div id="preamble"><h1>Apache '
+        "Module mod_alias</h1><h3>Summary</h3><p>The directives contained in this module "
+        "allow for manipulation and control of URLs as requests arrive at the server. The "
+        '<code class="directive"><a href="#alias">Alias</a></code> and <code class='
+        '"directive"><a href="#scriptalias">ScriptAlias</a></code> directives are used to '
+        'map between URLs and filesystem paths.</p></div><h2><a name="alias" id="alias">'
+        "Alias</a> Directive</h2><p>The Alias directive allows documents to be stored in the "
+        "local filesystem other than under the DocumentRoot.</p></div>"
+    ),
+}
+
+
+def debian_markdown(path: str) -> str:
+    url = "http://127.0.0.1/" + path
+    html = f"<html><head><title>{path}</title></head><body>{DEBIAN_DOCS[path]}</body></html>"
+    found, skipped = page_content(html, parse(html, url), url, ["markdown"], 1_000_000, 60)
+    assert skipped is None
+    return found["markdown"]
+
+
+def test_the_main_blocks_headings_lists_and_text_are_kept_and_its_navigation_left_out():
+    postgresql = debian_markdown("postgresql/sql-select.html")
+    headings = [line for line in postgresql.splitlines() if line.startswith("#")]
+    assert headings == ["## SELECT", "## Synopsis", "## Description", "### WITH Clause"]
+    assert "[Section 7.8](http://127.0.0.1/postgresql/queries-with.html)" in postgresql
+    for navigation in ("Prev", "Next", "Home", "SQL Commands"):
+        assert navigation not in postgresql
+    python = debian_markdown("python/library/internet.html")
+    library = "http://127.0.0.1/python/library/"
+    assert markdown_links(python) == [
+        library + "internet.html#internet-protocols-and-support",
+        library + "webbrowser.html",
+        library + "webbrowser.html#webbrowser.open",
+        library + "wsgiref.html",
+    ]
+    assert "WSGI Utilities and Reference Implementation" in python
+    for navigation in ("Navigation", "Previous topic", "This Page", "Report a Bug", "Quick"):
+        assert navigation not in python
+    apache = debian_markdown("apache/mod/mod_alias.html")
+    assert apache.startswith("# Apache Module mod\\_alias\n")
+    alias = "http://127.0.0.1/apache/mod/mod_alias.html"
+    assert (
+        f"The [`Alias`]({alias}#alias) and [`ScriptAlias`]({alias}#scriptalias) directives"
+        in apache
+    )
+    assert "Apache HTTP Server Version 2.4" not in apache
+
+
+def test_the_content_bench_counts_what_the_markdown_lost():
+    from rqcrawl.bench.content import TreeNumbers, judge_page
+
+    origin = "http://127.0.0.1:9"
+    source = (
+        b"<html><body><div class='nav'><h3>Quick search</h3></div><div role='main'>"
+        b"<h1>Guide</h1><h2>Use &amp; abuse</h2><h3>Gone</h3><a href='#top'>top</a>"
+        b"<a href='#lost'>lost</a><a href='#moved'>moved</a></div></body></html>"
+    )
+    markdown = (
+        "# **Guide**[¶](http://127.0.0.1:9/a.html#top)\n\n## Use &amp; abuse\n\n"
+        "[b](http://127.0.0.1:9/b.html) [c](http://127.0.0.1:9/c.html#x) "
+        "[out](http://example.com/) [moved](http://127.0.0.1:9/#moved) Quick search"
+    )
+    numbers = TreeNumbers()
+    fetched = {origin + "/a.html", origin + "/b.html"}
+    judge_page(origin + "/a.html", source, markdown, origin, fetched, numbers)
+    assert (numbers.links.kept, numbers.links.asked) == (2, 4)  # c.html, the root's #moved
+    assert (numbers.anchors.kept, numbers.anchors.asked) == (1, 3)  # #lost is not there
+    assert (numbers.own_page.kept, numbers.own_page.asked) == (1, 2)  # #moved is elsewhere
+    assert (numbers.headings.kept, numbers.headings.asked) == (2, 3)  # "Gone" is lost
+    assert (numbers.navigation.kept, numbers.navigation.asked) == (1, 1)
+
+
+def test_a_process_runs_two_extractions_at_once_and_none_its_page_stopped_waiting_for():
+    """Sixteen slots' extractions share one interpreter: run all at once, each takes sixteen
+    times as long and pages past their budget go on slowing the rest. Two run at a time,
+    and one whose page stopped waiting before its turn never runs."""
+    from rqcrawl.parse import content
+
+    lock, running, most, ran = threading.Lock(), [0], [0], []
+
+    def work(name: str):
+        def extract() -> dict:
+            with lock:
+                running[0] += 1
+                most[0] = max(most[0], running[0])
+            time.sleep(0.3)
+            with lock:
+                running[0] -= 1
+            ran.append(name)
+            return {"name": name}
+
+        return extract
+
+    outcomes: dict[str, object] = {}
+    pages = [
+        threading.Thread(
+            target=lambda n=n: outcomes.update({n: content._abandoned_after(0.5, work(n))})
+        )  # fmt: skip
+        for n in "abcdefgh"
+    ]
+    for page in pages:
+        page.start()
+    for page in pages:
+        page.join()
+    time.sleep(1.0)  # what the abandoned ones would do, given the time
+    assert most[0] == 2
+    assert {n for n, got in outcomes.items() if got != "timeout"} <= set(ran)
+    assert len(ran) < 8  # the last pages stopped waiting before their turn
+
+
+def test_a_short_pages_main_block_is_kept_alone_when_its_sidebar_says_more():
+    """Python's faq/index.html: a role=main of six links beside a sidebar of more text. The
+    sidebar ("Previous topic", "Report a Bug") stays out of the markdown."""
+    sidebar = "".join(f"<li><a href='t{n}.html'>Previous topic {n}</a></li>" for n in range(40))
+    html = (
+        "<html><body><div role='main'><h1>FAQ</h1><ul>"
+        "<li><a href='general.html'>General</a></li><li><a href='design.html'>Design</a></li>"
+        f"</ul></div><div class='sphinxsidebar'><h3>Navigation</h3><ul>{sidebar}</ul>"
+        "<a href='bugs.html'>Report a Bug</a></div></body></html>"
+    )
+    url = "http://127.0.0.1:9/faq/index.html"
+    found, skipped = page_content(html, parse(html, url), url, ["markdown"], 1_000_000, 60)
+    assert skipped is None
+    assert "[General](http://127.0.0.1:9/faq/general.html)" in found["markdown"]
+    assert "Previous topic" not in found["markdown"]
+    assert "Report a Bug" not in found["markdown"]

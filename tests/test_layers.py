@@ -25,6 +25,7 @@ LAYERS = [
         "processes",
         "loading",
         "extras",
+        "options",
     },  # small utilities
     {"parse"},  # what a response says: pure functions
     {"config"},  # the settings and their checks

@@ -1,7 +1,8 @@
-"""What CrawlWorker (rqcrawl.workers.worker) relies on in RQ beyond its public surface, each
-checked so that a new RQ release that changes it fails here, naming the override to re-read:
-the RQ methods whose steps it restates (by their source), RQ's answer to a stop request, the
-private attributes it reads or sets, and the Redis layout of a dequeue."""
+"""What CrawlWorker (rqcrawl.workers.worker, with its crawljob, crawlqueue and threaded) relies
+on in RQ beyond its public surface, each checked so that a new RQ release that changes it fails
+here, naming the override to re-read: the RQ methods whose steps it restates (by their source),
+RQ's answer to a stop request, the private attributes it reads or sets, and the Redis layout
+of a dequeue."""
 
 from __future__ import annotations
 
@@ -18,13 +19,10 @@ from rq.job import Job, JobStatus
 from rq.scheduler import RQScheduler
 from rq.worker import BaseWorker, SimpleWorker, WorkerStatus
 
-from rqcrawl.workers.worker import (
-    CrawlJob,
-    CrawlQueue,
-    CrawlWorker,
-    StopBetweenDequeues,
-    ThreadedMixin,
-)
+from rqcrawl.workers.crawljob import CrawlJob
+from rqcrawl.workers.crawlqueue import CrawlQueue
+from rqcrawl.workers.threaded import StopBetweenDequeues, ThreadedMixin
+from rqcrawl.workers.worker import CrawlWorker
 
 # RQ's method -> the SHA-256 (first 16 hex digits) of its source in each RQ release checked,
 # and what of rqcrawl's restates it or depends on its exact steps.

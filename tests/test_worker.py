@@ -23,8 +23,9 @@ from rqcrawl.frontier import keys, scripts
 from rqcrawl.frontier.dispatch import JOB_FUNC
 from rqcrawl.ops import control, stats
 from rqcrawl.workers import jobs
+from rqcrawl.workers.crawljob import CrawlJob
 from rqcrawl.workers.threadworkers import threaded_class
-from rqcrawl.workers.worker import CrawlJob, CrawlWorker
+from rqcrawl.workers.worker import CrawlWorker
 
 
 def square(x: int) -> int:

@@ -20,9 +20,12 @@ from rqcrawl.frontier.dispatch import Frontier
 from rqcrawl.frontier.messages import Slot
 from rqcrawl.frontier.state import InFlight
 from rqcrawl.ops import control
-from rqcrawl.workers import worker as worker_module
+from rqcrawl.workers import tender as tender_module
+from rqcrawl.workers.crawljob import CrawlJob
+from rqcrawl.workers.crawlqueue import CrawlQueue
 from rqcrawl.workers.runner import LocalWorkers
-from rqcrawl.workers.worker import CrawlJob, CrawlQueue, CrawlWorker, Tender
+from rqcrawl.workers.tender import Tender
+from rqcrawl.workers.worker import CrawlWorker
 
 
 def deferred_crawl(conn, name: str, url: str, defer: bool = True) -> Frontier:
@@ -45,7 +48,7 @@ def test_a_url_parked_for_sooner_than_the_tenders_next_look_is_released_on_time(
     """The tender sleeps up to MAX_SLEEP between two looks; a URL this process parks for
     sooner wakes it (a job whose host's slot moved by a few ms parks again, and lost up to
     MAX_SLEEP a time). MAX_SLEEP is made 10 s here: only the wake releases the URL in time."""
-    monkeypatch.setattr(worker_module, "MAX_SLEEP", 10.0)
+    monkeypatch.setattr(tender_module, "MAX_SLEEP", 10.0)
     frontier = deferred_crawl(conn, "soon", "http://example.test/", defer=False)
     tender, stop = Tender(conn), threading.Event()
     thread = threading.Thread(target=tender.run, args=(stop,), daemon=True)

@@ -146,16 +146,26 @@ def peers(ctx: click.Context, asked: dict[str, bool], explicit_only: bool = Fals
                    "crawl`) on a one-host site of --pages pages (100 unless given) at the "
                    "default delay: RQ jobs and deferrals per page, gaps between "
                    "requests.")  # fmt: skip
+@click.option("--content", "content_dirs", multiple=True, metavar="DIR",
+              type=click.Path(exists=True, file_okay=False),
+              help="Instead: what --content markdown hands a pipeline, on each static "
+                   "HTML tree DIR (repeat the option) and on big pages: links, anchors, "
+                   "headings kept, navigation, extraction time, worker RSS.")  # fmt: skip
 @click.pass_context
 def bench(
     ctx, pages, workers, threads, latency, http_client, with_scrapy, with_crawlee, concurrency,
     tree, stock,
     repeat, site_procs, revisit_memory, db_url, task_table, skewed, fan_pages, crawl_delay,
     chain_pages, shard_counts, hosts, bloom_module, render, render_workers, one_page, profile,
-    web_hosts, card,
+    web_hosts, card, content_dirs,
 ) -> None:  # fmt: skip
     """Benchmark rqcrawl against Scrapy on a generated local site (or a static tree) and print
     one table."""
+    if content_dirs:
+        from .content import report as content_report  # each mode loads only when asked
+
+        content_report(list(content_dirs))
+        return
     if web_hosts:
         from .web import report as web_report  # each mode loads only when asked
 

@@ -253,6 +253,7 @@ class Admission:
             reap_lock=k.reap_lock, host_pages=k.host_pages, revisiting=k.revisiting,
             sitemapped=k.sitemapped, via=k.via, digests=k.digests, done=done, final=int(final),
             digest=ending.digest,
+            marks=ending.marks(),
             increments=" ".join(f"{name} {n}" for name, n in ending.counts.items() if n),
             record=json.dumps(record, separators=(",", ":")) if record else "",
             rec_depth=record["depth"] if record else -1,

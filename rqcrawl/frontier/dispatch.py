@@ -549,7 +549,10 @@ class Frontier:
             by_queue.setdefault(queue, []).append(data)
             if e.attempt or e.turn:
                 parked.append(data.job_id)
-        with self.redis.pipeline() as pipe:
+        # No MULTI/EXEC (two commands a page): one connection's commands run in order, so a
+        # job's hash is there before its id is in a queue; one that never gets there is a
+        # lost job, which recovery requeues like any other.
+        with self.redis.pipeline(transaction=False) as pipe:
             # A job id comes back when a paused URL is released again: its finished
             # predecessor's hash (and expiry) must not outlive into the new job.
             for queue, datas in by_queue.items():

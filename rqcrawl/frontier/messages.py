@@ -89,7 +89,9 @@ class Ending:
     held back (exact depth), all its `links` and those `cut` by max_depth, which a shorter
     path found later sends again. `digest`: the body digest of a fetched page, when the
     crawl detects duplicates: a page whose body an earlier URL of the crawl had is recorded
-    `duplicate_of` it (scripts.FINISH), its links admitted as any page's."""
+    `duplicate_of` it (scripts.FINISH), its links admitted as any page's. `claimed`: the
+    entry the URL's claim read (its `source` and `via` then say whether it has a mark to
+    drop; None: both are dropped)."""
 
     counts: dict[str, int]
     record: dict | None
@@ -101,6 +103,16 @@ class Ending:
     links: Children | None = None
     cut: Children = ()
     digest: bytes = b""
+    claimed: InFlight | None = None
+
+    def marks(self) -> str:
+        """Which of the URL's marks its end drops (scripts.FINISH): s its sitemap's, v the
+        redirects that led to it; a claimed URL has those its claim found (they are set
+        only when a URL is admitted)."""
+        entry = self.claimed
+        return ("s" if entry is None or entry.source else "") + (
+            "v" if entry is None or entry.via else ""
+        )
 
 
 @dataclass(frozen=True)

@@ -136,6 +136,8 @@ FRONTIER_ARGS = (
 # In a crawl over several shards, `foreign` is a JSON list of the page's links to other
 # shards' hosts, appended to `outbox` in the same step (entries of
 # rqcrawl.frontier.messages.Outgoing, admitted on their shard by a drain; counted in `outboxed`).
+# marks: the ending URL's marks to drop, 's' in `sitemapped`, 'v' in `via` (set only when a
+# URL is admitted: its claim read them, messages.Ending.marks).
 # source: 'sitemap' to note the admitted children in `sitemapped` until they end (their
 # records say where they came from), or ''. child_via: for a redirect's target (a child at
 # the ending URL's own depth), the JSON list of the redirects that led to it, noted in `via`
@@ -158,7 +160,7 @@ FINISH = Script(
         *FRONTIER_KEYS, "reap_lock", "host_pages", "revisiting", "sitemapped", "via", "digests",
     ),
     args=(
-        *FRONTIER_ARGS, "done", "final", "digest", "increments", "record", "rec_depth",
+        *FRONTIER_ARGS, "done", "final", "digest", "marks", "increments", "record", "rec_depth",
         "child_depth", "child_priority", "source", "child_via", "links", "cut", "slot",
         "shard_bits", "k", "reap_every", "max_pages", "max_host_pages", "max_host_share",
         "share_floor", "skip_record", "skip_prefix", "n", "size", "foreign", "others",

@@ -22,14 +22,12 @@ from rqcrawl.frontier.state import (
     all_shards,
 )
 from rqcrawl.ops.stats import (
-    aligned,
     combined,
     delay_in_force,
-    duration,
-    host_delays,
+    host_readings,
     host_rows,
-    observed_pace,
 )
+from rqcrawl.ops.statustext import aligned, duration
 from rqcrawl.parse.urls import host_of
 
 
@@ -252,11 +250,7 @@ def hosts_report(redis: Redis, crawl: str, limit: int = HOSTS_LIMIT) -> dict:
     states = [CrawlState(conn, crawl, cfg) for conn in all_shards(redis, crawl)]
     snap = combined([s.snapshot() for s in states])
     now = time.time()
-    delays, pace = host_delays(states, cfg, snap), observed_pace(states, now)
-    until = {h: t for s in states for h, t in s.host_facts([]).deferred_until.items()}
-    rows = host_rows(
-        states, cfg, snap, now, delays, shown=limit, observed=pace, deferred_until=until
-    )
+    rows = host_rows(states, cfg, snap, host_readings(states, cfg, snap, now), shown=limit)
     shown = rows[:limit]
     facts = [s.host_facts([r["host"] for r in shown]) for s in states]
     for r in shown:

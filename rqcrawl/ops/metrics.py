@@ -71,6 +71,14 @@ def errors(broken: list[str]) -> GaugeMetricFamily:
 
 def families(crawls: list[dict]) -> list[Metric]:
     """The metric families of these crawls' statuses (see stats.status)."""
+    declared = declared_families()
+    for s in crawls:
+        add_samples(declared, s)
+    return list(declared.values())
+
+
+def declared_families() -> dict[str, Metric]:
+    """Every family `families` reports, empty, by a short name, in the order it reports them."""
     from prometheus_client.core import (
         CounterMetricFamily,
         GaugeMetricFamily,
@@ -83,54 +91,61 @@ def families(crawls: list[dict]) -> list[Metric]:
     def gauge(name: str, doc: str, labels: tuple[str, ...] = ()) -> GaugeMetricFamily:
         return GaugeMetricFamily(f"rqcrawl_{name}", doc, labels=["crawl", *labels])
 
-    admitted = counter("urls_admitted", "URLs admitted to the crawl")
-    fetched = counter("pages_fetched", "Pages fetched")
-    failed = counter("pages_failed", "URLs that failed for good, by reason", ("reason",))
-    skipped = counter("pages_skipped", "URLs recorded as skipped, by reason", ("reason",))
-    retries = counter("retries", "Retries of transient failures")
-    downloaded = counter("downloaded_bytes", "Bytes of the fetched pages' bodies")
-    in_flight = gauge("urls_in_flight", "URLs queued, scheduled, running or deferred")
-    held = gauge("urls_held", "Admitted URLs waiting for their level")
-    deferred = gauge("urls_deferred", "URLs deferred for politeness")
-    fill = gauge(
-        "bloom_fill_ratio",
-        "How full the Bloom filter is: share of its bits set (lua) or of its capacity (native)",
-    )
-    fp_rate = gauge("bloom_false_positive_rate", "Estimated false-positive rate of the filter")
-    rate = gauge("recent_pages_per_second", f"Pages fetched per second, last {stats.RECENT} s")
-    eta = gauge("eta_seconds", "Estimated seconds until the admitted URLs have ended")
-    state = gauge("crawl_state", "1 for the crawl's current state", ("state",))
-    table_up = gauge("task_table_up", "Crawls with revisits: 1 if the task table answers")
-    latency = HistogramMetricFamily(
-        "rqcrawl_fetch_duration_seconds", "Duration of the fetches", labels=["crawl"]
-    )
-    for s in crawls:
-        c = s["crawl"]
-        admitted.add_metric([c], s["admitted"])
-        fetched.add_metric([c], s["fetched"])
-        for reason, n in sorted(s["failed_by_reason"].items()):
-            failed.add_metric([c, reason], n)
-        for reason, n in sorted(s["skipped"].items()):
-            skipped.add_metric([c, reason], n)
-        retries.add_metric([c], s["retries"])
-        downloaded.add_metric([c], s["bytes"])
-        in_flight.add_metric([c], s["in_flight"])
-        held.add_metric([c], s["held"])
-        deferred.add_metric([c], s["deferred"])
-        fill.add_metric([c], s["bloom_fill_ratio"])
-        fp_rate.add_metric([c], s["bloom_false_positive_rate"])
-        rate.add_metric([c], s["recent_pages_per_s"])
-        if s["eta_s"] is not None:
-            eta.add_metric([c], s["eta_s"])
-        for name in STATES:
-            state.add_metric([c, name], int(s["state"] == name))
-        latency.add_metric([c], cumulative(s["fetch_latency"]), s["fetch_latency"]["sum_s"])
-        if s["revisit_s"]:
-            table_up.add_metric([c], int(not s["table_error"]))
-    return [
-        admitted, fetched, failed, skipped, retries, downloaded, in_flight, held, deferred,
-        fill, fp_rate, rate, eta, state, latency, table_up,
-    ]  # fmt: skip
+    return {
+        "admitted": counter("urls_admitted", "URLs admitted to the crawl"),
+        "fetched": counter("pages_fetched", "Pages fetched"),
+        "failed": counter("pages_failed", "URLs that failed for good, by reason", ("reason",)),
+        "skipped": counter("pages_skipped", "URLs recorded as skipped, by reason", ("reason",)),
+        "retries": counter("retries", "Retries of transient failures"),
+        "downloaded": counter("downloaded_bytes", "Bytes of the fetched pages' bodies"),
+        "in_flight": gauge("urls_in_flight", "URLs queued, scheduled, running or deferred"),
+        "held": gauge("urls_held", "Admitted URLs waiting for their level"),
+        "deferred": gauge("urls_deferred", "URLs deferred for politeness"),
+        "fill": gauge(
+            "bloom_fill_ratio",
+            "How full the Bloom filter is: share of its bits set (lua) or of its capacity (native)",
+        ),
+        "fp_rate": gauge(
+            "bloom_false_positive_rate", "Estimated false-positive rate of the filter"
+        ),
+        "rate": gauge(
+            "recent_pages_per_second", f"Pages fetched per second, last {stats.RECENT} s"
+        ),
+        "eta": gauge("eta_seconds", "Estimated seconds until the admitted URLs have ended"),
+        "state": gauge("crawl_state", "1 for the crawl's current state", ("state",)),
+        "latency": HistogramMetricFamily(
+            "rqcrawl_fetch_duration_seconds", "Duration of the fetches", labels=["crawl"]
+        ),
+        "table_up": gauge("task_table_up", "Crawls with revisits: 1 if the task table answers"),
+    }
+
+
+# The families with one sample a crawl, from the status field of the same meaning.
+PLAIN = {
+    "admitted": "admitted", "fetched": "fetched", "retries": "retries", "downloaded": "bytes",
+    "in_flight": "in_flight", "held": "held", "deferred": "deferred",
+    "fill": "bloom_fill_ratio", "fp_rate": "bloom_false_positive_rate",
+    "rate": "recent_pages_per_s",
+}  # fmt: skip
+
+
+def add_samples(declared: dict[str, Metric], s: dict) -> None:
+    """Crawl status `s`'s samples, added to the `declared` families."""
+    c = s["crawl"]
+    for family, field in PLAIN.items():
+        declared[family].add_metric([c], s[field])
+    for reason, n in sorted(s["failed_by_reason"].items()):
+        declared["failed"].add_metric([c, reason], n)
+    for reason, n in sorted(s["skipped"].items()):
+        declared["skipped"].add_metric([c, reason], n)
+    if s["eta_s"] is not None:
+        declared["eta"].add_metric([c], s["eta_s"])
+    for name in STATES:
+        declared["state"].add_metric([c, name], int(s["state"] == name))
+    histogram = s["fetch_latency"]
+    declared["latency"].add_metric([c], cumulative(histogram), histogram["sum_s"])
+    if s["revisit_s"]:
+        declared["table_up"].add_metric([c], int(not s["table_error"]))
 
 
 def cumulative(histogram: dict) -> list[tuple[str, float]]:

@@ -14,7 +14,7 @@ from redis import Redis
 
 from rqcrawl.config import CrawlConfig
 from rqcrawl.frontier.dispatch import Frontier
-from rqcrawl.ops import stats
+from rqcrawl.ops import stats, statustext
 
 
 def watch_status(
@@ -45,7 +45,7 @@ def _view(out: TextIO) -> Iterator[Callable[[dict], None]]:
     if not live_terminal(out):
 
         def line(s: dict) -> None:
-            out.write(time.strftime("%H:%M:%S ") + stats.summary(s) + "\n")
+            out.write(time.strftime("%H:%M:%S ") + statustext.summary(s) + "\n")
             out.flush()
 
         yield line
@@ -60,7 +60,7 @@ def _view(out: TextIO) -> Iterator[Callable[[dict], None]]:
     def redraw(s: dict) -> None:
         # the size of `out`'s terminal now (rich would ask stdin's first, and once)
         console.size = os.get_terminal_size(out.fileno())
-        live.update(Text(stats.render(s)), refresh=True)
+        live.update(Text(statustext.render(s)), refresh=True)
 
     with Live(console=console, auto_refresh=False, redirect_stdout=False,
               redirect_stderr=False) as live:  # fmt: skip
@@ -115,11 +115,11 @@ class ProgressBar:
         detail = (
             f"{s['pages_per_s']:.1f} pages/s ({s['recent_pages_per_s']:.1f} recent)  "
             f"{s['failed']} failed  {s['skipped_total']} skipped  "
-            f"eta {stats.duration(s['eta_s'])}"
+            f"eta {statustext.duration(s['eta_s'])}"
         )
         self.progress.update(
             self.task,
-            description=stats.depth_progress(s),
+            description=statustext.depth_progress(s),
             completed=s["fetched"] + s["failed"] + s["skipped_total"],
             total=max(s["admitted"], 1),
             detail=detail,

@@ -16,7 +16,7 @@ import os
 from collections.abc import Collection, Iterator, Sequence
 from operator import itemgetter
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from redis import Redis
 
@@ -107,17 +107,13 @@ def export(
     crawl: str,
     out: IO,
     exporter: type[Exporter],
-    since: float | None = None,
-    changes: Collection[str] = (),
     raw_csv: bool = False,
-    skip_noindex: bool = False,
+    **filters: Any,
 ) -> int:
-    """Write the crawl's records (those of iter_records' `since`, `changes` and
+    """Write the crawl's records (those of iter_records' `filters`: `since`, `changes` and
     `skip_noindex`, of one Redis or every shard) to `out` with `exporter`; returns the row
     count. An exporter that wants the user fields' names (CSV) reads the records twice."""
-    selected = functools.partial(
-        iter_records, shards, crawl, since=since, changes=changes, skip_noindex=skip_noindex
-    )
+    selected = functools.partial(iter_records, shards, crawl, **filters)
     names = None
     if exporter.wants_field_names:
         names = sorted({name for r in selected() for name in r.get("fields", {})})

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import itertools
-import socket
 import time
 from collections import Counter
+from dataclasses import dataclass, field
 
 from redis import Redis
-from rq import Queue, Worker
 
 from rqcrawl import config
 from rqcrawl.defaults import (
@@ -16,22 +15,18 @@ from rqcrawl.defaults import (
     GAP_CAP,
     HOSTS_SHOWN,
     IDLE_WARN,
-    OVERDUE,
     RATE_BUCKET,
     RECENT,
     RECENT_ENDS,
 )
 from rqcrawl.fetch.politeness import pace_of
-from rqcrawl.fetch.robots import Robots, patience
+from rqcrawl.fetch.robots import Robots
 from rqcrawl.frontier import configs, keys, sitemaps
 from rqcrawl.frontier.levels import settled
 from rqcrawl.frontier.outage import TableUnavailable
 from rqcrawl.frontier.state import LATENCY_BUCKETS, CrawlState, Snapshot, all_shards
+from rqcrawl.ops.stalls import STUCK, WORKER_HINT, live_workers, robots_waits, stalled
 from rqcrawl.parse.urls import host_of
-from rqcrawl.processes import alive
-
-# The recommended worker (runner.WORKER_CLASS; the runner imports this module).
-WORKER_HINT = f"RQ_WORKER_CLASS=rqcrawl.workers.CrawlWorker rq worker {keys.QUEUE_NAME}"
 
 
 def failure_reason(reason: str, status: int | None) -> str:
@@ -65,22 +60,14 @@ def status(redis: Redis, crawl: str) -> dict | None:
     states = [CrawlState(conn, crawl, cfg) for conn in all_shards(redis, crawl)]
     snap = combined([s.snapshot() for s in states])
     now = time.time()
-    in_flight = len(snap.in_flight)
-    left = in_flight or snap.held or snap.held_back or snap.outbox
+    left = snap.in_flight or snap.held or snap.held_back or snap.outbox
     done = not left and (len(states) == 1 or settled(states))
     over = done and not cfg.revisit  # a crawl with revisits goes on while idle
-    started = snap.counters.get(keys.STARTED_AT, now)
-    end = snap.counters.get(keys.LAST_AT, started) if over else now
-    fetched = snap.count(keys.FETCHED)
-    recent = recent_rate(snap.family(keys.RATE), started, end)  # a finished crawl's last
-    pace = observed_pace(states, now) if not done else {}
-    until = {h: t for s in states for h, t in s.host_facts([]).deferred_until.items()}
-    delays = host_delays(states, cfg, snap)
-    hosts = host_rows(states, cfg, snap, now, delays, observed=pace, deferred_until=until)
-    robots = robots_waits(states, cfg, sorted(until), now)
-    skipped = snap.family(keys.SKIPPED)
+    seen = host_readings(states, cfg, snap, now, done)
+    hosts = host_rows(states, cfg, snap, seen)
+    robots = robots_waits(states, cfg, sorted(seen.deferred_until), now)
     bloom = snap.bloom
-    waiting = in_flight - snap.deferred
+    waiting = len(snap.in_flight) - snap.deferred
     thin = thin_crawl(snap, cfg) if over and keys.CANCELLED_AT not in snap.counters else None
     workers = live_workers(states) if not done else []
     halted = keys.PAUSED_AT in snap.counters or keys.CANCELLED_AT in snap.counters
@@ -90,43 +77,11 @@ def status(redis: Redis, crawl: str) -> dict | None:
         "crawl": crawl,
         "shards": len(states),
         "state": state(snap.counters, done, bool(cfg.revisit)),
-        "admitted": snap.count(keys.ADMITTED),
-        "fetched": fetched,
-        "failed": snap.count(keys.FAILED),
-        "failed_by_reason": snap.family(keys.FAILED_BY),
-        "skipped": skipped,
-        "skipped_total": sum(skipped.values()),
-        "retries": snap.count(keys.RETRIES),
-        "hook_errors": snap.count(keys.HOOK_ERRORS),
-        "recovered": snap.count(keys.RECOVERED),
-        "dropped": snap.count(keys.DROPPED),
-        "in_flight": in_flight,
-        "deferred": snap.deferred,
-        "held": snap.held,
-        "exact_depth": cfg.exact_depth,
-        # the settled level (every level once nothing is left); none with first-found depth
-        "level": (cfg.max_depth if done else min(snap.count(keys.LEVEL), cfg.max_depth))
-        if cfg.exact_depth
-        else None,
-        "held_back": snap.held_back,
-        "max_depth": cfg.max_depth,
+        **counts(snap),
+        **depth_status(cfg, snap, done),
         "links_dropped": snap.family(keys.LINKS),
-        "sitemaps": {
-            "read": snap.count(keys.SITEMAPS),
-            "urls": snap.count(keys.SITEMAP_URLS),
-            "lastmod_due": snap.count(keys.SITEMAP_LASTMOD),
-            "problems": snap.family(keys.SITEMAP_PROBLEMS),
-        },
-        "requisites": {  # what pages load, archived with them (rqcrawl.frontier.requisites)
-            "admitted": snap.count(keys.REQUISITES),
-            "archived": snap.count(keys.REQUISITES_ARCHIVED),
-            "bytes": snap.count(keys.REQUISITE_BYTES),
-            "cut": snap.count(keys.REQUISITES_CUT),
-            "problems": snap.family(keys.REQUISITE_PROBLEMS),
-        },
-        "elapsed_s": round(end - started, 3),
-        "pages_per_s": round(fetched / (end - started), 2) if end > started else 0.0,
-        "recent_pages_per_s": round(recent, 2),
+        **documents(snap),
+        **speed(snap, now, over),
         "eta_s": 0.0 if done else eta(hosts, len(workers), stall),
         "workers": len(workers),
         "stall": stall,
@@ -149,6 +104,72 @@ def status(redis: Redis, crawl: str) -> dict | None:
         + (warnings(redis) if not done else [])
         + ([stall["message"]] if stall else [])
         + (idle_warnings(snap.counters, waiting) if not done and not stall else []),
+    }
+
+
+def counts(snap: Snapshot) -> dict:
+    """The crawl's URLs by what became of them, and those not ended yet."""
+    skipped = snap.family(keys.SKIPPED)
+    return {
+        "admitted": snap.count(keys.ADMITTED),
+        "fetched": snap.count(keys.FETCHED),
+        "failed": snap.count(keys.FAILED),
+        "failed_by_reason": snap.family(keys.FAILED_BY),
+        "skipped": skipped,
+        "skipped_total": sum(skipped.values()),
+        "retries": snap.count(keys.RETRIES),
+        "hook_errors": snap.count(keys.HOOK_ERRORS),
+        "recovered": snap.count(keys.RECOVERED),
+        "dropped": snap.count(keys.DROPPED),
+        "in_flight": len(snap.in_flight),
+        "deferred": snap.deferred,
+        "held": snap.held,
+    }
+
+
+def depth_status(cfg: config.CrawlConfig, snap: Snapshot, done: bool) -> dict:
+    """How deep the crawl is: with exact depth, the settled level (every level once nothing
+    is left); none with first-found depth."""
+    return {
+        "exact_depth": cfg.exact_depth,
+        "level": (cfg.max_depth if done else min(snap.count(keys.LEVEL), cfg.max_depth))
+        if cfg.exact_depth
+        else None,
+        "held_back": snap.held_back,
+        "max_depth": cfg.max_depth,
+    }
+
+
+def documents(snap: Snapshot) -> dict:
+    """The sitemaps read, and what pages load, archived with them (rqcrawl.frontier.requisites)."""
+    return {
+        "sitemaps": {
+            "read": snap.count(keys.SITEMAPS),
+            "urls": snap.count(keys.SITEMAP_URLS),
+            "lastmod_due": snap.count(keys.SITEMAP_LASTMOD),
+            "problems": snap.family(keys.SITEMAP_PROBLEMS),
+        },
+        "requisites": {
+            "admitted": snap.count(keys.REQUISITES),
+            "archived": snap.count(keys.REQUISITES_ARCHIVED),
+            "bytes": snap.count(keys.REQUISITE_BYTES),
+            "cut": snap.count(keys.REQUISITES_CUT),
+            "problems": snap.family(keys.REQUISITE_PROBLEMS),
+        },
+    }
+
+
+def speed(snap: Snapshot, now: float, over: bool) -> dict:
+    """Time and pages per second since the start and lately; an `over` crawl's up to its
+    last end."""
+    started = snap.counters.get(keys.STARTED_AT, now)
+    end = snap.counters.get(keys.LAST_AT, started) if over else now
+    fetched = snap.count(keys.FETCHED)
+    recent = recent_rate(snap.family(keys.RATE), started, end)  # a finished crawl's last
+    return {
+        "elapsed_s": round(end - started, 3),
+        "pages_per_s": round(fetched / (end - started), 2) if end > started else 0.0,
+        "recent_pages_per_s": round(recent, 2),
     }
 
 
@@ -220,56 +241,50 @@ def recent_rate(buckets: dict[str, int], started: float, now: float) -> float:
     return pages / (now - since) if now > since else 0.0
 
 
-def host_rows(
+@dataclass
+class HostReadings:
+    """What host_rows reads besides the snapshot, at `now`: the delays in force and their
+    source (host_delays), the time between a host's URLs' ends lately (observed_pace), and
+    when its deferred URLs are due."""
+
+    now: float
+    delays: dict[str, tuple[float, str]] = field(default_factory=dict)
+    observed: dict[str, list[float]] = field(default_factory=dict)
+    deferred_until: dict[str, float] = field(default_factory=dict)
+
+
+def host_readings(
     states: list[CrawlState],
     cfg: config.CrawlConfig,
     snap: Snapshot,
     now: float,
-    delays: dict[str, tuple[float, str]] | None = None,
+    done: bool = False,
+) -> HostReadings:
+    """The readings of `status` and `hosts` (no observed pace for a crawl that is done)."""
+    return HostReadings(
+        now,
+        observed=observed_pace(states, now) if not done else {},
+        deferred_until={h: t for s in states for h, t in s.host_facts([]).deferred_until.items()},
+        delays=host_delays(states, cfg, snap),
+    )
+
+
+def host_rows(
+    states: list[CrawlState],
+    cfg: config.CrawlConfig,
+    snap: Snapshot,
+    seen: HostReadings,
     shown: int = HOSTS_SHOWN,
-    observed: dict[str, list[float]] | None = None,
-    deferred_until: dict[str, float] | None = None,
 ) -> list[dict]:
     """Per host: URLs admitted, fetched, failed, skipped, remaining, of which in flight and
     held, requests running now (for the first `shown`), when its next request may start, the
-    delay in force and where it comes from (`delays`: host_delays; else the setting), its
+    delay in force and where it comes from (`seen.delays`: host_delays; else the setting), its
     pace (host_pace, or the age of a request running longer; or the time between its URLs'
-    ends lately, `observed`, if longer: the jobs' own latency) and the time its remaining
+    ends lately, `seen.observed`, if longer: the jobs' own latency) and the time its remaining
     URLs need at that pace; the hosts with URLs in flight and the most time left first."""
-    delays = delays or {}
+    now = seen.now
     flying = Counter(host_of(sitemaps.target(url)) for url in snap.in_flight)
-    rows = []
-    for host, n in snap.hosts.items():
-        gate = snap.pace.get(host, ())
-        in_force = pace_of(gate, cfg)  # the host's pace: slowed down by its answers?
-        delay, source = delays.get(host, (cfg.delay, "setting"))
-        if in_force.delay > delay:
-            delay, source = in_force.delay, in_force.why
-        request_s, per_url = host_pace(n, in_force.fetch_s)
-        url_s = url_seconds(request_s, per_url, delay, cfg.host_concurrency)
-        url_s = paced(url_s, (observed or {}).get(host, []))
-        remaining = max(0, n.get(keys.ADMITTED, 0) - _ended(n))
-        rows.append(
-            {
-                "host": host,
-                "admitted": n.get(keys.ADMITTED, 0),
-                "fetched": n.get(keys.FETCHED, 0),
-                "failed": n.get(keys.FAILED, 0),
-                "skipped": n.get(keys.HOST_SKIPPED, 0),
-                "remaining": remaining,
-                "in_flight": flying[host],
-                "held": max(0, remaining - flying[host]),
-                "next_in_s": round(max(0.0, in_force.ready - now), 3),
-                "delay_s": delay,
-                "delay_source": source,
-                "request_s": round(request_s, 3),
-                "requests_per_url": round(per_url, 3),
-                "url_s": round(url_s, 3),
-                "eta_s": round(
-                    host_eta(remaining, url_s, (deferred_until or {}).get(host), now), 1
-                ),
-            }
-        )
+    rows = [host_row(host, n, flying[host], cfg, snap, seen) for host, n in snap.hosts.items()]
     rows.sort(key=_urgency)
     head = rows[:shown]
     per_shard = [s.running_requests([r["host"] for r in head]) for s in states]
@@ -281,6 +296,43 @@ def host_rows(
             _slower(r, now - ready, cfg.host_concurrency)
     rows.sort(key=_urgency)
     return rows
+
+
+def host_row(
+    host: str,
+    n: dict[str, int],
+    flying: int,
+    cfg: config.CrawlConfig,
+    snap: Snapshot,
+    seen: HostReadings,
+) -> dict:
+    """One host's row of host_rows, of its counters `n` and its URLs in flight (`flying`)."""
+    gate = snap.pace.get(host, ())
+    in_force = pace_of(gate, cfg)  # the host's pace: slowed down by its answers?
+    delay, source = seen.delays.get(host, (cfg.delay, "setting"))
+    if in_force.delay > delay:
+        delay, source = in_force.delay, in_force.why
+    request_s, per_url = host_pace(n, in_force.fetch_s)
+    url_s = url_seconds(request_s, per_url, delay, cfg.host_concurrency)
+    url_s = paced(url_s, seen.observed.get(host, []))
+    remaining = max(0, n.get(keys.ADMITTED, 0) - _ended(n))
+    return {
+        "host": host,
+        "admitted": n.get(keys.ADMITTED, 0),
+        "fetched": n.get(keys.FETCHED, 0),
+        "failed": n.get(keys.FAILED, 0),
+        "skipped": n.get(keys.HOST_SKIPPED, 0),
+        "remaining": remaining,
+        "in_flight": flying,
+        "held": max(0, remaining - flying),
+        "next_in_s": round(max(0.0, in_force.ready - seen.now), 3),
+        "delay_s": delay,
+        "delay_source": source,
+        "request_s": round(request_s, 3),
+        "requests_per_url": round(per_url, 3),
+        "url_s": round(url_s, 3),
+        "eta_s": round(host_eta(remaining, url_s, seen.deferred_until.get(host), seen.now), 1),
+    }
 
 
 def _urgency(row: dict) -> tuple:
@@ -367,33 +419,6 @@ def host_delays(
     }
 
 
-def robots_waits(
-    states: list[CrawlState], cfg: config.CrawlConfig, hosts: list[str], now: float
-) -> list[dict]:
-    """The hosts (of `hosts`: those with parked URLs) whose pages wait for their unavailable
-    robots.txt: since when, its asks and last error, the next ask, and when the pages fail
-    at the latest (the first failed ask after robots_patience; after robots_patience_idle
-    once they are all the crawl has left), in seconds from `now`."""
-    sites = [f"{scheme}://{h}" for h in hosts for scheme in ("http", "https")]
-    verdicts = {}
-    for s in states:
-        verdicts.update(s.robots_verdicts(sites))
-    waits = []
-    for site, v in sorted(verdicts.items()):
-        if v["kind"] != "unavailable":
-            continue
-        waits.append({
-            "site": site,
-            "down_s": round(max(0.0, now - v["since"]), 1),  # `now` read before the verdict
-            "asks": v["attempts"],
-            "error": v["error"],
-            "next_ask_in_s": round(max(0.0, v["retry_at"] - now), 1),
-            "gives_up_in_s": round(max(0.0, v["since"] + patience(cfg) - now), 1),
-            "idle_gives_up_in_s": round(max(0.0, v["since"] + patience(cfg, True) - now), 1),
-        })  # fmt: skip
-    return waits
-
-
 def _ended(n: dict[str, int]) -> int:
     return n.get(keys.FETCHED, 0) + n.get(keys.FAILED, 0) + n.get(keys.HOST_SKIPPED, 0)
 
@@ -425,98 +450,6 @@ def eta(hosts: list[dict], workers: int, stall: dict | None = None) -> float | N
     slowest = max((h["eta_s"] for h in hosts), default=0.0)
     work = sum(h["remaining"] * h["request_s"] for h in hosts)
     return round(max(slowest, work / workers if workers else 0.0), 1)
-
-
-# Stalls after which the crawl cannot move by itself (its ETA is then unknown).
-STUCK = ("no_worker", "unreleased", "silent")
-
-
-def live_workers(states: list[CrawlState]) -> list[Worker]:
-    """The RQ workers registered on the crawl's queue of every shard, but those of this
-    machine whose process is gone (a killed worker stays registered for its worker_ttl,
-    minutes; one elsewhere is trusted until then)."""
-    here = socket.gethostname()
-    found = []
-    for s in states:
-        for w in Worker.all(queue=Queue(keys.QUEUE_NAME, connection=s.redis)):
-            if w.hostname != here or w.pid is None or alive(w.pid):
-                found.append(w)
-    return found
-
-
-def stalled(
-    states: list[CrawlState],
-    cfg: config.CrawlConfig,
-    snap: Snapshot,
-    hosts: list[dict],
-    workers: int,
-    now: float,
-) -> dict | None:
-    """Why no URL ended for `stall_after` seconds although URLs wait, or None: no worker
-    alive; deferred URLs overdue that no worker released; URLs queued in RQ but the
-    workers alive start none and run no request; every URL in flight waiting for its time;
-    every URL in flight of one host, whose pace holds the others back; else requests are
-    running, slowly. {reason, since_s, message}."""
-    waiting = sum(h["remaining"] for h in hosts)
-    last = max(snap.count(keys.LAST_AT), snap.count(keys.STARTED_AT))
-    since = now - last
-    if not waiting or (workers and since < cfg.stall_after):
-        return None  # (no worker at all is a fact, not a guess: said at once)
-    reason, why = _stall_reason(states, cfg, snap, hosts, workers, now)
-    head = (
-        f"stalled: no URL ended for {since:.0f} s although {waiting} wait: "
-        if workers
-        else f"{waiting} URL(s) wait and nothing serves them: "
-    )
-    return {"reason": reason, "since_s": round(since, 1), "message": head + why}
-
-
-def _stall_reason(
-    states: list[CrawlState],
-    cfg: config.CrawlConfig,
-    snap: Snapshot,
-    hosts: list[dict],
-    workers: int,
-    now: float,
-) -> tuple[str, str]:
-    if not workers:
-        return "no_worker", (
-            f"no worker is alive on queue '{keys.QUEUE_NAME}'; start one: {WORKER_HINT}"
-        )
-    late = sum(s.overdue(now - OVERDUE) for s in states)
-    if late:
-        return "unreleased", (
-            f"{late} host(s) or parked URL(s) are overdue and no worker released them (a "
-            "stock worker's waker job is gone, or every worker is busy); `rqcrawl status` "
-            "releases them now, and the recommended worker's release thread always does: "
-            f"{WORKER_HINT}"
-        )
-    running = sum(h.get("running", 0) for h in hosts)
-    queued = len(snap.in_flight) - snap.deferred - running
-    claimed = snap.count(keys.LAST_CLAIM_AT) or snap.count(keys.STARTED_AT)
-    if queued > 0 and not running and now - claimed >= cfg.stall_after:
-        return "silent", (
-            f"{workers} worker(s) alive but none started a job of this crawl for "
-            f"{now - claimed:.0f} s and no request is running: busy with other queues' jobs, "
-            "or stuck? (`rq info`, the workers' logs)"
-        )
-    if not queued and not running:
-        due = min(filter(None, (s.next_due() for s in states)), default=now)
-        return "deferred", (
-            f"every URL waits for its time (a retry, robots.txt or its host's pace); the "
-            f"next is due in {max(0.0, due - now):.0f} s: `rqcrawl inspect`, `rqcrawl hosts`"
-        )
-    busy = [h for h in hosts if h["in_flight"]]
-    if len(busy) == 1:
-        h = busy[0]
-        others = sum(r["remaining"] for r in hosts if r is not h)
-        held = f"; {others} URL(s) of other hosts wait for their own turn" if others else ""
-        return "one_host", (
-            f"every URL in flight is of {h['host']}, which takes {h['url_s']:.1f} s per URL "
-            f"(requests of {h['request_s']:.1f} s, delay {h['delay_s']:g} s from "
-            f"{h['delay_source']}){held}: `rqcrawl hosts` shows it"
-        )
-    return "slow", "jobs start but their requests take long: `rqcrawl hosts` shows the pace"
 
 
 def latency(snap: Snapshot) -> dict:
@@ -641,204 +574,3 @@ def bloom_warnings(bloom: dict) -> list[str]:
         f"{bloom['estimated_false_positive_rate']:.2%} of new URLs are taken for seen ones and "
         f"skipped (asked: {bloom['error_rate']:.2%}); give the next crawl a larger bloom_capacity"
     ]
-
-
-def bloom_line(bloom: dict) -> str:
-    """The filter in use and how full it is (rqcrawl.frontier.bloom)."""
-    rate = f"est. false-positive rate {bloom['estimated_false_positive_rate']:.3g}"
-    if bloom["kind"] == "native":
-        return (
-            f"native (BF.*): {bloom['estimated_items']:,} URLs of capacity "
-            f"{bloom['capacity']:,} in {bloom['filters']} filter(s), {bloom['bytes']:,} bytes, "
-            + rate
-        )
-    return f"lua: fill {bloom['fill_ratio']:.6f}, {rate}"
-
-
-def render(s: dict) -> str:
-    """Human-readable status, one fact per line."""
-    dropped = ", ".join(f"{k} {v}" for k, v in sorted(s["links_dropped"].items())) or "none"
-    return "\n".join(
-        [
-            f"crawl      {s['crawl']}: {s['state']}"
-            + (f" (over {s['shards']} shards)" if s["shards"] > 1 else "")
-            + (f" ({s['dropped']} URLs dropped)" if s["state"] == "cancelled" else "")
-            + (f" ({next_visit(s)})" if s["state"] == "idle" else ""),
-            *revisit_lines(s),
-            f"admitted   {s['admitted']}",
-            f"fetched    {s['fetched']} ({s['bytes']:,} bytes)",
-            f"failed     {s['failed']}" + (f" ({reasons(s)})" if s["failed"] else ""),
-            f"skipped    {s['skipped_total']} ({skip_reasons(s) or 'none'})",
-            f"retries    {s['retries']} (+{s['recovered']} jobs recovered from dead workers)",
-            f"in flight  {s['in_flight']} (queued, scheduled, running or deferred; "
-            f"{s['deferred']} deferred for politeness)",
-            *depth_lines(s),
-            f"links      dropped: {dropped}",
-            f"sitemaps   {sitemap_line(s['sitemaps'])}",
-            f"hook       {s['hook_errors']} error(s)",
-            f"speed      {s['pages_per_s']} pages/s over {s['elapsed_s']} s, "
-            f"{s['recent_pages_per_s']} pages/s in "
-            + (f"its last {RECENT} s" if s["state"] in OVER else f"the last {RECENT} s"),
-            f"eta        {duration(s['eta_s'])}"
-            + (" for the URLs admitted so far" if s["eta_s"] is not None else ""),
-            f"bloom      {bloom_line(s['bloom'])}",
-            *host_table(s),
-            *robots_lines(s),
-            *(f"WARNING    {w}" for w in s["warnings"]),
-        ]
-    )
-
-
-def sitemap_line(maps: dict) -> str:
-    problems = ", ".join(f"{k} {v}" for k, v in sorted(maps["problems"].items())) or "none"
-    due = (
-        f", {maps['lastmod_due']} revisits brought forward by <lastmod>"
-        if maps["lastmod_due"]
-        else ""
-    )
-    return f"{maps['read']} read, {maps['urls']} URLs listed{due}; not read: {problems}"
-
-
-def depth_lines(s: dict) -> list[str]:
-    """Waiting URLs and the depth: the settled level and the records held back until it
-    moves on (exact depth), or first-found depth."""
-    if s["exact_depth"]:
-        return [
-            f"held       {s['held']} (admitted, waiting for their host's turn)",
-            f"level      {level_line(s)}; {s['held_back']} record(s) held back until it moves on",
-        ]
-    return [
-        f"held       {s['held']} (admitted, waiting for their host's turn)",
-        f"depth      first found, up to max depth {s['max_depth']}",
-    ]
-
-
-def level_line(s: dict) -> str:
-    """The settled level L in words: the pages of depth < L have ended, so every URL of
-    depth <= L + 1 (no deeper than max depth) is known at its shortest depth
-    (rqcrawl.frontier.levels); once nothing is left, every depth is done."""
-    level, deepest = s["level"], s["max_depth"]
-    if s["state"] in ("finished", "idle"):
-        return f"every depth done, 0 to max depth {deepest}"
-    doing = "cancelled at" if s["state"] == "cancelled" else "being crawled:"
-    return (
-        f"{doing} depth {level} of 0-{deepest} (the pages above it have ended; every URL "
-        f"to depth {min(level + 1, deepest)} is at its shortest depth)"
-    )
-
-
-def depth_progress(s: dict) -> str:
-    """The depth part of a progress line: the level being crawled, when there are levels."""
-    if s["exact_depth"]:
-        return f"depth {s['level']}/{s['max_depth']}"
-    return f"max depth {s['max_depth']}"
-
-
-def next_visit(s: dict) -> str:
-    at = s["next_visit_at"]
-    if at is None:
-        return "no visit scheduled"
-    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(at))
-    return f"next visit at {when}, in {duration(max(0.0, at - time.time()))}"
-
-
-def revisit_lines(s: dict) -> list[str]:
-    if not s["revisit_s"]:
-        return []
-    if s["table_error"]:
-        return [f"revisits   every {duration(s['revisit_s'])}; {s['table_error']}"]
-    due = s["due"]
-    return [
-        f"revisits   every {duration(s['revisit_s'])} (adaptive); {s['known']} URLs known, "
-        f"{s['revisits']} revisits so far",
-        f"due        {due['now']} now, {due['hour']} within an hour, {due['day']} within a day",
-    ]
-
-
-def reasons(s: dict) -> str:
-    """`http_404 3, timeout 1`: the failures by reason, most frequent first."""
-    found = sorted(s["failed_by_reason"].items(), key=lambda kv: (-kv[1], kv[0]))
-    return ", ".join(f"{k} {v}" for k, v in found)
-
-
-def skip_reasons(s: dict) -> str:
-    """`robots_disallowed 1, redirected 2`: the skipped URLs by reason ("" if none)."""
-    return ", ".join(f"{k} {v}" for k, v in sorted(s["skipped"].items()))
-
-
-def skip_summary(s: dict) -> str:
-    """`3 skipped (redirected 2, robots_disallowed 1)`: how many, and why."""
-    why = skip_reasons(s)
-    return f"{s['skipped_total']} skipped" + (f" ({why})" if why else "")
-
-
-def duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "unknown: the crawl cannot move (see the warning)"
-    minutes, sec = divmod(round(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m{sec:02d}s" if hours else f"{minutes}m{sec:02d}s"
-
-
-def host_table(s: dict) -> list[str]:
-    """The hosts with the most time left (status's `hosts`), one aligned row each."""
-    if not s["hosts"]:
-        return []
-    header = (
-        "HOST", "ADMITTED", "FETCHED", "FAILED", "IN FLIGHT", "HELD", "RUNNING", "NEXT IN", "ETA"
-    )  # fmt: skip
-    rows = [header] + [
-        (
-            h["host"], str(h["admitted"]), str(h["fetched"]), str(h["failed"]),
-            str(h["in_flight"]), str(h["held"]), str(h["running"]), f"{h['next_in_s']:.1f}s",
-            duration(h["eta_s"]),
-        )
-        for h in s["hosts"]
-    ]  # fmt: skip
-    more = s["host_count"] - len(s["hosts"])
-    title = f"hosts      {s['host_count']}" + (f" ({more} not shown)" if more > 0 else "")
-    return [title, *("           " + line for line in aligned(rows))]
-
-
-def robots_lines(s: dict) -> list[str]:
-    """What the crawl waits for besides its hosts' pace: robots.txt files that do not
-    answer, and until when at the latest."""
-    return [
-        f"robots.txt {w['site']} unavailable for {w['down_s']:.0f} s ({w['asks']} asks, "
-        f"{w['error']}): asked again in {w['next_ask_in_s']:.0f} s; its pages fail at the "
-        f"first failed ask after {w['gives_up_in_s']:.0f} s, after "
-        f"{w['idle_gives_up_in_s']:.0f} s once they are all the crawl has left"
-        for w in s["robots_waits"]
-    ]
-
-
-def aligned(rows: list[tuple[str, ...]]) -> list[str]:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return [
-        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
-    ]
-
-
-def summary(s: dict) -> str:
-    """One line per refresh of `rqcrawl status --watch` when the output is not a terminal."""
-    return (
-        f"{s['crawl']}  {s['state']}  {s['fetched']}/{s['admitted']} fetched/admitted  "
-        f"{s['pages_per_s']} pages/s ({s['recent_pages_per_s']} recent)  {s['failed']} failed  "
-        f"{s['in_flight']} in flight  {s['held']} held  eta {duration(s['eta_s'])}"
-    )
-
-
-def table(rows: list[dict]) -> str:
-    """`rqcrawl list`: one aligned row per crawl."""
-    header = ("CRAWL", "STATE", "FETCHED/ADMITTED", "PAGES/S", "FAILED")
-    cells = [header] + [
-        (
-            s["crawl"],
-            s["state"],
-            f"{s['fetched']}/{s['admitted']}",
-            str(s["pages_per_s"]),
-            f"{s['failed']} ({reasons(s)})" if s["failed"] else "0",
-        )
-        for s in rows
-    ]
-    return "\n".join(aligned(cells))

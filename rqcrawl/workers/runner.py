@@ -14,9 +14,10 @@ import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
+from dataclasses import dataclass
 from datetime import UTC
 from pathlib import Path
-from typing import BinaryIO, NoReturn, TextIO
+from typing import Any, BinaryIO, NoReturn, TextIO
 
 from redis import Redis, RedisError
 from redis.connection import AbstractConnection
@@ -28,7 +29,7 @@ from rqcrawl.frontier import configs, keys
 from rqcrawl.frontier.dispatch import Frontier
 from rqcrawl.frontier.keys import CrawlKeys
 from rqcrawl.frontier.state import CrawlState, all_shards
-from rqcrawl.ops import stats
+from rqcrawl.ops import stats, statustext
 from rqcrawl.ops.monitor import ProgressBar, live_terminal
 from rqcrawl.processes import end_with_parent
 from rqcrawl.redisurl import CLIENT, REDIS_DOWN, is_sentinel
@@ -58,6 +59,31 @@ def preload(threads: int | None, worker_class: str | None) -> None:
         module, _, name = worker_class.rpartition(".")
         getattr(importlib.import_module(module), name)
     importlib.import_module("rqcrawl.workers.preload")
+
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    """How LocalWorkers runs its workers: `worker_class` (None: RQ's stock worker), an RQ
+    settings module (`rq_config`), environment variables of theirs (`env`), the queue they
+    serve, and whether they are forked from this process (`fork`: see preload)."""
+
+    worker_class: str | None = WORKER_CLASS
+    rq_config: str | None = None
+    env: Mapping[str, str] | None = None
+    queue: str = keys.QUEUE_NAME
+    fork: bool = False
+
+    def arguments(self, urls: list[str]) -> list[str]:
+        """The worker command's arguments after its module, for workers of `urls`."""
+        return [
+            self.queue,
+            *(["--worker-class", self.worker_class] if self.worker_class else []),
+            "--maintenance-interval",
+            "30",
+            "--quiet",
+            *(["--config", self.rq_config] if self.rq_config else []),
+            *(["--connection-class", CLIENT] if any(map(is_sentinel, urls)) else []),
+        ]
 
 
 class LocalWorkers:
@@ -92,47 +118,41 @@ class LocalWorkers:
         count: int,
         threads: int | None = None,
         log_dir: Path | None = None,
-        worker_class: str | None = WORKER_CLASS,
-        rq_config: str | None = None,
-        env: Mapping[str, str] | None = None,
-        queue: str = keys.QUEUE_NAME,
-        fork: bool = False,
+        **options: Any,
     ):
+        """`options`: those of WorkerOptions, by name."""
+        chosen = WorkerOptions(**options)
         self.log_dir = log_dir
         urls = [redis_url] if isinstance(redis_url, str) else list(redis_url)
         self.shard_count = len(urls)
         # per process, the shards it serves (indexes of `urls`)
-        command = worker_command(threads, worker_class)
+        command = worker_command(threads, chosen.worker_class)
         if command[0] == "rqcrawl.workers.threadworkers":
             self.serves = [list(range(len(urls)))] * count
             self.workers_each = threads or 1  # RQ workers per process, on each shard it serves
         else:
             self.serves = [[shard] for shard in range(len(urls)) for _ in range(count)]
-            self.workers_each = (threads or DEFAULT_SLOTS) if self._runs_slots(worker_class) else 1
-        slots = {SLOTS_ENV: str(threads)} if threads else {}
-        argv = [
-            "-m",
-            *command,
-            queue,
-            *(["--worker-class", worker_class] if worker_class else []),
-            "--maintenance-interval",
-            "30",
-            "--quiet",
-            *(["--config", rq_config] if rq_config else []),
-            *(["--connection-class", CLIENT] if any(map(is_sentinel, urls)) else []),
-        ]
-        if fork:
-            preload(threads, worker_class)
+            runs_slots = self._runs_slots(chosen.worker_class)
+            self.workers_each = (threads or DEFAULT_SLOTS) if runs_slots else 1
+        if chosen.fork:
+            preload(threads, chosen.worker_class)
             # What we imported becomes the children's too: frozen, their collections leave it
             # alone instead of going over it all (and copying every page of it) at the first.
             gc.freeze()
-        outs = [self._log(n) for n in range(1, len(self.serves) + 1)]
+        slots = {SLOTS_ENV: str(threads)} if threads else {}
         self.procs: list[subprocess.Popen | ForkedWorker] = []
+        self._start(
+            urls, [*command, *chosen.arguments(urls)], {**slots, **(chosen.env or {})}, chosen.fork
+        )
+
+    def _start(self, urls: list[str], argv: list[str], env: Mapping[str, str], fork: bool) -> None:
+        """One process per entry of `serves`, `python -m` `argv` with `env`, forked or not."""
+        argv = ["-m", *argv]
+        outs = [self._log(n) for n in range(1, len(self.serves) + 1)]
         for out, served in zip(outs, self.serves, strict=True):
             workers_env = {
                 **os.environ,
-                **slots,
-                **(env or {}),
+                **env,
                 "RQ_REDIS_URL": " ".join(urls[shard] for shard in served),
             }
             if fork:
@@ -285,7 +305,7 @@ def progress_line(s: dict, width: int = 30) -> str:
         else f"{done}/{s['admitted']} URLs"
     )
     return (
-        f"[{bar}] {count}  {stats.depth_progress(s)}  "
+        f"[{bar}] {count}  {statustext.depth_progress(s)}  "
         f"{s['pages_per_s']:.1f} pages/s  {s['failed']} failed  {s['skipped_total']} skipped"
     )
 

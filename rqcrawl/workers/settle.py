@@ -56,7 +56,7 @@ def page(c: Crawl, url: str, depth: int, entry: InFlight, result: Visit, slot: S
     ending = Ending(
         result.counts, result.record, result.children, depth + 1 if not via else depth,
         c.frontier.child_priority(entry.priority, via), via, slot, result.links, result.cut,
-        result.digest,
+        result.digest, entry,
     )  # fmt: skip
     c.frontier.finish(url, ending, entry.priority, result.content)
     return result.record

@@ -27,27 +27,35 @@ import os
 import signal
 import sys
 import threading
+from dataclasses import dataclass
 
 from rq import Queue
 from rq.utils import import_attribute
 
 from rqcrawl.redisurl import CLIENT
-from rqcrawl.workers.worker import threaded_class, worker_name
+from rqcrawl.workers.threaded import threaded_class
+from rqcrawl.workers.worker import worker_name
 
 
-def run(
-    redis_urls: list[str],
-    queues: list[str],
-    threads: int,
-    worker_class: str,
-    with_scheduler: bool,
-    maintenance_interval: int,
-    connection_class: str = CLIENT,
-) -> None:
+@dataclass(frozen=True)
+class ThreadWorkers:
+    """The workers `run` starts per Redis: `threads` of `worker_class` on `queues`, the
+    first one's RQ scheduler if asked, connected by `connection_class`."""
+
+    queues: list[str]
+    threads: int
+    worker_class: str
+    with_scheduler: bool
+    maintenance_interval: int
+    connection_class: str = CLIENT
+
+
+def run(redis_urls: list[str], plan: ThreadWorkers) -> None:
     """Run `threads` workers per Redis until SIGINT/SIGTERM; then each finishes its
     current job."""
-    cls = threaded_class(import_attribute(worker_class))
-    connect = import_attribute(connection_class).from_url
+    queues, threads, maintenance_interval = plan.queues, plan.threads, plan.maintenance_interval
+    cls = threaded_class(import_attribute(plan.worker_class))
+    connect = import_attribute(plan.connection_class).from_url
     workers = []
     for shard, redis_url in enumerate(redis_urls):
         for i in range(threads):
@@ -57,7 +65,7 @@ def run(
             workers.append(
                 cls(qs, connection=conn, name=name, maintenance_interval=maintenance_interval)
             )
-    if with_scheduler:  # the scheduler is a forked process: fork before any thread exists
+    if plan.with_scheduler:  # the scheduler is a forked process: fork before any thread exists
         for first in workers[::threads]:  # one per Redis
             first._start_scheduler(logging_level="WARNING")
     stop = threading.Event()
@@ -112,8 +120,7 @@ def main() -> None:
     parser.add_argument("--connection-class", default=CLIENT, help="Its from_url connects")
     parser.add_argument("--quiet", action="store_true", help="(always: warnings only)")
     args = parser.parse_args()
-    run(
-        args.url or env_urls,
+    plan = ThreadWorkers(
         args.queues,
         args.threads,
         args.worker_class,
@@ -121,6 +128,7 @@ def main() -> None:
         args.maintenance_interval,
         args.connection_class,
     )
+    run(args.url or env_urls, plan)
 
 
 if __name__ == "__main__":

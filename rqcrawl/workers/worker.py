@@ -23,346 +23,61 @@ unchanged.
 from __future__ import annotations
 
 import contextlib
-import copy
-import functools
-import logging
 import os
 import signal
 import socket
 import threading
 import time
-from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Sequence
-from datetime import datetime
+from collections.abc import Hashable
 
-from redis import Redis, RedisError
+from redis import Redis
 from redis.backoff import ExponentialBackoff
 from redis.client import Pipeline
-from redis.retry import Retry
-from redis.sentinel import SentinelConnectionPool
 from rq.exceptions import StopRequested
 from rq.executions import Execution
-from rq.intermediate_queue import IntermediateQueue
 from rq.job import Job, JobStatus
 from rq.queue import Queue
-from rq.timeouts import TimerDeathPenalty
-from rq.utils import as_text, backend_class, get_version, now
+from rq.utils import now
 from rq.worker import SimpleWorker, WorkerStatus
 
 from rqcrawl.config import ConfigError
 from rqcrawl.defaults import (
-    DEFAULT_SLOTS,
     HEARTBEAT_EVERY,
-    MAX_SLEEP,
-    MAX_SLOTS,
-    PING_TIMEOUT,
-    PUMP_EVERY,
     REDIS_POLL,
     REDIS_RETRY_FOR,
-    REFRESH_CRAWLS,
     SCHEDULER_STOP_S,
     SLOT_UNBLOCK_S,
-    STOP_CHECK_S,
     SUSPENSION_EVERY,
 )
-from rqcrawl.frontier import configs, scripts, state
-from rqcrawl.frontier.dispatch import (
-    JOB_FUNC,
-    RENDER_FUNC,
-    REQUISITE_FUNC,
-    SITEMAP_FUNC,
-    watch_due,
-)
+from rqcrawl.frontier import scripts
 from rqcrawl.ops.metrics import port_from_env as metrics_port_from_env
 from rqcrawl.ops.metrics import serve_from_env as serve_metrics
 from rqcrawl.quickexit import skip_final_collection
 from rqcrawl.redisurl import REDIS_DOWN, server_key
-from rqcrawl.workers import SLOTS_ENV, slot_name
-from rqcrawl.workers.crawls import check_identity, claim_call, crawl_of
+from rqcrawl.workers import slot_name
+from rqcrawl.workers.crawljob import CLAIMING, CRAWL_QUEUE_FUNCS, CrawlJob
+from rqcrawl.workers.crawlqueue import CrawlQueue
+from rqcrawl.workers.crawls import claim_call
 from rqcrawl.workers.jobs import abandon
-
-# the jobs of the crawl queue, and those that claim a URL (jobs._job)
-CRAWL_QUEUE_FUNCS = (JOB_FUNC, SITEMAP_FUNC, REQUISITE_FUNC)
-CLAIMING = (*CRAWL_QUEUE_FUNCS, RENDER_FUNC)
-
-log = logging.getLogger(__name__)
-
-
-def riding_out_redis(step: Callable) -> Callable:
-    """A step of the worker's loop that, when Redis is unreachable, waits for it to come back
-    and goes on (the step skipped) instead of letting RQ's work loop end the worker."""
-
-    @functools.wraps(step)
-    def wrapper(self: CrawlWorker, *args, **kwargs):
-        try:
-            return step(self, *args, **kwargs)
-        except REDIS_DOWN as exc:
-            self.await_redis(exc)
-
-    return wrapper
-
-
-class RetryUntilStopped(Retry):
-    """redis-py's Retry, except that once `stopping` is set a failed command is not tried
-    again: a worker asked to stop while Redis is gone then ends within seconds instead of
-    retrying each of its last writes for REDIS_RETRY_FOR. Every connection of the pool gets
-    a deep copy of its policy; the copies share the one `stopping`."""
-
-    def __init__(self, backoff, retries: int, stopping: threading.Event):
-        super().__init__(backoff, retries)
-        self.stopping = stopping
-
-    def __deepcopy__(self, memo: dict) -> RetryUntilStopped:
-        clone = copy.copy(self)
-        clone._backoff = copy.deepcopy(self._backoff, memo)
-        return clone
-
-    def call_with_retry(self, do, fail, is_retryable=None, with_failure_count=False):
-        def retryable(error: Exception) -> bool:
-            return not self.stopping.is_set() and (is_retryable is None or is_retryable(error))
-
-        return super().call_with_retry(do, fail, retryable, with_failure_count)
-
-
-class StopWithoutRedis(SystemExit):
-    """Raised into the job of a worker asked to stop while Redis is gone: the job could not
-    record its end anyway; its URL comes back through its lease (a SystemExit, so that no
-    `except Exception` of the job's code takes it for a failed page)."""
-
-
-class StopBetweenDequeues:
-    """An idle worker blocks on the queue at most STOP_CHECK_S at a time and honours a stop
-    request between two dequeues, never in the middle of one (see CrawlWorker.request_stop)."""
-
-    _stop_requested: bool
-    connection: Redis
-    name: str
-
-    def ask_to_stop(self) -> None:
-        """A warm stop from outside the worker's thread (rqcrawl.workers.threadworkers)."""
-        self._stop_requested = True
-
-    def _probe(self, *command: str) -> object:
-        """`command`'s reply on a connection of its own, which waits PING_TIMEOUT at most
-        (the pool's may be in use by the interrupted job, or blocked on a dequeue)."""
-        pool = self.connection.connection_pool
-        kwargs = {"socket_timeout": PING_TIMEOUT, "socket_connect_timeout": PING_TIMEOUT}
-        probe = pool.connection_class(**{**pool.connection_kwargs, **kwargs})
-        try:
-            probe.send_command(*command)
-            return probe.read_response()
-        finally:
-            probe.disconnect()
-
-    def redis_answers(self) -> bool:
-        """Whether Redis answers a PING within PING_TIMEOUT."""
-        try:
-            self._probe("PING")
-            return True
-        except (*REDIS_DOWN, OSError):
-            return False
-
-    def end_blocked_dequeues(self, names: Collection[str]) -> set[str]:
-        """Which workers of `names` had their blocking dequeue ended now, by CLIENT UNBLOCK
-        (Redis 5 and later): such a dequeue returns as if it timed out, so no job moved, and
-        a stop need not wait for it (up to STOP_CHECK_S). A worker's connections carry its
-        name (CrawlWorker._tune_pool). None of a worker between two dequeues, or whose
-        job just came, or when Redis cannot tell."""
-        ended: set[str] = set()
-        try:
-            listing = self._probe("CLIENT", "LIST", "TYPE", "normal")
-            if isinstance(listing, bytes):
-                listing = listing.decode()
-            for line in listing.splitlines():
-                client = dict(pair.partition("=")[::2] for pair in line.split(" "))
-                name = client.get("name")
-                if name in names and "b" in client.get("flags", ""):
-                    if self._probe("CLIENT", "UNBLOCK", client["id"]) == 1:
-                        ended.add(name)
-        except (RedisError, OSError):  # gone, or a Redis before 5 (no TYPE, no UNBLOCK)
-            pass
-        return ended
-
-    @property
-    def should_run_maintenance_tasks(self) -> bool:
-        """RQ asks this at the top of each turn of its idle loop, before the dequeue: where a
-        stop can end the loop with no job taken. A dequeue ended by CLIENT UNBLOCK would
-        otherwise block again for the rest of its idle time (RQ's loop goes on)."""
-        if self._stop_requested:
-            raise StopRequested()
-        return super().should_run_maintenance_tasks
-
-    def dequeue_job_and_maintain_ttl(self, timeout, max_idle_time=None):
-        if timeout is None:  # burst mode: one non-blocking look
-            return super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
-        while not self._stop_requested:
-            block = STOP_CHECK_S if self.get_redis_server_version() >= (6,) else 1
-            result = super().dequeue_job_and_maintain_ttl(block, block)
-            if result is not None:
-                return result
-        raise StopRequested()
-
-
-class ThreadedMixin(StopBetweenDequeues):
-    """What an RQ worker class needs to run outside the main thread (an idle thread notices
-    a stop request within STOP_CHECK_S, see StopBetweenDequeues): one of the slots of a
-    CrawlWorker, or of rqcrawl.workers.threadworkers."""
-
-    death_penalty_class = TimerDeathPenalty  # SIGALRM would only reach the main thread
-    threaded = True
-
-    def _install_signal_handlers(self) -> None:
-        """Signals are the main thread's: it asks every thread to stop."""
-
-
-def threaded_class(worker_class: type) -> type:
-    return type(f"Threaded{worker_class.__name__}", (ThreadedMixin, worker_class), {})
-
-
-def slots_from_env() -> int:
-    """The requests in flight of a worker process: $RQCRAWL_SLOTS, or DEFAULT_SLOTS."""
-    raw = os.environ.get(SLOTS_ENV, "").strip()
-    if not raw:
-        return DEFAULT_SLOTS
-    if not (raw.isdigit() and 1 <= int(raw) <= MAX_SLOTS):
-        raise ConfigError(f"{SLOTS_ENV} must be a whole number from 1 to {MAX_SLOTS}, not {raw!r}")
-    return int(raw)
-
-
-def own_connection(connection: Redis) -> Redis:
-    """A client of the same server as `connection` with a connection pool of its own: a
-    worker's blocking dequeue holds a connection, and its connections carry its name."""
-    pool = connection.connection_pool
-    dropped = ("connection_pool", "client_name", "retry", "maint_notifications_pool_handler")
-    kwargs = {k: v for k, v in pool.connection_kwargs.items() if k not in dropped}
-    if isinstance(pool, SentinelConnectionPool):
-        fresh = SentinelConnectionPool(
-            pool.service_name, pool.sentinel_manager, is_master=pool.is_master,
-            check_connection=pool.check_connection, connection_class=pool.connection_class,
-            **kwargs,
-        )  # fmt: skip
-    else:
-        fresh = type(pool)(
-            connection_class=pool.connection_class, max_connections=pool.max_connections, **kwargs
-        )
-    return type(connection)(connection_pool=fresh)
-
-
-def raise_first_error(replies: Sequence[object]) -> None:
-    """Raise the first error among a pipeline's `replies`, as redis-py would: the worker's
-    pipelines that carry rqcrawl's own scripts run with raise_on_error=False, so that their
-    replies are looked at first (a script the server forgot is not RQ's error)."""
-    for reply in replies:
-        if isinstance(reply, Exception):
-            raise reply
+from rqcrawl.workers.resilience import (
+    RetryUntilStopped,
+    StopWithoutRedis,
+    raise_first_error,
+    riding_out_redis,
+)
+from rqcrawl.workers.tender import Tender
+from rqcrawl.workers.threaded import (
+    StopBetweenDequeues,
+    own_connection,
+    slots_from_env,
+    threaded_class,
+)
 
 
 def worker_name(suffix: str = "") -> str:
     """`host:pid` (and a thread's suffix): rq-dashboard and `rq info` then say where a worker
     runs, instead of RQ's random hex."""
     return f"{socket.gethostname()}:{os.getpid()}{suffix}"
-
-
-class CrawlJob(Job):
-    """An RQ job whose success is written in one HSET: its status, its fields and its `meta`
-    (the page's outcome, see jobs._describe). RQ's own writes the status on its own, then
-    the job without `meta`, and `job.save_meta()` would cost a round trip per page. A crawl
-    job's expiry (or deletion) leaves out the keys of dependencies and dependents, which it
-    never has, and its start writes its heartbeat once (see heartbeat)."""
-
-    saves_meta = True
-    _succeeding = False  # inside the worker's handle_job_success (succeeding)
-    claimed: list | None = None  # the claim's reply, sent with the job's start (jobs.claim)
-
-    @contextlib.contextmanager
-    def succeeding(self) -> Iterator[None]:
-        """While the worker records the job's success: the status is written by the save
-        that follows, with `meta`."""
-        self._succeeding = True
-        try:
-            yield
-        finally:
-            self._succeeding = False
-
-    def heartbeat(
-        self, timestamp: datetime, ttl: int, pipeline: Pipeline | None = None, xx: bool = False
-    ) -> None:
-        """RQ's; but the one queued in the pipeline that prepares the job's execution is only
-        noted: prepare_for_execution writes the same field next, in the same pipeline."""
-        if pipeline is not None and not xx:
-            self.last_heartbeat = timestamp
-            return
-        super().heartbeat(timestamp, ttl, pipeline=pipeline, xx=xx)
-
-    def set_status(self, status: JobStatus, pipeline: Pipeline | None = None) -> None:
-        if self._succeeding:  # the save that follows writes it
-            self._status = status
-            return
-        super().set_status(status, pipeline=pipeline)
-
-    def save(
-        self,
-        pipeline: Pipeline | None = None,
-        include_meta: bool = True,
-        include_result: bool = True,
-    ) -> None:
-        super().save(pipeline, include_meta or self._succeeding, include_result)
-
-    def cleanup(
-        self,
-        ttl: int | None = None,
-        pipeline: Pipeline | None = None,
-        remove_from_queue: bool = True,
-    ) -> None:
-        if ttl is not None and ttl >= 0 and self.func_name in CRAWL_QUEUE_FUNCS:
-            conn = pipeline if pipeline is not None else self.connection
-            if ttl:
-                conn.expire(self.key, ttl)
-            else:  # a job that passed its URL on (settle.Passed): it had no result saved
-                conn.delete(self.key)
-            return
-        super().cleanup(ttl, pipeline, remove_from_queue)
-
-
-class CrawlQueue(Queue):
-    """RQ's Queue, but a worker's dequeue of one queue that has a job waiting takes the job
-    id and reads its hash in one round trip (scripts.DEQUEUE) instead of two (LMOVE, then
-    HGETALL); an empty queue is left to RQ's blocking dequeue."""
-
-    @classmethod
-    def dequeue_any(
-        cls,
-        queues: Iterable[Queue],
-        timeout: int | None,
-        connection: Redis,
-        job_class: type[Job] | None = None,
-        serializer: object = None,
-        death_penalty_class: type | None = None,
-    ) -> tuple[Job, Queue] | None:
-        queues = list(queues)
-        if len(queues) == 1 and get_version(connection) >= (6, 2, 0):
-            job_cls = backend_class(cls, "job_class", override=job_class)
-            queue_key = queues[0].key
-            intermediate = IntermediateQueue(queue_key, connection).key
-            prefix = job_cls.redis_job_namespace_prefix
-            while found := scripts.DEQUEUE(
-                connection, queue=queue_key, intermediate=intermediate, prefix=prefix
-            ):
-                if len(found) == 1:  # its hash is gone: RQ passes over it too
-                    continue
-                queue = cls.from_queue_key(
-                    queue_key, connection=connection, job_class=job_cls,
-                    serializer=serializer, death_penalty_class=death_penalty_class,
-                )  # fmt: skip
-                job = job_cls(as_text(found[0]), connection=connection, serializer=serializer)
-                try:
-                    job.restore(dict(zip(found[1::2], found[2::2], strict=True)))
-                except Exception as exc:  # as RQ's dequeue reports it
-                    exc.job_id, exc.queue = job.id, queue
-                    raise
-                return job, queue
-        return super().dequeue_any(
-            queues, timeout, connection, job_class, serializer, death_penalty_class
-        )
 
 
 class CrawlWorker(StopBetweenDequeues, SimpleWorker):
@@ -447,7 +162,7 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
         try:
             super().request_stop(signum, frame)
         except StopRequested:  # RQ's answer for an idle worker
-            self._stop_requested = True
+            self.ask_to_stop()
             if self.end_blocked_dequeues({self.name}) or not self.redis_answers():
                 raise  # (RQ's idle loop would retry a gone Redis for minutes)
             return
@@ -536,7 +251,7 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
         recent = self._full_beat_at is not None and (
             time.monotonic() - self._full_beat_at < HEARTBEAT_EVERY
         )
-        if recent and asked <= full and not self._stop_requested:
+        if recent and asked <= full and not self.stop_asked():
             return  # (a stopping worker sends it: without Redis, RQ's dequeue loop ends here)
         if pipeline is not None:
             super().heartbeat(timeout, pipeline=pipeline)
@@ -568,14 +283,15 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
     def prepare_execution(self, job: Job) -> Execution:
         """RQ's (the execution's record, the `busy` state), but queued in the transaction
         of prepare_job_execution rather than sent in one of its own: one round trip a job."""
-        pipe = self._preparing = self.connection.pipeline()
+        # (no MULTI/EXEC: one connection's commands run in order, all in one send)
+        pipe = self._preparing = self.connection.pipeline(transaction=False)
         execution = Execution.create(job, self.get_heartbeat_ttl(job), pipe, self.name)
         self.executions[execution.id] = execution
         self.set_state(WorkerStatus.BUSY, pipeline=pipe)
         return execution
 
     def prepare_job_execution(self, job: Job, remove_from_intermediate_queue: bool = False) -> None:
-        """RQ's, in the transaction prepare_execution opened; with a crawl job's claim of
+        """RQ's, in the pipeline prepare_execution opened; with a crawl job's claim of
         its URL (CrawlJob.claimed), which it would otherwise send in a round trip of its own."""
         pipe, self._preparing = self._preparing, None
         if pipe is None:
@@ -629,8 +345,8 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
 
     def _handle_crawl_success(self, job: Job, execution: Execution) -> None:
         """RQ's handle_job_success without its dependents and repeats, and with the `idle`
-        state, in one transaction."""
-        with self.connection.pipeline() as pipe:
+        state, in one round trip (no MULTI/EXEC, as prepare_execution's)."""
+        with self.connection.pipeline(transaction=False) as pipe:
             self.increment_successful_job_count(pipeline=pipe)
             self.increment_total_working_time(job.ended_at - job.started_at, pipe)
             result_ttl = job.get_result_ttl(self.default_result_ttl)
@@ -669,7 +385,7 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
         """Wait until Redis answers again (a crash and restart, a failover); a stop request
         meanwhile ends the worker (StopRequested: RQ's own loops would retry forever)."""
         self.log.warning("Worker %s: Redis unreachable (%s), waiting for it", self.name, exc)
-        while not self._stop_requested:
+        while not self.stop_asked():
             try:
                 self.connection.ping()
             except REDIS_DOWN:
@@ -762,106 +478,3 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
             stop.set()
             tender.wake.set()
             thread.join(5)
-
-
-class Tender:
-    """Releases due deferred URLs of every running crawl, runs their recovery passes, and
-    pumps the due revisits of crawls with revisits (Frontier.pump)."""
-
-    def __init__(self, redis: Redis):
-        self.redis = redis
-        self.crawls: list[str] = []
-        self.refreshed = 0.0
-        self.pumped: dict[str, float] = {}  # crawl -> when this process last tried to pump
-        self.wake = threading.Event()  # set to tick before the planned time
-
-    def run(self, stop: threading.Event) -> None:
-        """Tick until `stop` (with `wake` set, so as not to sleep on); nothing ends the
-        thread before that, since every crawl of the worker depends on it. A URL this
-        process parks for sooner than the next planned tick brings the tick forward: a job
-        that finds its host's slot moved by a few milliseconds (the previous request ended
-        later than booked) parks again, and would otherwise wait up to MAX_SLEEP more."""
-        unwatch = watch_due(self.due)
-        try:
-            while not stop.is_set():
-                try:
-                    wait = self.tick()
-                except RedisError as exc:
-                    log.warning("rqcrawl tender: %s", exc)
-                    wait = 1.0
-                except Exception:
-                    log.exception("rqcrawl tender: unexpected error")
-                    wait = 1.0
-                self.wake.wait(wait)
-                self.wake.clear()  # (a wake set after the wait ended: the tick comes next)
-        finally:
-            unwatch()
-
-    def due(self, at: float) -> None:
-        """Something is due at `at` (a host this process freed, a URL it parked): tick now
-        if the next tick may come after it (a tick is at most MAX_SLEEP after the last, and
-        plans for what it saw due)."""
-        if at < time.time() + MAX_SLEEP:
-            self.wake.set()
-
-    def tick(self) -> float:
-        """One pass over the crawls; returns how long to sleep before the next one. A crawl
-        that fails (other than by a Redis error, which stops the pass) is logged and left
-        out until the next read of the crawls, so one broken crawl costs the others
-        nothing and logs once per REFRESH_CRAWLS."""
-        now = time.time()
-        refresh = now - self.refreshed >= REFRESH_CRAWLS
-        if refresh:
-            self.crawls = self.running()
-            self.refreshed = now
-        wait = MAX_SLEEP
-        for name in list(self.crawls):
-            try:
-                wait = min(wait, self._tend(name, refresh))
-            except RedisError:
-                raise
-            except Exception:
-                log.exception("rqcrawl tender: crawl %s skipped", name)
-                self.crawls.remove(name)
-        return wait
-
-    def _tend(self, name: str, reap: bool) -> float:
-        """Release what is due of crawl `name` (and reap it); returns the time until the
-        next thing is due."""
-        c = crawl_of(self.redis, name)
-        if c is None:
-            return MAX_SLEEP
-        nxt = c.frontier.next_due()
-        if nxt is not None and nxt <= time.time():
-            c.frontier.release_due()
-            nxt = c.frontier.next_due()
-            if nxt is not None and nxt <= time.time() and c.frontier.state.at_bound():
-                nxt = None  # held until a follower drains the records: no tight loop
-        if reap:
-            c.frontier.maybe_reap()
-        if c.cfg.revisit and time.time() - self.pumped.get(name, 0.0) >= PUMP_EVERY:
-            self.pumped[name] = time.time()
-            c.frontier.maybe_pump()
-        return MAX_SLEEP if nxt is None else max(0.005, nxt - time.time())
-
-    def running(self) -> list[str]:
-        """The crawls with URLs in flight, with revisits, or over several shards with URLs
-        held or links to send here (their level may wait for a recovery pass, see
-        rqcrawl.frontier.levels): finished ones cost nothing per tick. What the process kept of a
-        crawl purged and created again meanwhile is dropped."""
-        found = state.busy_crawls(self.redis, state.crawl_names(self.redis))
-        for name, _, identity in found:
-            check_identity(self.redis, name, identity)
-        return [name for name, busy, _ in found if busy or self._waiting(name)]
-
-    def _waiting(self, name: str) -> bool:
-        try:
-            cfg = configs.load(self.redis, name)
-        except ConfigError:  # a broken crawl is left out here, and logged by `status`
-            return False
-        if cfg is None or not (cfg.revisit or cfg.shards):
-            return False
-        if cfg.revisit:
-            return True
-        view = state.CrawlState(self.redis, name, cfg).level_view()
-        return bool(view.held or view.outbox)

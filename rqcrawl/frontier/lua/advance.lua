@@ -3,7 +3,7 @@ refresh_allowed()
 local allowed0 = ALLOWED
 local raised = 0
 if tonumber(level) > LEVEL then
-  redis.call('HSET', counters, 'level', level)
+  store_level(level)
   raised = 1
   refresh_allowed()
 end

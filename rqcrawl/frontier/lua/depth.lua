@@ -25,7 +25,7 @@ local function correct(key, url, d)
     if s >= 0 then
       local old, p = split_score(s)
       if old > d then
-        redis.call('ZADD', q, score_of(d, p), url)
+        enqueue(key, score_of(d, p), url)
         pend(old, -1)
         pend(d, 1)
         touched[key] = true
@@ -50,6 +50,7 @@ local function correct(key, url, d)
     local payload = cjson.decode(redis.call('HGET', sprefix .. old, url))
     redis.call('HDEL', sprefix .. old, url)
     redis.call('HDEL', spec, url)
+    SPEC_N = nil
     payload.r = with_depth(payload.r, d)
     if payload.l then push_links(payload.l, d + payload.o, payload.p, payload.v or '') end
     if d > LEVEL + 1 then hold_back(url, d, cjson.encode(payload)) else emit(payload.r) end

@@ -24,18 +24,21 @@ if done ~= '' then
   local entry = redis.call('HGET', inflight, done)
   if not entry then return {0, 0, 0, 0, 0, 0, 0, ''} end
   local d_entry = tonumber(string.match(entry, '^(%S+)'))
-  d_done = math.min(d_entry, tonumber(redis.call('HGET', lowered, done) or d_entry))
+  local low = redis.call('HGET', lowered, done)
+  d_done = math.min(d_entry, tonumber(low or d_entry))
   local rd = tonumber(rec_depth)
   if rd > d_done then shift = rd - d_done end
   if final == '1' then
     redis.call('HDEL', inflight, done)
-    redis.call('ZREM', later, done)
-    redis.call('HDEL', parked, done)
+    if redis.call('ZREM', later, done) == 1 then  -- (parked: `later` and `parked` go together)
+      LATER_N = nil
+      redis.call('HDEL', parked, done)
+    end
     redis.call('ZREM', leased, done)
-    redis.call('HDEL', lowered, done)
+    if low then redis.call('HDEL', lowered, done) end
     redis.call('SREM', revisiting, done)
-    redis.call('SREM', sitemapped, done)
-    redis.call('HDEL', via, done)
+    if string.find(marks, 's', 1, true) then redis.call('SREM', sitemapped, done) end
+    if string.find(marks, 'v', 1, true) then redis.call('HDEL', via, done) end
     pend(d_done, -1)
     for field, count in string.gmatch(increments, '(%S+) (%S+)') do
       local per_host = string.find(field, '|', 1, true)
@@ -48,10 +51,9 @@ if done ~= '' then
 end
 local dup = ''
 if digest ~= '' and done ~= '' then  -- a body the crawl already fetched: named in the record
-  local first = redis.call('HGET', digests, digest)
-  if not first then
-    redis.call('HSET', digests, digest, done)
-  elseif first ~= done then
+  local first = redis.call('HSETNX', digests, digest, done) == 0
+                and redis.call('HGET', digests, digest)
+  if first and first ~= done then
     dup = first
     local named = '"duplicate_of":' .. cjson.encode(first)
     record = string.gsub(record, '"duplicate_of":null', function() return named end, 1)
@@ -62,7 +64,7 @@ local sbits, kk = tonumber(shard_bits), tonumber(k)
 local max_host = tonumber(max_host_pages)
 local max_share, floor = tonumber(max_host_share), tonumber(share_floor)
 if kids > 0 then bloom_alloc(bloom0, sbits, size) end
-local total = tonumber(redis.call('HGET', counters, 'admitted') or '0')
+local total = nil  -- (read at the first new child)
 local admitted = 0
 local skip = nil
 local fresh = bloom_check(bloom0, sbits, kk, ARGV, children + 4 * kids, kids, true)
@@ -72,9 +74,13 @@ for i = 1, kids do
   local verdict, key, host, url = ARGV[at], ARGV[at + 1], ARGV[at + 2], ARGV[at + 3]
   if fresh[i] == 1 then
     if verdict == '-' then
+      total = total or tonumber(redis.call('HGET', counters, 'admitted') or '0')
       local so_far = total + admitted
       local whole = so_far + tonumber(others)
-      local of_host = tonumber(redis.call('HGET', host_pages, host) or '0')
+      local of_host = 0  -- (read only for a per-host budget)
+      if max_host > 0 or max_share > 0 then
+        of_host = tonumber(redis.call('HGET', host_pages, host) or '0')
+      end
       if max_total > 0 and so_far >= limit then
         verdict = 'max_pages'
       elseif max_host > 0 and of_host >= max_host then

@@ -36,6 +36,23 @@ local DEPTH_UNIT, PRIO_MID, PRIO_MAX = 2097152, 1048576, 1048575
 local SMOOTHING, BACKOFF_MIN, SETTLE_BUDGET = 0.3, 0.25, 500
 local LEVEL, ALLOWED = 0, math.huge
 local touched, sent, corrected = {}, 0, 0
+-- What the level needs, read once a run (a script runs alone: only its own writes change
+-- them): the stored level, the count of held-back records (nil: read it again), and whether
+-- the set of pending depths, which alone moves the least of them, changed since LEVEL.
+local STORED, SPEC_N, LEVEL_STALE = nil, nil, true
+-- Likewise what a run read of its keys, kept by its writes below (nil: not read; a turn is
+-- false when the key is not in `ready`): their pace, queue heads, live slots and turns, and
+-- whether the crawl is paused, and how many URLs are parked.
+local PACED, HEADS, NEXTS, LIVE, TURNS = {}, {}, {}, {}, {}
+local PAUSED, LATER_N = nil, nil
+local function paused()
+  if PAUSED == nil then PAUSED = redis.call('HEXISTS', counters, 'paused_at') == 1 end
+  return PAUSED
+end
+local function later_count()
+  LATER_N = LATER_N or redis.call('ZCARD', later)
+  return LATER_N
+end
 
 -- Whether two in-flight entries are one job's: all but their time (the time a release
 -- writes, when a URL's host may take it, is not the job's to know to the microsecond).

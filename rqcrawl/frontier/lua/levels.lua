@@ -1,7 +1,9 @@
 -- The levels of exact depth: URLs pending per depth, the settled level, the deepest
 -- URL that may be released.
 local function pend(d, n)
-  if redis.call('HINCRBY', pending, d, n) <= 0 then redis.call('HDEL', pending, d) end
+  local left = redis.call('HINCRBY', pending, d, n)
+  if left <= 0 then redis.call('HDEL', pending, d) end
+  if left <= 0 or left == n then LEVEL_STALE = true end  -- a depth went, or came
 end
 local function min_pending()
   local all, m = redis.call('HGETALL', pending), nil
@@ -14,24 +16,39 @@ end
 -- The settled level; on one Redis raised here as URLs end, over shards by the coordinator.
 -- With nothing pending every depth is settled (a crawl before its seeds, or at its end),
 -- but the stored level stays where it was: the next URLs start from it.
+local function stored_level()
+  STORED = STORED or tonumber(redis.call('HGET', counters, 'level') or '0')
+  return STORED
+end
+local function store_level(level)
+  redis.call('HSET', counters, 'level', level)
+  STORED, LEVEL_STALE = tonumber(level), true
+end
 local function level_now()
-  local stored = tonumber(redis.call('HGET', counters, 'level') or '0')
+  local stored = stored_level()
   if SHARDED then return stored end
   local m = min_pending()
   if m == nil then return MAXD + 1 end
   if m > stored then
-    redis.call('HSET', counters, 'level', m)
+    store_level(m)
     return m
   end
   return stored
 end
+local function held_back()
+  SPEC_N = SPEC_N or redis.call('HLEN', spec)
+  return SPEC_N
+end
 -- The deepest URL that may be released: any (first-found depth, or room left for held-back
 -- records), or the level's own (the barrier: budgets, max_ahead 0, or max_ahead reached).
 local function refresh_allowed()
-  LEVEL = level_now()
+  if LEVEL_STALE then
+    LEVEL = level_now()
+    LEVEL_STALE = false
+  end
   if not EXACT then
     ALLOWED = math.huge
-  elseif STRICT or redis.call('HLEN', spec) >= AHEAD then
+  elseif STRICT or held_back() >= AHEAD then
     ALLOWED = LEVEL
   else
     ALLOWED = math.huge

@@ -1,7 +1,6 @@
 -- a key's pace
-local function load_host(key)
+local function parse_host(raw)
   local h = {ready = 0, fetch = 0, backoff = 0, base = -1}
-  local raw = redis.call('HGET', hosts, key)
   if raw then
     local r, f, b, base = string.match(raw, '^(%S+) (%S+) (%S+) (%S+)$')
     if r then
@@ -10,9 +9,13 @@ local function load_host(key)
   end
   return h
 end
+local function load_host(key)
+  if PACED[key] == nil then PACED[key] = redis.call('HGET', hosts, key) or false end
+  return parse_host(PACED[key])
+end
 local function save_host(key, h)
-  redis.call('HSET', hosts, key, at(h.ready) .. ' ' .. string.format('%.6f %.6f %.6f',
-             h.fetch, h.backoff, h.base))
+  PACED[key] = at(h.ready) .. ' ' .. string.format('%.6f %.6f %.6f', h.fetch, h.backoff, h.base)
+  redis.call('HSET', hosts, key, PACED[key])
 end
 local function base_of(h)
   return h.base >= 0 and h.base or PACE.delay
@@ -22,41 +25,88 @@ local function in_force(h)
   return math.max(base_of(h), math.min(math.max(h.backoff, PACE.factor * h.fetch), PACE.cap))
 end
 local function live(key)
-  return redis.call('ZCOUNT', lprefix .. key, T, '+inf')
+  LIVE[key] = LIVE[key] or redis.call('ZCOUNT', lprefix .. key, T, '+inf')
+  return LIVE[key]
+end
+local function take_slot(key, holder, expiry)
+  local added = redis.call('ZADD', lprefix .. key, expiry, holder) == 1
+  if added and LIVE[key] and tonumber(expiry) >= T then
+    LIVE[key] = LIVE[key] + 1  -- (a new holder: one more live)
+  else
+    LIVE[key] = nil
+  end
+end
+local function drop_slot(key, holder)
+  redis.call('ZREM', lprefix .. key, holder)
+  LIVE[key] = nil
+end
+-- `key`'s score in `ready` (false: not there)
+local function turn_of(key)
+  if TURNS[key] == nil then TURNS[key] = tonumber(redis.call('ZSCORE', ready, key)) or false end
+  return TURNS[key]
+end
+local function set_turn(key, when)
+  redis.call('ZADD', ready, when, key)
+  TURNS[key] = tonumber(when)
+end
+local function drop_turn(key)
+  if TURNS[key] ~= false then redis.call('ZREM', ready, key) end
+  TURNS[key] = false
+end
+-- the first URL waiting in `key`'s queue and its score ({} if none); the second is read
+-- with it, the head once the first is taken
+local function head_of(key)
+  if HEADS[key] == nil then
+    local two = redis.call('ZRANGE', qprefix .. key, 0, 1, 'WITHSCORES')
+    HEADS[key], NEXTS[key] = {two[1], two[2]}, {two[3], two[4]}
+  end
+  return HEADS[key]
+end
+local function enqueue(key, score, url)
+  redis.call('ZADD', qprefix .. key, score, url)
+  HEADS[key], NEXTS[key] = nil, nil
+end
+local function dequeue(key, url)
+  redis.call('ZREM', qprefix .. key, url)
+  if HEADS[key] and HEADS[key][1] == url and NEXTS[key] then
+    HEADS[key], NEXTS[key] = NEXTS[key], nil
+  else
+    HEADS[key], NEXTS[key] = nil, nil
+  end
 end
 -- A request of key `k` (state `h`) that takes no slot just ended: the key's next request
 -- waits the delay in force from now.
 local function wait_from_now(k, h)
   h.ready = math.max(h.ready, T + in_force(h))
   save_host(k, h)
-  if redis.call('ZSCORE', ready, k) then redis.call('ZADD', ready, at(h.ready), k) end
+  if turn_of(k) then set_turn(k, at(h.ready)) end
 end
 
 -- Put `key` in `ready` (at its next start), in `blocked`, or in neither (no free slot).
 local function schedule(key)
-  local head = redis.call('ZRANGE', qprefix .. key, 0, 0, 'WITHSCORES')
+  local head = head_of(key)
   if #head == 0 then
-    redis.call('ZREM', ready, key)
+    drop_turn(key)
     redis.call('SREM', blocked, key)
     redis.call('SREM', qkeys, key)
     return
   end
   if live(key) >= PACE.conc then
-    redis.call('ZREM', ready, key)
+    drop_turn(key)
     return
   end
   local s = tonumber(head[2])
   if s >= 0 and split_score(s) > ALLOWED then
-    redis.call('ZREM', ready, key)
+    drop_turn(key)
     redis.call('SADD', blocked, key)
     return
   end
   redis.call('SREM', blocked, key)
-  redis.call('ZADD', ready, at(load_host(key).ready), key)
+  set_turn(key, at(load_host(key).ready))
 end
 local function schedule_touched()
   for key in pairs(touched) do
-    if not redis.call('ZSCORE', ready, key) then schedule(key) end
+    if not turn_of(key) then schedule(key) end
   end
   touched = {}
 end
@@ -66,7 +116,7 @@ end
 
 -- Wait in `key`'s queue at depth `d` and priority `p` (a new URL: pending, held).
 local function hold(key, url, d, p)
-  redis.call('ZADD', qprefix .. key, score_of(d, p), url)
+  enqueue(key, score_of(d, p), url)
   redis.call('SADD', qkeys, key)
   redis.call('HINCRBY', counters, 'held', 1)
   pend(d, 1)
@@ -74,7 +124,7 @@ local function hold(key, url, d, p)
 end
 -- An in-flight URL back at the head of its key's queue (its turn came: parked, recovered).
 local function requeue(key, url)
-  redis.call('ZADD', qprefix .. key, -1, url)
+  enqueue(key, -1, url)
   redis.call('SADD', qkeys, key)
   touched[key] = true
 end
@@ -85,7 +135,7 @@ end
 -- A push doubles the back-off (at least BACKOFF_MIN and the Retry-After, at most the cap),
 -- a success halves it until it is below the base. Returns when the key may go next.
 local function free_slot(key, url, dur, answer, retry_after, base, not_before)
-  redis.call('ZREM', lprefix .. key, url)
+  drop_slot(key, url)
   local h = load_host(key)
   if base >= 0 then h.base = base end
   if dur >= 0 then h.fetch = h.fetch == 0 and dur or (1 - SMOOTHING) * h.fetch + SMOOTHING * dur end
@@ -118,7 +168,7 @@ local function first_due(horizon, room)
   if #due <= room then return due end
   local heads = {}
   for _, key in ipairs(due) do
-    local head = redis.call('ZRANGE', qprefix .. key, 0, 0, 'WITHSCORES')
+    local head = head_of(key)
     heads[key] = head[2] and tonumber(head[2]) or math.huge
   end
   table.sort(due, function(a, b) return heads[a] < heads[b] end)
@@ -129,21 +179,21 @@ end
 -- none while paused, or while the records stream is at its bound (a follower drains it; the
 -- URLs in flight still end and are recorded).
 local function release(room, out)
-  if room <= 0 or redis.call('HEXISTS', counters, 'paused_at') == 1 then return end
-  if stream_full() then return end
-  local taken = 0
+  if room <= 0 or paused() then return end
   local horizon = T + PACE.lead
-  for _, key in ipairs(first_due(horizon, room)) do
-    local q = qprefix .. key
+  local due = first_due(horizon, room)
+  if #due == 0 or stream_full() then return end
+  local taken = 0
+  for _, key in ipairs(due) do
     repeat  -- the key's URLs while it has slots free now (host_concurrency, no delay)
       if taken >= room then return end
-      local head = redis.call('ZRANGE', q, 0, 0, 'WITHSCORES')
-      local turn = at(math.max(T, tonumber(redis.call('ZSCORE', ready, key) or T)))
+      local head = head_of(key)
+      local turn = at(math.max(T, turn_of(key) or T))
       local entry = nil
       if #head > 0 and live(key) < PACE.conc then
         local url, s = head[1], tonumber(head[2])
         if s < 0 then
-          redis.call('ZREM', q, url)
+          dequeue(key, url)
           entry = redis.call('HGET', inflight, url)
           if entry then
             local d, _, rest = string.match(entry, '^(%S+) (%S+) (.*)$')
@@ -152,7 +202,7 @@ local function release(room, out)
         else
           local d, p = split_score(s)
           if d <= ALLOWED then
-            redis.call('ZREM', q, url)
+            dequeue(key, url)
             redis.call('HINCRBY', counters, 'held', -1)
             if redis.call('HEXISTS', inflight, url) == 1 then
               pend(d, -1)  -- (in flight already: this copy goes)
@@ -163,7 +213,7 @@ local function release(room, out)
         end
         if entry then
           redis.call('HSET', inflight, url, entry)
-          redis.call('ZADD', lprefix .. key, T + PACE.grace, url)
+          take_slot(key, url, T + PACE.grace)
           out[#out + 1] = url
           out[#out + 1] = entry
           taken = taken + 1
@@ -172,16 +222,16 @@ local function release(room, out)
       schedule(key)
       -- a key with slots left goes again one delay after this start (its `ready` moves only
       -- when a request ends: a URL that robots.txt refuses costs its host no turn)
-      local again = redis.call('ZSCORE', ready, key)
+      local again = turn_of(key)
       if entry and again then
-        again = math.max(tonumber(again), tonumber(turn) + in_force(load_host(key)))
-        redis.call('ZADD', ready, at(again), key)
+        again = math.max(again, tonumber(turn) + in_force(load_host(key)))
+        set_turn(key, at(again))
       end
     until not (entry and again and again <= horizon)
   end
 end
 local function room()
-  return tonumber(window) - (redis.call('HLEN', inflight) - redis.call('ZCARD', later))
+  return tonumber(window) - (redis.call('HLEN', inflight) - later_count())
 end
 -- The end of a script that held `n` URLs past the Bloom filter (revisits, requisites): count
 -- them in the counters' `field`, schedule the keys they touched and release what is due.
@@ -197,14 +247,15 @@ end
 -- Parked URLs whose time came go back to their key's queue (or to held, as new, in a
 -- paused crawl: it then settles with nothing in flight).
 local function take_due(limit)
-  local paused = redis.call('HEXISTS', counters, 'paused_at') == 1
+  if later_count() == 0 then return end
   for _, url in ipairs(redis.call('ZRANGEBYSCORE', later, '-inf', T, 'LIMIT', 0, limit)) do
     redis.call('ZREM', later, url)
+    LATER_N = nil
     local key = redis.call('HGET', parked, url)
     redis.call('HDEL', parked, url)
     local entry = redis.call('HGET', inflight, url)
     if key and entry then
-      if paused then
+      if paused() then
         local d, p = string.match(entry, '^(%S+) %S+ %S+ %S+ (%S+)$')
         d = tonumber(redis.call('HGET', lowered, url) or d)
         redis.call('HDEL', inflight, url)

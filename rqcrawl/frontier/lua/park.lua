@@ -9,6 +9,7 @@ if tonumber(until_at) <= T then
   requeue(key, url)
 else
   redis.call('ZADD', later, until_at, url)
+  LATER_N = nil
   redis.call('HSET', parked, url, key)
 end
 schedule_touched()

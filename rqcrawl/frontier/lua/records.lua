@@ -16,6 +16,7 @@ local function with_depth(record, d)
 end
 local function hold_back(url, d, payload)
   redis.call('HSET', spec, url, d)
+  SPEC_N = nil
   redis.call('HSET', sprefix .. d, url, payload)
 end
 -- Emit the held-back records that the level made final, at most `budget`; whether some
@@ -24,9 +25,9 @@ end
 -- LEVEL is past max_depth without being stored: what is held back then goes out, but the
 -- depths stay open for URLs admitted later, a revisit's or a new seed's.)
 local function settle(budget)
-  if redis.call('HLEN', spec) == 0 then return false end
+  if held_back() == 0 then return false end
   local n = 0
-  local stored = tonumber(redis.call('HGET', counters, 'level') or '0')
+  local stored = stored_level()
   local first = tonumber(redis.call('HGET', counters, 'settled') or '-1') + 1
   for d = first, math.min(LEVEL + 1, MAXD + 1) do
     local h = sprefix .. d
@@ -40,6 +41,7 @@ local function settle(budget)
         emit(cjson.decode(kv[i + 1]).r)
         redis.call('HDEL', h, kv[i])
         redis.call('HDEL', spec, kv[i])
+        SPEC_N = nil
         n = n + 1
       end
     until cursor == '0'

@@ -8,6 +8,7 @@ end
 refresh_allowed()
 redis.call('HSET', inflight, url, entry)
 redis.call('ZREM', later, url)
+LATER_N = nil
 redis.call('HDEL', parked, url)
 redis.call('HINCRBY', counters, 'recovered', 1)
 requeue(key, url)
