@@ -212,7 +212,7 @@ def judge_page(
     on_own = len(anchors & {unquote(a) for a in own})
     numbers.anchors.add(on_own, len(anchors))
     kept = {unquote(link.partition("#")[2]) for link in links if "#" in link} & anchors
-    numbers.own_page.add(on_own, len(kept | (anchors & {unquote(a) for a in own})))
+    numbers.own_page.add(on_own, len(kept))  # (the page's own links are among them)
     wanted = [plain(h.text_content()) for h in block.xpath(".//h1|.//h2|.//h3")]
     found = {plain(INLINE_LINK.sub(r"\1", h)) for h in MARKDOWN_HEADING.findall(markdown)}
     numbers.headings.add(sum(h in found for h in wanted if h), sum(1 for h in wanted if h))
