@@ -187,7 +187,7 @@ def redis_keys_page() -> str:
         name = getattr(crawl, attr).removeprefix(crawl.prefix)
         shown = f"{name}…" if name.endswith(":") else name
         out.append(f"| `{shown}` | `{attr}` | {_cell(note)} |")
-    for method, argument in (("host_leases", "KEY"), ("robots_claim", "SITE")):
+    for method, argument in (("host_leases", "KEY"), ("robots_fetcher", "SITE")):
         name = getattr(crawl, method)(argument).removeprefix(crawl.prefix)
         doc = _plain(getattr(keys.CrawlKeys, method).__doc__)
         out.append(f"| `{name}` | `{method}({argument.lower()})` | {_cell(doc)} |")

@@ -30,7 +30,7 @@ def frontier(conn, crawl: str, **settings) -> Frontier:
     # no sitemap entries: these are the admission of seeds and links alone
     cfg = CrawlConfig.from_dict({"bloom_capacity": 100_000, "sitemaps": False, **settings})
     f = Frontier(conn, crawl, cfg)
-    conn.set(f.state.keys.reap_lock, 1, ex=300)  # no recovery pass: its calls are not admission's
+    conn.set(f.keys.reap_lock, 1, ex=300)  # no recovery pass: its calls are not admission's
     return f
 
 
@@ -41,7 +41,7 @@ def page_end(children) -> Ending:
 
 def queued(f: Frontier) -> set[str]:
     """The URLs waiting in their hosts' queues or in flight."""
-    return set(waiting(f.state)) | {u.decode() for u in f.redis.hkeys(f.state.keys.inflight)}
+    return set(waiting(f)) | {u.decode() for u in f.redis.hkeys(f.keys.inflight)}
 
 
 def evalsha_calls(conn) -> int:
@@ -56,7 +56,7 @@ def test_seeded_urls_round_trip_whatever_they_contain(conn):
     f = frontier(conn, "odd1")
     assert f.seed(ODD) == len(ODD)
     assert queued(f) == set(ODD)
-    hosts = {h.decode(): int(n) for h, n in conn.hgetall(f.state.keys.host_pages).items()}
+    hosts = {h.decode(): int(n) for h, n in conn.hgetall(f.keys.host_pages).items()}
     assert hosts == {"h.test": 5, "ex ample.com": 1, "h.test:8080": 1}
     assert hosts.keys() == {host_of(u) for u in ODD}
 
@@ -90,7 +90,7 @@ def test_a_large_page_is_admitted_in_several_calls(conn):
     assert evalsha_calls(conn) - before >= 3
     assert admitted(conn, "calls2") == 3001
     assert len(queued(f)) == 3000
-    assert not conn.hexists(f.state.keys.inflight, PAGE)  # ended with the last batch
+    assert not conn.hexists(f.keys.inflight, PAGE)  # ended with the last batch
     assert [r["url"] for r in iter_records(conn, "calls2")] == [PAGE]
 
 

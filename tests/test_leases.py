@@ -30,18 +30,18 @@ def seeded(conn, crawl: str) -> tuple[Frontier, str]:
 
 
 def lease_of(frontier: Frontier) -> float | None:
-    return frontier.redis.zscore(frontier.state.keys.leased, URL)
+    return frontier.redis.zscore(frontier.keys.leased, URL)
 
 
 def expire(frontier: Frontier) -> None:
     """Its worker died: the URL's lease and its host's slot run out (no renewal)."""
     past = time.time() - 1
-    frontier.redis.zadd(frontier.state.keys.leased, {URL: past})
-    frontier.redis.zadd(frontier.state.keys.host_leases(frontier.state.key_of(URL)), {URL: past})
+    frontier.redis.zadd(frontier.keys.leased, {URL: past})
+    frontier.redis.zadd(frontier.keys.host_leases(frontier.key_of(URL)), {URL: past})
 
 
 def entry_of(frontier: Frontier) -> InFlight:
-    return InFlight.parse(frontier.redis.hget(frontier.state.keys.inflight, URL))
+    return InFlight.parse(frontier.redis.hget(frontier.keys.inflight, URL))
 
 
 def test_a_queued_job_holds_no_lease_and_is_not_taken_for_lost(conn):
@@ -65,7 +65,7 @@ def test_an_expired_lease_brings_the_url_back_as_its_next_attempt(conn):
     expire(frontier)
     assert frontier.reap() == 1
     assert entry_of(frontier).attempt == 1 and lease_of(frontier) is None
-    assert conn.hget(frontier.state.keys.counters, keys.RECOVERED) == b"1"
+    assert conn.hget(frontier.keys.counters, keys.RECOVERED) == b"1"
     next_job = Job.fetch(entry_of(frontier).job_id("x", URL), connection=conn)
     assert next_job.get_status() == "queued"
 
@@ -83,7 +83,7 @@ def test_a_recovered_url_goes_to_the_head_of_the_queue(conn):
 def renew(frontier: Frontier) -> None:
     """What the renewing thread of a process holding the URL's lease does."""
     renewer = Renewer()
-    with renewer.hold(frontier.redis, (frontier.state.keys.leased, URL)):
+    with renewer.hold(frontier.redis, (frontier.keys.leased, URL)):
         renewer.renew()
 
 
@@ -99,12 +99,11 @@ def test_a_renewed_lease_keeps_the_url_with_its_job(conn):
 def test_finishing_or_parking_a_url_drops_its_lease(conn):
     frontier, job_id = seeded(conn, "f")
     entry = frontier.claim(URL, job_id).entry
-    slot = Slot(frontier.state.key_of(URL), 0.1)
+    slot = Slot(frontier.key_of(URL), 0.1)
     assert frontier.retry_later(URL, entry, 0.5, slot)
-    assert lease_of(frontier) is None and conn.zscore(frontier.state.keys.later, URL) is not None
+    assert lease_of(frontier) is None and conn.zscore(frontier.keys.later, URL) is not None
     assert (
-        entry_of(frontier).attempt == 1
-        and conn.hget(frontier.state.keys.counters, keys.RETRIES) == b"1"
+        entry_of(frontier).attempt == 1 and conn.hget(frontier.keys.counters, keys.RETRIES) == b"1"
     )
     assert not frontier.retry_later(URL, entry, 0.5, slot)  # the stale job parks nothing
     renew(frontier)  # a renewal after the end does not bring a lease back
@@ -113,13 +112,13 @@ def test_finishing_or_parking_a_url_drops_its_lease(conn):
     frontier, job_id = seeded(conn, "g")
     frontier.claim(URL, job_id)
     frontier.finish(URL, Ending({"fetched": 1}, {"url": URL, "outcome": "fetched", "depth": 0}))
-    assert lease_of(frontier) is None and conn.hlen(frontier.state.keys.inflight) == 0
+    assert lease_of(frontier) is None and conn.hlen(frontier.keys.inflight) == 0
 
 
 def test_an_expired_lease_of_an_ended_url_is_dropped(conn):
     frontier, job_id = seeded(conn, "e")
     frontier.claim(URL, job_id)
-    conn.hdel(frontier.state.keys.inflight, URL)  # ended by a path that did not know the lease
+    conn.hdel(frontier.keys.inflight, URL)  # ended by a path that did not know the lease
     expire(frontier)
     assert frontier.reap() == 0 and lease_of(frontier) is None
 
@@ -130,7 +129,7 @@ def test_the_renewer_renews_what_its_jobs_hold_and_forgets_what_they_left(conn):
     renewer = Renewer()
     host_slot = ("rqcrawl:{h}:leases:127.0.0.1:9", "job-1")
     conn.zadd(host_slot[0], {host_slot[1]: time.time() - 1})
-    with renewer.hold(conn, (frontier.state.keys.leased, URL), host_slot):
+    with renewer.hold(conn, (frontier.keys.leased, URL), host_slot):
         expire(frontier)
         renewer.renew()  # both in one round trip
         assert lease_of(frontier) > time.time() and conn.zscore(*host_slot) > time.time()

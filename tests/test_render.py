@@ -367,7 +367,7 @@ def test_a_handed_off_url_waits_in_the_render_queue_longer_than_a_lease(conn):
     frontier = Frontier(conn, "handoff", cfg.scoped_to([url]))
     job = Queue(keys.QUEUE_NAME, connection=conn).jobs[0]
     entry = frontier.claim(url, job.id).entry
-    slot = Slot(frontier.state.key_of(url), seconds=0.01, answer="ok")  # its plain request's end
+    slot = Slot(frontier.key_of(url), seconds=0.01, answer="ok")  # its plain request's end
     assert entry is not None and frontier.hand_off(url, entry, slot)
     time.sleep(cfg.delay)  # the browser's request waits for its host's turn
     assert frontier.release_due() == 1

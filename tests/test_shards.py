@@ -362,29 +362,29 @@ def test_a_drain_that_dies_before_its_trim_admits_nothing_twice(redis_url, secon
     a, b = two_shard_crawl([redis_url, second_redis_url])
     page = {"url": "http://a.test/", "outcome": "fetched", "depth": 0}
     children = [(None, "http://b.test/x"), (None, "http://a.test/y")]
-    ended = a.state.finish("http://a.test/", Ending({keys.FETCHED: 1}, page, children, 1))
+    ended = a.finish_step("http://a.test/", Ending({keys.FETCHED: 1}, page, children, 1))
     assert ended.sent == 1 and urls(ended.released) == ["http://a.test/y"]  # no host waits
-    dead = a.state.read_outbox("dead", 10)  # a drain reads, admits, and dies before its trim
+    dead = a.read_outbox("dead", 10)  # a drain reads, admits, and dies before its trim
     assert [o.url for o in dead] == ["http://b.test/x"]
-    assert b.state.admit(dead).admitted == 1
+    assert b.admit(dead).admitted == 1
     assert a.drain() == 0  # the dead drain's lock holds until it runs out...
-    a.redis.pexpire(a.state.keys.outbox_lock, 1)
+    a.redis.pexpire(a.keys.outbox_lock, 1)
     time.sleep(0.01)
     assert a.drain() == 1  # ...then the next drain admits the batch again: a Bloom no-op
-    assert not a.state.trim_outbox("dead", 1)  # the dead drain's token no longer trims
-    views = [f.state.level_view() for f in (a, b)]
+    assert not a.trim_outbox("dead", 1)  # the dead drain's token no longer trims
+    views = [f.level_view() for f in (a, b)]
     assert [(v.level, v.lowest, v.in_flight, v.outbox, v.version[0]) for v in views] == [
         (0, 1, 1, 0, 2),
         (0, 1, 1, 0, 1),
     ]
     assert levels.coordinate([a, b]) == 2  # nothing pending below depth 1 anywhere
-    assert [f.state.level_view().level for f in (a, b)] == [1, 1]
-    assert [sorted(f.redis.hkeys(f.state.keys.inflight)) for f in (a, b)] == [
+    assert [f.level_view().level for f in (a, b)] == [1, 1]
+    assert [sorted(f.redis.hkeys(f.keys.inflight)) for f in (a, b)] == [
         [b"http://a.test/y"],
         [b"http://b.test/x"],
     ]
     assert levels.coordinate([a, b]) == 0  # nothing to raise
-    assert not levels.settled([a.state, b.state])
+    assert not levels.settled([a, b])
 
 
 def test_a_drain_that_read_an_empty_outbox_leaves_links_pushed_since_pending(
@@ -395,25 +395,23 @@ def test_a_drain_that_read_an_empty_outbox_leaves_links_pushed_since_pending(
     the level rise past a depth-2 page in flight: the empty drain's trim had taken the links
     pushed since its read off `pending` and left them in the outbox)."""
     a, b = two_shard_crawl([redis_url, second_redis_url])
-    assert a.state.read_outbox("empty", 10) == []
+    assert a.read_outbox("empty", 10) == []
     page = {"url": "http://a.test/", "outcome": "fetched", "depth": 0}
-    a.state.finish(
-        "http://a.test/", Ending({keys.FETCHED: 1}, page, [(None, "http://b.test/x")], 1)
-    )
-    assert a.state.trim_outbox("empty", 0)
-    assert a.redis.hgetall(a.state.keys.pending) == {b"0": b"1"}  # the link, at depth 1 - 1
-    assert a.state.level_view().outbox == 1 and a.drain() == 1
-    assert a.redis.hgetall(a.state.keys.pending) == {}
-    assert b.state.level_view().lowest == 1
+    a.finish_step("http://a.test/", Ending({keys.FETCHED: 1}, page, [(None, "http://b.test/x")], 1))
+    assert a.trim_outbox("empty", 0)
+    assert a.redis.hgetall(a.keys.pending) == {b"0": b"1"}  # the link, at depth 1 - 1
+    assert a.level_view().outbox == 1 and a.drain() == 1
+    assert a.redis.hgetall(a.keys.pending) == {}
+    assert b.level_view().lowest == 1
 
 
 def test_a_sitemap_url_of_another_shard_keeps_its_source(redis_url, second_redis_url):
     """A sitemap of a.test lists a page of b.test: admitted on b through the outbox, noted as
     a sitemap's there (its record says `source: "sitemap"`)."""
     a, b = two_shard_crawl([redis_url, second_redis_url])
-    listed = a.state.admit_listed([(None, "http://b.test/listed")], 1, 0, "sitemap")
+    listed = a.admit_listed([(None, "http://b.test/listed")], 1, 0, "sitemap")
     assert listed.sent == 1 and a.drain() == 1
-    assert b.redis.smembers(b.state.keys.sitemapped) == {b"http://b.test/listed"}
+    assert b.redis.smembers(b.keys.sitemapped) == {b"http://b.test/listed"}
     listed_entry = Outgoing(1, 2, 1, None, "http://b.test/x", "sitemap")
     assert Outgoing.parse(listed_entry.encode().encode()) == listed_entry
 
@@ -421,12 +419,12 @@ def test_a_sitemap_url_of_another_shard_keeps_its_source(redis_url, second_redis
 def test_a_halted_shard_releases_nothing_until_it_resumes(redis_url, second_redis_url):
     a, b = two_shard_crawl([redis_url, second_redis_url])
     page = {"url": "http://a.test/", "outcome": "fetched", "depth": 0}
-    b.state.pause()
+    b.pause()
     a.finish("http://a.test/", Ending({keys.FETCHED: 1}, page, [(None, "http://b.test/x")], 1))
-    assert b.state.level_view().held == 1 and a.state.level_view().outbox == 0
-    assert b.redis.hlen(b.state.keys.inflight) == 0
+    assert b.level_view().held == 1 and a.level_view().outbox == 0
+    assert b.redis.hlen(b.keys.inflight) == 0
     b.resume()
-    assert b.redis.hkeys(b.state.keys.inflight) == [b"http://b.test/x"]
+    assert b.redis.hkeys(b.keys.inflight) == [b"http://b.test/x"]
 
 
 def urls(released) -> list[str]:
@@ -438,7 +436,8 @@ class DrainedJustBefore:
     coordinator's drain (a page of another worker ended in between): nothing to drain."""
 
     def __init__(self, frontier: Frontier):
-        self.state, self.advance = frontier.state, frontier.advance
+        self.cfg, self.advance = frontier.cfg, frontier.advance
+        self.level_view, self.replicated = frontier.level_view, frontier.replicated
 
     def drain(self) -> int:
         return 0
@@ -457,22 +456,22 @@ def test_a_link_waiting_in_an_outbox_keeps_the_level_below_what_it_can_lower(
     def end(f: Frontier, url: str, depth: int, *children: str) -> list[str]:
         page = {"url": url, "outcome": "fetched", "depth": depth}
         kids = [(None, c) for c in children]
-        ended = f.state.finish(url, Ending({keys.FETCHED: 1}, page, kids, depth + 1))
+        ended = f.finish_step(url, Ending({keys.FETCHED: 1}, page, kids, depth + 1))
         return urls(ended.released)
 
     end(a, "http://a.test/", 0, "http://a.test/1", "http://b.test/1")
     assert a.drain() == 1 and levels.coordinate([a, b]) == 2  # level 1 on both
     for parent, child, depth in [("1", "2", 1), ("2", "u", 2), ("u", None, 3)]:
-        wait_until(lambda p=parent: b.redis.hexists(b.state.keys.inflight, f"http://b.test/{p}"),
+        wait_until(lambda p=parent: b.redis.hexists(b.keys.inflight, f"http://b.test/{p}"),
                    5, f"b.test/{parent} released")  # fmt: skip
         end(b, f"http://b.test/{parent}", depth, *([f"http://b.test/{child}"] if child else []))
-    assert b.state.level_view().held_back == 1  # depth 3 > level 1 + 1
+    assert b.level_view().held_back == 1  # depth 3 > level 1 + 1
     end(a, "http://a.test/1", 1, "http://b.test/u")  # the shorter path, in a's outbox
-    assert a.state.level_view().outbox == 1
+    assert a.level_view().outbox == 1
 
     levels.coordinate([DrainedJustBefore(a), b])
-    assert [f.state.level_view().level for f in (a, b)] == [1, 1]
-    assert b.state.level_view().held_back == 1
+    assert [f.level_view().level for f in (a, b)] == [1, 1]
+    assert b.level_view().held_back == 1
     assert a.drain() == 1
     levels.coordinate([a, b])
     with redis.Redis.from_url(redis_url) as conn:

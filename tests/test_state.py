@@ -57,7 +57,7 @@ def end(
     cut = kept if kept and depth > state.cfg.max_depth else ()
     slot = Slot(state.key_of(url), seconds, answer)
     ending = Ending({keys.FETCHED: 1}, page, within, depth, inherited, "", slot, kept, cut)
-    return state.finish(url, ending).released
+    return state.finish_step(url, ending).released
 
 
 def job_of(state: CrawlState, url: str) -> tuple[InFlight, str]:
@@ -71,7 +71,7 @@ def depths(conn, crawl: str = "s") -> dict[str, int]:
 
 def test_each_host_goes_at_its_own_pace_and_no_host_waits_for_another(conn):
     state = crawl(conn, delay=0.3)
-    _, released = state.seed([A, B])
+    _, released = state.seed_step([A, B])
     assert urls(released) == [A, B]  # two hosts: both at once
     assert urls(end(state, A, [A + "1", A + "2", B + "1"])) == []  # a.test: 0.3 s after A
     assert urls(end(state, B, [B + "2"], seconds=0.1)) == []  # b.test the same
@@ -88,7 +88,7 @@ def test_each_host_goes_at_its_own_pace_and_no_host_waits_for_another(conn):
 
 def test_a_host_takes_host_concurrency_requests_at_once_and_the_window_caps_them_all(conn):
     state = crawl(conn, host_concurrency=2, window=3)
-    _, released = state.seed([A + "1", A + "2", A + "3", B])
+    _, released = state.seed_step([A + "1", A + "2", A + "3", B])
     assert sorted(urls(released)) == [A + "1", A + "2", B]  # 2 of a.test, 3 in all
     assert conn.hlen(state.keys.inflight) == 3
     assert urls(end(state, B)) == []  # room again, but a.test has its 2 requests
@@ -97,7 +97,7 @@ def test_a_host_takes_host_concurrency_requests_at_once_and_the_window_caps_them
 
 def test_a_link_is_admitted_once_whoever_finds_it(conn):
     state = crawl(conn)
-    state.seed([A, B])
+    state.seed_step([A, B])
     end(state, A, [C])
     end(state, B, [C])  # through the Bloom filter, not this process's memory
     state.known.clear()
@@ -107,7 +107,7 @@ def test_a_link_is_admitted_once_whoever_finds_it(conn):
 
 def test_budgets_refuse_links_once_each_with_a_record_built_from_the_same_fields(conn):
     state = crawl(conn, max_pages=3, max_pages_per_host=2)
-    state.seed([A])
+    state.seed_step([A])
     end(state, A, [A + "1", A + "2", B + "1", B + "2"])
     end_again = [A + "2"]  # already refused: the filter knows it, no second record
     end(state, A + "1", end_again, depth=2)
@@ -126,7 +126,7 @@ def test_budgets_refuse_links_once_each_with_a_record_built_from_the_same_fields
 def test_with_budgets_a_level_is_released_only_once_the_one_before_ended(conn):
     """Budgets keep the pages a breadth-first crawl would: the level barrier."""
     state = crawl(conn, max_pages=100)
-    state.seed([A, B])
+    state.seed_step([A, B])
     assert end(state, A, [A + "1"]) == []  # B (level 0) is still in flight
     assert waiting(state) == {A + "1": 1}
     assert urls(end(state, B, [B + "1"])) == [A + "1", B + "1"]
@@ -135,22 +135,22 @@ def test_with_budgets_a_level_is_released_only_once_the_one_before_ended(conn):
 
 def test_the_host_share_applies_past_the_first_100_and_a_host_gets_room_as_the_crawl_grows(conn):
     state = crawl(conn, max_host_share=0.5)
-    assert state.seed([f"{A}{i}" for i in range(100)])[0] == 100  # small crawls are not cut
-    assert state.seed([A + "x", B + "1"])[0] == 1  # A would have 101 of 102
+    assert state.seed_step([f"{A}{i}" for i in range(100)])[0] == 100  # small crawls are not cut
+    assert state.seed_step([A + "x", B + "1"])[0] == 1  # A would have 101 of 102
     refused = [(r["url"], r["outcome"]) for r in iter_records(conn, "s")]
     assert refused == [(A + "x", "max_host_share")]
     assert state.snapshot().family(keys.SKIPPED) == {"max_host_share": 1}
-    assert state.seed([f"{C}{i}" for i in range(100)])[0] == 100  # the crawl grows: 201
-    assert state.seed([A + "x", A + "y"])[0] == 1  # x stays refused, y fits: 101 of 202
+    assert state.seed_step([f"{C}{i}" for i in range(100)])[0] == 100  # the crawl grows: 201
+    assert state.seed_step([A + "x", A + "y"])[0] == 1  # x stays refused, y fits: 101 of 202
     assert state.snapshot().hosts["a.test"][keys.ADMITTED] == 101
     assert len(list(iter_records(conn, "s"))) == 1  # x was recorded once
 
 
 def test_a_host_releases_its_lowest_depth_then_highest_priority_first(conn):
     state = crawl(conn, priority_share=1, delay=0.2)
-    state.seed([A])
-    state.seed([A + "p5"], priority=5)
-    state.seed([A + "m2"], priority=-2)
+    state.seed_step([A])
+    state.seed_step([A + "p5"], priority=5)
+    state.seed_step([A + "m2"], priority=-2)
     end(state, A, [A + "d1"])  # depth 1, priority 0
     for want in (A + "p5", A + "m2", A + "d1"):
         time.sleep(0.25)
@@ -162,7 +162,7 @@ def test_a_host_releases_its_lowest_depth_then_highest_priority_first(conn):
 
 def test_a_shorter_path_found_late_lowers_a_waiting_url(conn):
     state = crawl(conn, delay=0.5)
-    state.seed([A, B])
+    state.seed_step([A, B])
     end(state, A, [A + "1"])
     time.sleep(0.55)
     state.take_due()
@@ -175,13 +175,13 @@ def test_a_shorter_path_found_late_lowers_a_waiting_url(conn):
 
 def test_a_shorter_path_found_while_in_flight_records_the_url_at_it(conn):
     state = crawl(conn)
-    state.seed([A, B])
+    state.seed_step([A, B])
     end(state, A, [A + "1"])
     end(state, A + "1", [A + "2"], depth=2)  # A2 released at depth 2
     entry, job_id = job_of(state, A + "2")
     assert entry.depth == 2
     end(state, B, [A + "2"])  # found at depth 1 while its job runs
-    assert state.claim(A + "2", job_id).lowered == 1
+    assert state.claim_step(A + "2", job_id).lowered == 1
     end(state, A + "2", [A + "3"], depth=3, links=[A + "3"])  # its job still thinks 2
     assert depths(conn)[A + "2"] == 1
     admit_outbox(state)  # its links, past max_depth 2 at depth 2, are within it at 1
@@ -190,7 +190,7 @@ def test_a_shorter_path_found_while_in_flight_records_the_url_at_it(conn):
 
 def test_a_shorter_path_found_after_the_end_lowers_the_held_back_record_and_its_links(conn):
     state = crawl(conn, max_depth=3)
-    state.seed([A, B])
+    state.seed_step([A, B])
     end(state, A, [A + "1"])
     end(state, A + "1", [A + "2"], depth=2)
     end(state, A + "2", [A + "3"], depth=3, links=[A + "3"])  # depth 2 > level 0 + 1
@@ -218,7 +218,7 @@ def admit_outbox(state: CrawlState) -> None:
 
 def test_held_back_records_are_emitted_once_the_level_makes_them_final(conn):
     state = crawl(conn)
-    state.seed([A, B])
+    state.seed_step([A, B])
     end(state, A, [A + "1"])
     end(state, A + "1", [A + "2"], depth=2, links=[A + "2"])
     assert A + "1" in depths(conn)  # depth 1: already final while B (0) waits
@@ -231,7 +231,7 @@ def test_held_back_records_are_emitted_once_the_level_makes_them_final(conn):
 
 def test_at_max_ahead_held_back_records_only_the_levels_urls_go(conn):
     state = crawl(conn, max_ahead=1, max_depth=3)
-    state.seed([A, B])
+    state.seed_step([A, B])
     end(state, A, [A + "1"])
     end(state, A + "1", [A + "2"], depth=2, links=[A + "2"])
     end(state, A + "2", [A + "3"], depth=3, links=[A + "3"])  # held back: the bound
@@ -242,14 +242,14 @@ def test_at_max_ahead_held_back_records_only_the_levels_urls_go(conn):
 
 def test_without_room_ahead_the_crawl_goes_level_by_level(conn):
     state = crawl(conn, max_ahead=0)
-    state.seed([A, B])
+    state.seed_step([A, B])
     assert end(state, A, [A + "1"]) == []  # B (level 0) is still in flight
     assert urls(end(state, B, [B + "1"])) == [A + "1", B + "1"]
 
 
 def test_without_exact_depth_a_url_keeps_its_first_found_depth(conn):
     state = crawl(conn, exact_depth=False)
-    state.seed([A, B])
+    state.seed_step([A, B])
     end(state, A, [A + "1"])
     end(state, A + "1", [A + "2"], depth=2)
     end(state, B, [A + "2"])  # found shorter: kept as first found
@@ -259,10 +259,10 @@ def test_without_exact_depth_a_url_keeps_its_first_found_depth(conn):
 
 def test_a_refusal_verdict_is_recorded_and_counted_not_admitted(conn):
     state = crawl(conn)
-    state.seed([A])
+    state.seed_step([A])
     page = record(A, "fetched", 0)
     ending = Ending({keys.FETCHED: 1}, page, [("out_of_scope", C), (None, B)], 1)
-    state.finish(A, ending)
+    state.finish_step(A, ending)
     outcomes = {r["url"]: r["outcome"] for r in iter_records(conn, "s")}
     assert outcomes == {A: "fetched", C: "out_of_scope"}
     assert state.snapshot().family(keys.SKIPPED) == {"out_of_scope": 1}
@@ -270,7 +270,7 @@ def test_a_refusal_verdict_is_recorded_and_counted_not_admitted(conn):
 
 def test_a_url_ends_once_a_second_finish_changes_nothing(conn):
     state = crawl(conn)
-    state.seed([A])
+    state.seed_step([A])
     end(state, A, [B])
     before = state.snapshot().counters
     assert end(state, A, [C]) == []  # a stale job: no record, no count, no links
@@ -282,12 +282,12 @@ def test_a_url_ends_once_a_second_finish_changes_nothing(conn):
 
 def test_claim_takes_the_lease_and_slot_only_for_the_live_job(conn):
     state = crawl(conn)
-    state.seed([A])
+    state.seed_step([A])
     entry, job_id = job_of(state, A)
     stale = InFlight(entry.depth, entry.released_at, entry.attempt, entry.turn + 1)
-    assert state.claim(A, stale.job_id("s", A)).entry is None
+    assert state.claim_step(A, stale.job_id("s", A)).entry is None
     assert conn.zscore(state.keys.leased, A) is None
-    claim = state.claim(A, job_id)
+    claim = state.claim_step(A, job_id)
     assert claim.entry == entry and not claim.paused and not claim.stale
     assert claim.wait_until is None  # its release took a slot of its host for it
     assert conn.zscore(state.keys.leased, A) > time.time()
@@ -296,35 +296,35 @@ def test_claim_takes_the_lease_and_slot_only_for_the_live_job(conn):
 
 def test_a_job_that_lost_its_slot_takes_a_free_one_or_waits_for_its_host(conn):
     state = crawl(conn, delay=5.0)
-    state.seed([A, A + "1"])
+    state.seed_step([A, A + "1"])
     entry, job_id = job_of(state, A)
     conn.delete(state.keys.host_leases("a.test"))  # it waited in RQ past its slot's grace
-    assert state.claim(A, job_id).wait_until is None  # the host is free: it takes the slot
+    assert state.claim_step(A, job_id).wait_until is None  # the host is free: it takes the slot
     end(state, A, depth=1)
     conn.hset(state.keys.inflight, A + "1", InFlight(0, time.time(), 1).encode())
-    claim = state.claim(A + "1", InFlight(0, 0.0, 1).job_id("s", A + "1"))
+    claim = state.claim_step(A + "1", InFlight(0, 0.0, 1).job_id("s", A + "1"))
     assert claim.wait_until == pytest.approx(time.time() + 5, abs=0.5)  # 5 s after A ended
 
 
 def test_a_process_notes_its_claims_time_at_most_once_a_second(conn):
     state = crawl(conn)
-    state.seed([A, B])
+    state.seed_step([A, B])
     (_, a_job), (_, b_job) = job_of(state, A), job_of(state, B)
-    state.claim(A, a_job)
+    state.claim_step(A, a_job)
     noted = float(conn.hget(state.keys.counters, keys.LAST_CLAIM_AT))
     assert noted == pytest.approx(time.time(), abs=1)
-    state.claim(B, b_job)  # within the second: not noted again
+    state.claim_step(B, b_job)  # within the second: not noted again
     assert float(conn.hget(state.keys.counters, keys.LAST_CLAIM_AT)) == noted
     state.claim_noted_at -= CLAIM_NOTE_EVERY  # a second later
-    state.claim(B, b_job)
+    state.claim_step(B, b_job)
     assert float(conn.hget(state.keys.counters, keys.LAST_CLAIM_AT)) > noted
 
 
 def test_a_parked_url_waits_in_later_then_for_its_host_as_a_new_turn(conn):
     state = crawl(conn)
-    state.seed([A, B, A + "1"])
+    state.seed_step([A, B, A + "1"])
     entry, job_id = job_of(state, A)
-    state.claim(A, job_id)
+    state.claim_step(A, job_id)
     soon = InFlight(entry.depth, time.time() + 60, entry.attempt, entry.turn + 1)
     assert state.park(A, entry, soon, Slot("a.test"))
     assert state.park(A, entry, soon, Slot("a.test")) is None  # the old turn is stale now
@@ -337,16 +337,16 @@ def test_a_parked_url_waits_in_later_then_for_its_host_as_a_new_turn(conn):
     released = end(state, A + "1")
     assert urls(released) == [A] and released[0][1].turn == due.turn  # its job's id
     _, b_job = job_of(state, B)
-    state.claim(B, b_job)
+    state.claim_step(B, b_job)
     late = InFlight(0, time.time() - 1, 0, 1)
     state.park(B, job_of(state, B)[0], late, Slot("b.test"))
-    assert urls(state.claim(A, due.job_id("s", A)).due) == []  # B went back at once
+    assert urls(state.claim_step(A, due.job_id("s", A)).due) == []  # B went back at once
     assert conn.hexists(state.keys.inflight, B)
 
 
 def test_a_retry_is_the_next_attempt_and_counts(conn):
     state = crawl(conn)
-    state.seed([A])
+    state.seed_step([A])
     entry, _ = job_of(state, A)
     retry = InFlight(entry.depth, time.time() + 5, entry.attempt + 1)
     assert state.park(A, entry, retry, Slot("a.test"), keys.RETRIES)
@@ -356,7 +356,7 @@ def test_a_retry_is_the_next_attempt_and_counts(conn):
 
 def test_a_paused_crawl_releases_nothing_and_gets_its_urls_back(conn):
     state = crawl(conn)
-    state.seed([A, B])
+    state.seed_step([A, B])
     entry, _ = job_of(state, A)
     assert not state.put_back(A, entry)  # not paused: the job goes on
     assert state.pause() and not state.pause()
@@ -364,21 +364,21 @@ def test_a_paused_crawl_releases_nothing_and_gets_its_urls_back(conn):
     assert state.put_back(A, entry) and not state.put_back(A, entry)  # once
     assert conn.hlen(state.keys.inflight) == 0 and waiting(state) == {A: 0, B + "1": 1}
     assert state.snapshot().count(keys.PUT_BACK) == 1
-    assert sorted(urls(state.resume())) == [A, B + "1"]
+    assert sorted(urls(state.resume_step())) == [A, B + "1"]
 
 
 def test_a_put_back_url_keeps_its_priority(conn):
     state = crawl(conn)
-    state.seed([A], priority=3)
+    state.seed_step([A], priority=3)
     entry, _ = job_of(state, A)
     state.pause()
     assert state.put_back(A, entry)
-    assert urls(state.resume()) == [A] and job_of(state, A)[0].priority == 3
+    assert urls(state.resume_step()) == [A] and job_of(state, A)[0].priority == 3
 
 
 def test_cancel_drops_waiting_in_flight_and_parked_urls_and_emits_held_back_records(conn):
     state = crawl(conn)
-    state.seed([A, B, C, A + "1"])
+    state.seed_step([A, B, C, A + "1"])
     entry, _ = job_of(state, B)
     state.park(B, entry, InFlight(0, time.time() + 60, 0, 1), Slot("b.test"))
     end(state, C, [C + "1"])
@@ -397,7 +397,7 @@ def test_cancel_drops_waiting_in_flight_and_parked_urls_and_emits_held_back_reco
 
 def test_a_job_running_during_a_cancel_drops_its_url(conn):
     state = crawl(conn)
-    state.seed([A])
+    state.seed_step([A])
     entry, _ = job_of(state, A)
     conn.hset(state.keys.counters, mapping={keys.PAUSED_AT: 1, keys.CANCELLED_AT: 1})
     assert state.put_back(A, entry)
@@ -406,9 +406,9 @@ def test_a_job_running_during_a_cancel_drops_its_url(conn):
 
 def test_recovery_finds_expired_leases_and_old_unleased_urls_but_not_waiting_ones(conn):
     state = crawl(conn)
-    state.seed([A, B, C])
+    state.seed_step([A, B, C])
     a, a_job = job_of(state, A)
-    state.claim(A, a_job)
+    state.claim_step(A, a_job)
     conn.zadd(state.keys.leased, {A: time.time() - 1, "http://ended.test/": time.time() - 1})
     c, _ = job_of(state, C)
     state.park(C, c, InFlight(0, time.time() + 100, 0, 1), Slot("c.test"))  # never lost
@@ -421,9 +421,9 @@ def test_recovery_finds_expired_leases_and_old_unleased_urls_but_not_waiting_one
 
 def test_requeue_replaces_only_the_expected_entry_and_never_a_renewed_one(conn):
     state = crawl(conn)
-    state.seed([A])
+    state.seed_step([A])
     a, job_id = job_of(state, A)
-    state.claim(A, job_id)  # a live lease
+    state.claim_step(A, job_id)  # a live lease
     nxt = InFlight(0, time.time(), a.attempt + 1)
     assert state.requeue(A, a, nxt) is None  # its worker is alive
     conn.zadd(state.keys.leased, {A: time.time() - 1})
@@ -438,22 +438,22 @@ def test_requeue_replaces_only_the_expected_entry_and_never_a_renewed_one(conn):
 
 def test_a_request_refused_by_robots_txt_costs_its_host_no_turn(conn):
     state = crawl(conn, delay=5.0)
-    state.seed([A, A + "1"])
+    state.seed_step([A, A + "1"])
     ending = Ending({}, record(A, "robots_disallowed", 0), slot=Slot("a.test"))
-    assert urls(state.finish(A, ending).released) == [A + "1"]
+    assert urls(state.finish_step(A, ending).released) == [A + "1"]
 
 
 def test_pushback_doubles_the_hosts_delay_and_each_success_halves_it(conn):
     """After 429s the gap shrinks back with the successes, down to the base delay."""
     state = crawl(conn, delay=0.1)
-    state.seed([A])
+    state.seed_step([A])
     gaps = []
     for n, answer in enumerate(["push", "push", "ok", "ok", "ok"]):
         url = A if n == 0 else f"{A}{n}"
         ended_at = time.time()
         ending = Ending({}, record(url, "fetched", 1), [(None, f"{A}{n + 1}")], 2,
                         slot=Slot("a.test", 0.01, answer))  # fmt: skip
-        state.finish(url, ending)
+        state.finish_step(url, ending)
         gaps.append(round(state.next_due() - ended_at, 2))
         time.sleep(max(0.0, state.next_due() - time.time()))
         assert urls(state.take_due()[1]) == [f"{A}{n + 1}"]
@@ -462,13 +462,13 @@ def test_pushback_doubles_the_hosts_delay_and_each_success_halves_it(conn):
 
 def test_snapshot_groups_counters_by_family_and_host(conn):
     state = crawl(conn)
-    state.seed([A, B])
+    state.seed_step([A, B])
     counts = {
         keys.FETCHED: 1,
         keys.per_host(keys.FETCHED, "a.test"): 1,
         keys.links_dropped("bad"): 2,
     }
-    state.finish(A, Ending(counts, record(A, "fetched", 0)))
+    state.finish_step(A, Ending(counts, record(A, "fetched", 0)))
     snap = state.snapshot()
     assert snap.hosts["a.test"] == {keys.ADMITTED: 1, keys.FETCHED: 1}
     assert snap.hosts["b.test"] == {keys.ADMITTED: 1}
@@ -483,10 +483,10 @@ def test_scripts_take_named_arguments_and_survive_a_script_flush(conn):
     conn.script_flush()
     assert scripts.DUE(conn, limit=1, **state.frontier_names()) == [0]
     conn.script_flush()
-    state.seed([A])
+    state.seed_step([A])
     _, job_id = job_of(state, A)
     conn.script_flush()  # the claim loads what a restarted Redis forgot
-    assert state.claim(A, job_id).entry is not None
+    assert state.claim_step(A, job_id).entry is not None
     with pytest.raises(NoScriptError):
         conn.script_flush()
         conn.evalsha(scripts.DUE.sha, 0)
@@ -499,7 +499,7 @@ def test_the_skip_template_is_a_record_without_its_url_and_outcome():
 
 def test_readmit_brings_ended_urls_back_past_the_bloom_filter_once_until_they_end(conn):
     state = crawl(conn)
-    state.seed([A])
+    state.seed_step([A])
     end(state, A, [A + "b"])
     end(state, A + "b", [], depth=2)
     assert state.unfinished() == 0
@@ -516,7 +516,7 @@ def test_readmit_brings_ended_urls_back_past_the_bloom_filter_once_until_they_en
 
 def test_a_cancelled_crawl_readmits_nothing_and_forgets_its_pending_revisits(conn):
     state = crawl(conn, window=1)
-    state.seed([A, B])
+    state.seed_step([A, B])
     end(state, A)
     state.readmit([(A, 0, 0)])
     state.cancel()
@@ -543,7 +543,7 @@ def test_a_page_with_the_body_of_an_earlier_one_is_its_duplicate_and_admits_its_
     """A copy under another path links URLs found nowhere else (relative links): they are
     admitted, the copy recorded `duplicate_of` the first."""
     state = crawl(conn)
-    state.seed([A, B, C])
+    state.seed_step([A, B, C])
     digest = hashlib.sha1(b"<html>the same page</html>").digest()
 
     def fetched(url: str, children: list[str]) -> Ending:
@@ -552,8 +552,8 @@ def test_a_page_with_the_body_of_an_earlier_one_is_its_duplicate_and_admits_its_
             digest=digest,
         )  # fmt: skip
 
-    assert state.finish(A, fetched(A, [f"{A}{i}" for i in range(links)])).duplicate_of == ""
-    ended = state.finish(B, fetched(B, [f"{B}{i}" for i in range(links)]))
+    assert state.finish_step(A, fetched(A, [f"{A}{i}" for i in range(links)])).duplicate_of == ""
+    ended = state.finish_step(B, fetched(B, [f"{B}{i}" for i in range(links)]))
     assert (ended.duplicate_of, ended.admitted) == (A, links)
     rows = {r["url"]: r for r in iter_records(conn, "s")}
     assert rows[B]["duplicate_of"] == A and rows[A]["duplicate_of"] is None

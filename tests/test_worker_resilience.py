@@ -40,8 +40,8 @@ def deferred_crawl(conn, name: str, url: str, defer: bool = True) -> Frontier:
 
 
 def park(conn, frontier: Frontier, url: str, until: float) -> None:
-    entry = InFlight.parse(conn.hget(frontier.state.keys.inflight, url))
-    assert frontier.defer(url, entry, until, Slot(frontier.state.key_of(url)))
+    entry = InFlight.parse(conn.hget(frontier.keys.inflight, url))
+    assert frontier.defer(url, entry, until, Slot(frontier.key_of(url)))
 
 
 def test_a_url_parked_for_sooner_than_the_tenders_next_look_is_released_on_time(conn, monkeypatch):
@@ -58,7 +58,7 @@ def test_a_url_parked_for_sooner_than_the_tenders_next_look_is_released_on_time(
         time.sleep(0.1)  # the tender asleep, for 10 s
         due = time.time() + 0.3
         park(conn, frontier, "http://example.test/", due)
-        wait_until(lambda: conn.zcard(frontier.state.keys.later) == 0, 5, "the release")
+        wait_until(lambda: conn.zcard(frontier.keys.later) == 0, 5, "the release")
         assert due <= time.time() < due + 2.0
     finally:
         stop.set()
@@ -81,9 +81,7 @@ def test_tender_outlives_a_crawl_it_cannot_read(conn):
         for name in ("a-good", "z-good"):
             frontier = deferred_crawl(conn, name, "http://example.test/")
             tender.refreshed = 0.0  # read the set of crawls again now
-            wait_until(
-                lambda f=frontier: conn.zcard(f.state.keys.later) == 0, 10, f"{name} released"
-            )
+            wait_until(lambda f=frontier: conn.zcard(f.keys.later) == 0, 10, f"{name} released")
             assert thread.is_alive()
     finally:
         stop.set()

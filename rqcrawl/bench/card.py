@@ -29,7 +29,7 @@ from rq.job import Job
 from rq.registry import FinishedJobRegistry
 
 from rqcrawl.config import CrawlConfig
-from rqcrawl.frontier.state import CrawlState
+from rqcrawl.frontier.dispatch import Frontier
 from rqcrawl.ops import stats
 from rqcrawl.workers.embedded import EmbeddedRedis
 
@@ -102,7 +102,7 @@ def stop_workers(procs: list[subprocess.Popen]) -> None:
 
 
 def wait_over(conn: Redis, name: str, procs: list[subprocess.Popen]) -> None:
-    state = CrawlState(conn, name, CrawlConfig())
+    state = Frontier(conn, name, CrawlConfig())
     deadline = time.monotonic() + TIMEOUT
     while state.unfinished():
         if all(p.poll() is not None for p in procs):

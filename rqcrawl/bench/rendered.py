@@ -26,7 +26,7 @@ from redis import Redis
 from rqcrawl import api
 from rqcrawl.config import CrawlConfig
 from rqcrawl.frontier import keys
-from rqcrawl.frontier.state import CrawlState
+from rqcrawl.frontier.dispatch import Frontier
 from rqcrawl.ops import stats
 from rqcrawl.parse.urls import canonicalize
 from rqcrawl.workers.embedded import EmbeddedRedis
@@ -90,7 +90,7 @@ def crawl(conn: Redis, name: str, base: str, render: list[str], pools: list[Loca
     settings = BENCH_SETTINGS | {"render": render, "scope_hosts": [base.split("//", 1)[1]]}
     cpu0 = sum(tree_cpu_s(p) for p in pools)
     api.start(conn, [canonicalize(base + "/p0")], name, CrawlConfig.from_dict(settings))
-    state = CrawlState(conn, name, CrawlConfig())
+    state = Frontier(conn, name, CrawlConfig())
     renderers = [p for p in pools if p is not pools[0]]
     peak = 0.0
     while state.unfinished():

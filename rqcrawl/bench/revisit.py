@@ -25,7 +25,6 @@ from rqcrawl.config import CrawlConfig
 from rqcrawl.frontier import configs, tasks
 from rqcrawl.frontier.dispatch import Frontier
 from rqcrawl.frontier.keys import CrawlKeys
-from rqcrawl.frontier.state import CrawlState
 from rqcrawl.ops import stats
 from rqcrawl.parse.urls import canonicalize
 from rqcrawl.workers.embedded import EmbeddedRedis
@@ -83,7 +82,7 @@ def redis_bytes(conn: Redis, cfg: CrawlConfig, known: int) -> dict[str, float]:
     """Per known URL: the Bloom filter and the records stream; the crawl's other keys in all
     (its settings, counters and per-host hashes: none grows with the known URLs)."""
     keys = CrawlKeys(CRAWL)
-    bloom = CrawlState(conn, CRAWL, cfg).bloom.keys
+    bloom = Frontier(conn, CRAWL, cfg).bloom.keys
     crawl_keys = [k.decode() for k in conn.scan_iter(match=keys.prefix + "*", count=1000)]
     other = [k for k in crawl_keys if k not in bloom and k != keys.items]
     return {

@@ -24,7 +24,6 @@ from rqcrawl.config import CrawlConfig
 from rqcrawl.frontier import configs
 from rqcrawl.frontier.dispatch import Frontier
 from rqcrawl.frontier.keys import CrawlKeys
-from rqcrawl.frontier.state import CrawlState
 from rqcrawl.ops import stats
 from rqcrawl.parse.urls import canonicalize
 from rqcrawl.workers.embedded import EmbeddedRedis
@@ -193,7 +192,7 @@ def wait_for_workers(
 
 def wait_finished(conn: Redis, pool: LocalWorkers, crawl: str = CRAWL) -> None:
     """Poll what says `finished` (cheaper than a full status, which counts bits)."""
-    state = CrawlState(conn, crawl, CrawlConfig())
+    state = Frontier(conn, crawl, CrawlConfig())
     while True:
         if state.unfinished() == 0:
             return
@@ -235,8 +234,8 @@ def redis_memory(conn: Redis, cfg: CrawlConfig, final: dict, urls: list[str]) ->
     site's URLs: one whose URLs all become RQ jobs, one whose URLs all wait in the held list
     (window 0), and one with the default window (a frontier as a crawl of this size has it:
     `window` RQ jobs, the rest held)."""
-    bloom = CrawlState(conn, CRAWL, cfg).bloom
-    sized_bloom = CrawlState(conn, "pending-all", pending_config(len(urls), 0)).bloom
+    bloom = Frontier(conn, CRAWL, cfg).bloom
+    sized_bloom = Frontier(conn, "pending-all", pending_config(len(urls), 0)).bloom
     return {
         "seen": final["admitted"],
         "bloom_bytes": key_bytes(conn, bloom.keys),
@@ -261,7 +260,7 @@ def pending_bytes(conn: Redis, crawl: str, urls: list[str], window: int) -> floa
     before = conn.info("memory")["used_memory"]
     frontier.seed(urls)
     grown = conn.info("memory")["used_memory"] - before
-    return (grown - key_bytes(conn, frontier.state.bloom.keys)) / len(urls)
+    return (grown - key_bytes(conn, frontier.bloom.keys)) / len(urls)
 
 
 def pending_config(urls: int, window: int) -> CrawlConfig:

@@ -25,9 +25,9 @@ from redis import Redis
 from rqcrawl import api
 from rqcrawl.config import CrawlConfig
 from rqcrawl.frontier import keys
+from rqcrawl.frontier.dispatch import Frontier
 from rqcrawl.frontier.keys import CrawlKeys
 from rqcrawl.frontier.levels import settled
-from rqcrawl.frontier.state import CrawlState
 from rqcrawl.ops import stats
 from rqcrawl.parse.urls import canonicalize
 from rqcrawl.workers.embedded import EmbeddedRedis
@@ -90,7 +90,7 @@ def measure(
         settings |= {"shards": urls, "shard_rules": rules}
     cfg = CrawlConfig.from_dict(settings)
     api.start(conns[0], [canonicalize(servers[0].origin + "/p0.html")], CRAWL, cfg)
-    wait_settled([CrawlState(c, CRAWL, cfg) for c in conns], pool)
+    wait_settled([Frontier(c, CRAWL, cfg) for c in conns], pool)
     cpu = sum(proc_cpu_s(p.pid) for p in procs) - cpu0
     after = [redis_numbers(c) for c in conns]
     final = stats.status(conns[0], CRAWL)
@@ -107,7 +107,7 @@ def measure(
     )
 
 
-def wait_settled(states: list[CrawlState], pool: LocalWorkers) -> None:
+def wait_settled(states: list[Frontier], pool: LocalWorkers) -> None:
     """Poll the double read that says a crawl over shards is over (levels.settled), which
     reads only counters and lengths (a full status counts the Bloom filter's bits)."""
     while not settled(states):

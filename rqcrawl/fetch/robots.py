@@ -113,7 +113,7 @@ class RobotsKeys(Protocol):
 
     robots: str  # hash: site -> verdict
 
-    def robots_claim(self, site: str) -> str: ...
+    def robots_fetcher(self, site: str) -> str: ...
 
 
 class RobotsCache:
@@ -139,20 +139,20 @@ class RobotsCache:
             known = self._local.put(site, Robots(**json.loads(raw)))
         return known
 
-    def claim(self, site: str, holder: str) -> bool:
+    def take_fetch(self, site: str, holder: str) -> bool:
         """Whether `holder` may fetch the site's robots.txt now: one fetch per site at a time
-        across the fleet. The claim ends with the fetch, or by itself if its holder dies."""
+        across the fleet. The turn ends with the fetch, or by itself if its holder dies."""
         ttl = math.ceil(self.cfg.download_timeout) + 5
-        return bool(self.redis.set(self.keys.robots_claim(site), holder, nx=True, ex=ttl))
+        return bool(self.redis.set(self.keys.robots_fetcher(site), holder, nx=True, ex=ttl))
 
     def fetch(self, site: str, previous: Robots | None, pace_hop: HopCheck) -> Robots:
-        """Download the site's robots.txt now, share the verdict and end the claim.
-        `pace_hop(url)` is called before each redirect hop: the hop waits its host's turn
-        there (the caller knows the hosts' pace), or raises FetchError."""
+        """Download the site's robots.txt now, share the verdict and end the fetch turn
+        (take_fetch). `pace_hop(url)` is called before each redirect hop: the hop waits its
+        host's turn there (the caller knows the hosts' pace), or raises FetchError."""
         robots = self._download(site, previous, pace_hop)
         with self.redis.pipeline(transaction=False) as pipe:
             pipe.hset(self.key, site, json.dumps(asdict(robots)))
-            pipe.delete(self.keys.robots_claim(site))
+            pipe.delete(self.keys.robots_fetcher(site))
             pipe.execute()
         self._local.put(site, robots)
         return robots

@@ -63,7 +63,7 @@ class Admission:
     requisites, revisits and other shards' links, through the Bloom filter, the budgets and
     the levels."""
 
-    def seed(self, urls: list[str], priority: int = 0) -> tuple[int, Released]:
+    def seed_step(self, urls: list[str], priority: int = 0) -> tuple[int, Released]:
         """Admit `urls` at depth 0 and `priority` (budgets apply, trap rules do not) and
         release what is due; returns how many were new to the crawl, and the released
         URLs."""
@@ -89,7 +89,7 @@ class Admission:
         )  # fmt: skip
         return capped, pairs(released)
 
-    def hold_requisites(self, entries: list[str], depth: int, priority: int) -> Released:
+    def hold_requisites_step(self, entries: list[str], depth: int, priority: int) -> Released:
         """Hold requisite entries at `depth` and `priority`, each once per crawl
         (scripts.HOLD_REQUISITES), and release what is due. With shards, those of another
         shard's hosts are not held (counted as cut by the caller): their host's gate lives
@@ -139,7 +139,7 @@ class Admission:
         if n:
             self.redis.hincrby(self.keys.sitemaps, f"urls|{site}", -n)
 
-    def finish(self, url: str, ending: Ending) -> Ended:
+    def finish_step(self, url: str, ending: Ending) -> Ended:
         """End `url` for good with what `ending` writes (a refused child is recorded once as
         skipped)."""
         return self._end(url, ending)
@@ -381,7 +381,7 @@ class Admission:
             version, paused is not None,
         )  # fmt: skip
 
-    def advance(self, level: int) -> tuple[bool, Released]:
+    def advance_step(self, level: int) -> tuple[bool, Released]:
         """Raise this shard's level to `level` (scripts.ADVANCE) and go on settling: whether
         records are left to settle, and the released URLs."""
         _, settling, *released = scripts.ADVANCE(self.redis, level=level, **self.frontier_names())

@@ -17,8 +17,7 @@ needed. A retry, or a URL whose site's robots.txt is not ready, is parked in the
 host like the others.
 
 The recovery pass (every REAP_EVERY seconds) requeues a URL whose lease ran out (its worker
-died) within seconds, where RQ itself notices a dead worker's job only when its heartbeat
-expires.
+died) within seconds (rqcrawl.frontier.recovery).
 """
 
 from __future__ import annotations
@@ -37,14 +36,13 @@ from redis import Redis
 from redis.client import Pipeline
 from rq import Queue
 from rq.job import Job, JobStatus
-from rq.registry import DeferredJobRegistry, FinishedJobRegistry, StartedJobRegistry
+from rq.registry import DeferredJobRegistry
 
 from rqcrawl.config import CrawlConfig
 from rqcrawl.defaults import (
     DRAIN_BATCH,
     PUMP_BATCH,
     PUMP_EVERY,
-    RELEASE_GRACE,
     WAKER_SPAN,
     WAKER_YIELD,
 )
@@ -60,21 +58,15 @@ from rqcrawl.frontier.messages import (
     Slot,
 )
 from rqcrawl.frontier.outage import TableUnavailable
-from rqcrawl.frontier.records import record
-from rqcrawl.frontier.state import CrawlState, StaleCrawl, outcome_counts
+from rqcrawl.frontier.recovery import LOST_AFTER, Recovery
+from rqcrawl.frontier.state import CrawlState, StaleCrawl
 from rqcrawl.parse import rendering
 from rqcrawl.parse.changes import Content, Prior
-from rqcrawl.parse.urls import host_of
 from rqcrawl.untrusted import inert
 
 if TYPE_CHECKING:
     from rqcrawl.frontier.tasks import TaskTable
 
-# Seconds a released URL may go without a live RQ job before it is requeued: at least as
-# long as its slot waits for its job (state.RELEASE_GRACE).
-LOST_AFTER = RELEASE_GRACE
-# A dead worker's URL is queued again LEASE to LEASE + REAP_EVERY seconds after its death.
-_LIVE = {"queued", "started", "scheduled", "deferred"}
 JOB_FUNC = "rqcrawl.workers.jobs.crawl_url"
 RENDER_FUNC = "rqcrawl.render.render_url"  # a page the browser renders (queue crawl-render)
 SITEMAP_FUNC = "rqcrawl.workers.jobs.crawl_sitemap"  # a sitemap entry (frontier.sitemaps)
@@ -136,14 +128,14 @@ def _tell_due(at: float) -> None:
             watcher(at)
 
 
-class Frontier:
-    """One crawl's frontier as RQ sees it: its state, and the jobs of what that releases."""
+class Frontier(Recovery, CrawlState):
+    """One crawl's frontier, the one face of it for workers and operators' commands: its
+    state in Redis (CrawlState and its concerns) and the RQ jobs of what a change of it
+    releases. A state step named `X_step` only changes the state and returns what it
+    released; the Frontier's `X` is that step with the jobs queued."""
 
     def __init__(self, redis: Redis, crawl: str, cfg: CrawlConfig):
-        self.redis = redis
-        self.crawl = crawl
-        self.cfg = cfg
-        self.state = CrawlState(redis, crawl, cfg)
+        super().__init__(redis, crawl, cfg)
         self.queue = Queue(keys.QUEUE_NAME, connection=redis, job_class=CompactJob)
         self.render_queue = Queue(keys.RENDER_QUEUE, connection=redis, job_class=CompactJob)
 
@@ -155,14 +147,14 @@ class Frontier:
         reading = self.cfg.sitemaps and self.cfg.max_depth >= 1
         sites = sorted({site_of(u) for u in urls})
         if reading and self.cfg.obey_robots:  # (marked before a job can fetch robots.txt)
-            self.state.expect_robots_sitemaps(sites, priority)
-        admitted, released = self.state.seed(urls, priority)
+            self.expect_robots_sitemaps(sites, priority)
+        admitted, released = self.seed_step(urls, priority)
         if reading:
             named = [(site_of(d), sitemaps.entry(d)) for d in self.cfg.sitemap_urls]
             if self.cfg.sitemap_probe:
                 named += [(site, sitemaps.entry(sitemaps.root(site))) for site in sites]
             cap = self.cfg.max_sitemaps_per_host
-            released += self.state.hold_sitemaps(named, priority, cap)[1]
+            released += self.hold_sitemaps(named, priority, cap)[1]
         self._enqueue(released)
         return admitted
 
@@ -170,24 +162,24 @@ class Frontier:
         """Hold the sitemaps the robots.txt of seed site `site` names, once per crawl (the
         seed left a mark for them): read by the job that fetched robots.txt, they cost no
         request and no turn of the host's pace of their own."""
-        priority = self.state.take_robots_sitemaps(site)
+        priority = self.take_robots_sitemaps(site)
         if priority is None:
             return
         robots_url = site + "/robots.txt"
         found = sitemaps.named_in(robots_url, robots.sitemaps(), self.cfg)
         named = [(site_of(d), sitemaps.entry(d)) for d in found.sitemaps]
         cap = self.cfg.max_sitemaps_per_host
-        self._enqueue(self.state.hold_sitemaps(named, priority, cap)[1])
+        self._enqueue(self.hold_sitemaps(named, priority, cap)[1])
 
     def resume(self) -> None:
         """Clear the crawl's halt and queue what is due."""
-        self._enqueue(self.state.resume())
+        self._enqueue(self.resume_step())
 
     def claim(self, url: str, rq_job_id: str, reply: list | None = None) -> Claim:
-        """CrawlState.claim for the job (its entry is None unless the job is the URL's live
+        """CrawlState.claim_step for the job (its entry is None unless the job is the URL's live
         attempt and turn); queues what the claim released. Raises StaleCrawl if the crawl
         is not this Frontier's. `reply`: the claim's reply, when the worker already sent it."""
-        claim = self.state.claim(url, rq_job_id, reply)
+        claim = self.claim_step(url, rq_job_id, reply)
         self._enqueue(claim.due)
         if claim.stale:
             raise StaleCrawl(self.crawl)
@@ -196,12 +188,12 @@ class Frontier:
     def free_slot(self, url: str, slot: Slot) -> None:
         """Free the slot of a job that did not end its URL (it failed, or was cut short),
         and queue what that released."""
-        self._enqueue(self.state.free_slot(url, slot))
+        self._enqueue(self.free_slot_step(url, slot))
 
     def finish(
         self, url: str, ending: Ending, priority: int = 0, content: Content | None = None
     ) -> None:
-        """End `url` for good (CrawlState.finish) and queue what that released. With
+        """End `url` for good (CrawlState.finish_step) and queue what that released. With
         revisits, the visit is first written to the task table (`priority`: the URL's),
         which schedules the next one, and the record gets its visit number and change: a
         worker dying between the two leaves the URL in flight, fetched again, rather than
@@ -219,7 +211,7 @@ class Frontier:
                 record["similarity"] = visited.similarity
             if visited.duplicate_of:
                 record["duplicate_of"] = visited.duplicate_of
-        ended = self.state.finish(url, ending)
+        ended = self.finish_step(url, ending)
         if ended.duplicate_of and record is not None:  # found by the finish step (Ending)
             record["duplicate_of"] = ended.duplicate_of
         self._ended(ended)
@@ -227,7 +219,7 @@ class Frontier:
     def child_priority(self, priority: int, via: str = "") -> int:
         """The priority of the links of a URL of `priority`: inherited, or the same for a
         redirect's target (`via`)."""
-        return priority if via else self.state.inherited(priority)
+        return priority if via else self.inherited(priority)
 
     def _ended(self, ended: Ended) -> None:
         """Queue what ending a URL released, and what it calls for: a drain of the links
@@ -238,7 +230,7 @@ class Frontier:
         _tell_due(ended.next_at)
         if ended.sent:
             self.drain()
-        if ended.level_up and self.state.shards is not None:
+        if ended.level_up and self.shards is not None:
             levels.coordinate(self.peers)
         if ended.settling:
             self.release_due()
@@ -257,25 +249,25 @@ class Frontier:
         read again, what it admitted or held already is not again."""
         site, counts = site_of(sitemaps.target(url)), Counter(found.counts)
         pages = found.pages
-        taken = self.state.take_sitemap_urls(site, len(pages), self.cfg.max_sitemap_urls)
+        taken = self.take_sitemap_urls(site, len(pages), self.cfg.max_sitemap_urls)
         if taken < len(pages):
             counts[keys.links_dropped("max_sitemap_urls")] += len(pages) - taken
         by_priority: dict[int, list[tuple[str | None, str]]] = {}
-        base = self.state.inherited(entry.priority)
+        base = self.inherited(entry.priority)
         for listed_page in pages[:taken]:
             group = by_priority.setdefault(base + listed_page.offset, [])
             group.append((listed_page.verdict, listed_page.url))
         released: Released = []
         sent, admitted = False, 0
         for priority, children in sorted(by_priority.items(), reverse=True):
-            listed = self.state.admit_listed(children, 1, priority, "sitemap")
+            listed = self.admit_listed(children, 1, priority, "sitemap")
             released += listed.released
             sent, admitted = sent or bool(listed.sent), admitted + listed.admitted
         # (read again after a worker died, its known pages are lowered to depth 1 if deeper)
-        self.state.return_sitemap_urls(site, taken - admitted)
+        self.return_sitemap_urls(site, taken - admitted)
         cap = self.cfg.max_sitemaps_per_host  # no more can be held: a site's cap
         named = [(site_of(d), sitemaps.entry(d)) for d in found.sitemaps[:cap]]
-        capped, more = self.state.hold_sitemaps(named, entry.priority, cap)
+        capped, more = self.hold_sitemaps(named, entry.priority, cap)
         capped += max(0, len(found.sitemaps) - cap)
         if capped:
             counts[keys.sitemap_problem("not_held")] += capped
@@ -285,21 +277,21 @@ class Frontier:
             self.drain()
         if self.cfg.revisit:
             self._revisit_sitemap(url, entry, found, counts)
-        self._ended(self.state.finish(url, Ending(dict(counts), None, [], 1, slot=slot)))
+        self._ended(self.finish_step(url, Ending(dict(counts), None, [], 1, slot=slot)))
 
     def hold_requisites(self, entries: list[str], depth: int, priority: int) -> int:
         """Hold the requisite entries of a page (or a stylesheet) of `depth`, each once per
-        crawl (CrawlState.hold_requisites), and queue what that released; returns how many
+        crawl (CrawlState.hold_requisites_step), and queue what that released; returns how many
         another shard's hosts left out."""
-        released = self.state.hold_requisites(entries, depth, priority)
+        released = self.hold_requisites_step(entries, depth, priority)
         self._enqueue(released)
-        return len([e for e in entries if self.state.shard_of(e) != self.state.index])
+        return len([e for e in entries if self.shard_of(e) != self.index])
 
     def finish_requisite(
         self, url: str, entry: InFlight, counts: dict[str, int], slot: Slot | None = None
     ) -> None:
         """End the requisite entry `url` for good: its counters, no record, no links."""
-        self._ended(self.state.finish(url, Ending(dict(counts), None, [], entry.depth, slot=slot)))
+        self._ended(self.finish_step(url, Ending(dict(counts), None, [], entry.depth, slot=slot)))
 
     def _revisit_sitemap(
         self, url: str, entry: InFlight, found: sitemaps.Found, counts: Counter
@@ -322,7 +314,7 @@ class Frontier:
         alone for a crawl on one Redis)."""
         if not self.cfg.shards:
             return [self]
-        own = self.state.index
+        own = self.index
         return [
             self if i == own else Frontier(shards.connect(url), self.crawl, self.cfg)
             for i, url in enumerate(self.cfg.shards)
@@ -338,7 +330,7 @@ class Frontier:
         moved = 0
         while True:
             token = uuid.uuid4().hex
-            links = self.state.read_outbox(token, DRAIN_BATCH)
+            links = self.read_outbox(token, DRAIN_BATCH)
             if links is None:
                 return moved
             by_shard: dict[int, list] = {}
@@ -346,12 +338,12 @@ class Frontier:
                 by_shard.setdefault(link.shard, []).append(link)
             for shard, group in by_shard.items():
                 peer = self.peers[shard]
-                admitted = peer.state.admit(group)
+                admitted = peer.admit(group)
                 peer._enqueue(admitted.released)
-            if not all([self.peers[shard].state.replicated() for shard in by_shard]):
-                self.state.trim_outbox(token, 0)  # kept: the next drain admits them again
+            if not all([self.peers[shard].replicated() for shard in by_shard]):
+                self.trim_outbox(token, 0)  # kept: the next drain admits them again
                 return moved
-            self.state.trim_outbox(token, len(links))
+            self.trim_outbox(token, len(links))
             moved += len(links)
             if len(links) < DRAIN_BATCH:
                 return moved
@@ -359,7 +351,7 @@ class Frontier:
     def advance(self, level: int) -> None:
         """Raise this shard's level to `level` (rqcrawl.frontier.levels), settle the records
         that made final and queue what is due."""
-        settling, released = self.state.advance(level)
+        settling, released = self.advance_step(level)
         self._enqueue(released)
         if settling:
             self.release_due()
@@ -380,7 +372,7 @@ class Frontier:
         if not self._park(url, entry, nxt, slot, keys.RETRIES):
             return False
         if why:
-            self.state.note_retry(url, why, delay)
+            self.note_retry(url, why, delay)
         return True
 
     def defer(self, url: str, entry: InFlight, until: float, slot: Slot) -> bool:
@@ -392,7 +384,7 @@ class Frontier:
     def _park(
         self, url: str, entry: InFlight, nxt: InFlight, slot: Slot, counter: str = ""
     ) -> bool:
-        parked = self.state.park(url, entry, nxt, slot, counter)
+        parked = self.park(url, entry, nxt, slot, counter)
         if parked is None:
             return False
         if nxt.released_at > time.time():
@@ -428,7 +420,7 @@ class Frontier:
         `rq worker crawl`, no scheduler) calls it when something of the crawl is due later
         (a host's next turn, a parked URL): it is then released on time even when no other
         job would start."""
-        if not self.state.claim_waker():
+        if not self.hold_waker():
             return
         self.queue.enqueue_call(
             WAKER_FUNC,
@@ -450,7 +442,7 @@ class Frontier:
         waiting_since = None
         while time.time() < end:
             nxt = self.next_due()
-            if nxt is None and not self.state.unfinished():
+            if nxt is None and not self.unfinished():
                 break
             if self.queue.count:
                 waiting_since = waiting_since or time.monotonic()
@@ -461,7 +453,7 @@ class Frontier:
             pause = 0.1 if nxt is None else nxt - time.time()
             time.sleep(min(max(0.0, pause), end - time.time(), 0.1 if self.queue.count else 1.0))
             released += self.release_due()
-        self.state.drop_waker()
+        self.drop_waker()
         if self.next_due() is not None:
             self.ensure_waker()
         return released
@@ -470,17 +462,13 @@ class Frontier:
         """Queue what is due (hosts whose turn came, parked URLs whose time came), settling
         held-back records the level made final on the way; returns how many URLs were
         queued."""
-        settling, due = self.state.take_due()
+        settling, due = self.take_due()
         self._enqueue(due)
         while settling:
-            settling, more = self.state.take_due()
+            settling, more = self.take_due()
             self._enqueue(more)
             due += more
         return len(due)
-
-    def next_due(self) -> float | None:
-        """When the next host may go or the next parked URL comes due, if any waits."""
-        return self.state.next_due()
 
     @cached_property
     def table(self) -> TaskTable:
@@ -493,7 +481,7 @@ class Frontier:
     def maybe_pump(self, every: float = PUMP_EVERY) -> int:
         """Pump the due revisits of a crawl with revisits that is not cancelled, unless a pump
         ran for it in the last `every` seconds; returns how many URLs were readmitted."""
-        if not self.cfg.revisit or self.state.cancelled() or not self.state.pump_due(every):
+        if not self.cfg.revisit or self.cancelled() or not self.pump_due(every):
             return 0
         return self.pump()
 
@@ -507,10 +495,10 @@ class Frontier:
         while due := self._take_due():
             targets = self._by_shard(due)
             for frontier, rows in targets.items():
-                added, released = frontier.state.readmit(rows)
+                added, released = frontier.readmit(rows)
                 frontier._enqueue(released)
                 readmitted += added
-            full = any(f.state.unfinished() >= self.cfg.window for f in targets)
+            full = any(f.unfinished() >= self.cfg.window for f in targets)
             if len(due) < PUMP_BATCH or full:
                 break
         return readmitted
@@ -526,11 +514,11 @@ class Frontier:
 
     def _by_shard(self, due: list[tuple[str, int, int]]) -> dict[Frontier, list]:
         """Due rows (url, depth, priority) by the frontier of their host's shard."""
-        if self.state.shards is None:
+        if self.shards is None:
             return {self: due}
         placed: dict[Frontier, list] = {}
         for row in due:
-            placed.setdefault(self.peers[self.state.shard_of(row[0])], []).append(row)
+            placed.setdefault(self.peers[self.shard_of(row[0])], []).append(row)
         return placed
 
     def _enqueue(self, entries: Released, at_front: bool = False) -> None:
@@ -587,79 +575,3 @@ class Frontier:
             "failure_ttl": self.cfg.failure_ttl,
             "timeout": self.cfg.job_timeout,
         }
-
-    def maybe_reap(self) -> int:
-        """Run a recovery pass unless one ran for this crawl in the last REAP_EVERY seconds."""
-        return self.reap() if self.state.reap_due() else 0
-
-    def reap(self) -> int:
-        """Requeue URLs whose job was lost: its lease expired (worker killed), or it has no
-        lease and no live RQ job LOST_AFTER seconds after its release (job failed, enqueue
-        never happened). Uses RQ's own cleanup to turn abandoned jobs into failed ones
-        first, and releases due deferred URLs, so that a URL still waiting is never taken
-        for lost. Returns how many URLs were brought back or given up."""
-        StartedJobRegistry(queue=self.queue).cleanup()
-        if self.cfg.render:
-            StartedJobRegistry(queue=self.render_queue).cleanup()
-        # rq-dashboard lists the finished registry without cleaning it: expired jobs would
-        # fill its first pages ("No jobs.") and their links answer HTTP 500.
-        FinishedJobRegistry(queue=self.queue).cleanup()
-        self.release_due()
-        orphans, lost, unleased = self.state.recovery_candidates(LOST_AFTER)
-        for url in orphans:  # leases left by jobs whose URL ended without them
-            self.state.requeue(url, None, None)
-        lost += self._jobless(unleased)
-        for url, entry in lost:
-            nxt = replace(entry, released_at=time.time(), attempt=entry.attempt + 1, turn=0)
-            if entry.attempt >= self.cfg.retries:
-                try:
-                    self._give_up(url, entry)
-                except TableUnavailable as exc:  # its record waits for the table: next pass
-                    log.warning("crawl %s: %s not recorded lost yet: %s", self.crawl, url, exc)
-                continue
-            # at the head of its host's queue, and of RQ's once released: a dead worker's
-            # URL has waited a lease already, and must not wait again behind other jobs
-            released = self.state.requeue(url, entry, nxt)
-            if released:
-                self._enqueue(released, at_front=True)
-        # a drain (or, over shards, a level's end) that a dead worker left undone
-        if self.cfg.shards:
-            levels.coordinate(self.peers)
-        else:
-            self.drain()
-        return len(lost)
-
-    def _jobless(self, entries: Released) -> Released:
-        """Those of the in-flight URLs whose RQ job is neither pending nor running: gone,
-        ended, or `queued` but in no queue (taken from it by a worker that died before the
-        job started: it waits in that worker's intermediate list until RQ's own cleanup,
-        minutes later)."""
-        with self.redis.pipeline(transaction=False) as pipe:
-            for url, entry in entries:
-                job_id = entry.job_id(self.crawl, url)
-                pipe.hget(Job.key_for(job_id), "status")
-                queue = self.render_queue if entry.rendered else self.queue
-                pipe.lpos(queue.key, job_id)
-            found = pipe.execute()
-        lost = []
-        for pair, status, place in zip(entries, found[::2], found[1::2], strict=True):
-            state = status.decode() if status is not None else None
-            if state not in _LIVE or (state == JobStatus.QUEUED and place is None):
-                lost.append(pair)
-        return lost
-
-    def _give_up(self, url: str, entry: InFlight) -> None:
-        """Record `url` as lost after its last attempt, unless a worker took it meanwhile."""
-        if not self.state.still_lost(url, entry):
-            return
-        message = f"job lost by its worker {entry.attempt + 1} times"
-        if sitemaps.document(url):
-            self.finish_sitemap(url, entry, sitemaps.Found.failed("lost", f"{url}: {message}"))
-            return
-        if requisites.resource(url):
-            self.finish_requisite(url, entry, {keys.requisite_problem("lost"): 1})
-            return
-        attempts = entry.attempt + 1
-        lost = record(url, "lost", entry.depth, error=message, attempts=attempts, reason="lost")
-        counts = {keys.FAILED: 1} | outcome_counts(host_of(url), {keys.FAILED: 1}, lost, None)
-        self.finish(url, Ending(counts, lost, [], entry.depth + 1), entry.priority)

@@ -87,7 +87,7 @@ class CrawlKeys:
         holder -> lease expiry)."""
         return self.lprefix + key
 
-    def robots_claim(self, site: str) -> str:
+    def robots_fetcher(self, site: str) -> str:
         """string with a TTL: the job fetching the site's robots.txt (one at a time)."""
         return self._key("robots_claim", site)
 

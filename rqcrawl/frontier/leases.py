@@ -106,7 +106,7 @@ class Leases:
     """A job's life in the frontier (CrawlState's part): its claim (the URL's lease and
     its key's slot), parking, putting back, and the recovery of lost URLs."""
 
-    def claim(self, url: str, job_id: str, reply: list | None = None) -> Claim:
+    def claim_step(self, url: str, job_id: str, reply: list | None = None) -> Claim:
         """The URL's entry if the job `job_id` is its live attempt and turn (the job then
         takes the URL's lease, and its key's slot if it may make its request now), whether
         the crawl is paused, and the URLs released meanwhile (in the same call, so that busy

@@ -27,31 +27,35 @@ from __future__ import annotations
 import time
 from typing import Protocol
 
+from rqcrawl.config import CrawlConfig
 from rqcrawl.defaults import SETTLE_PAUSE, SETTLE_TRIES
 from rqcrawl.frontier.admission import LevelView
-from rqcrawl.frontier.state import CrawlState
 
 
 class Shard(Protocol):
     """What the coordinator needs of one shard's frontier (rqcrawl.frontier.dispatch.Frontier)."""
 
-    state: CrawlState
+    cfg: CrawlConfig
+
+    def level_view(self) -> LevelView: ...
+
+    def replicated(self) -> bool: ...
 
     def drain(self) -> int: ...
 
     def advance(self, level: int) -> None: ...
 
 
-def views(states: list[CrawlState]) -> list[LevelView]:
-    return [s.level_view() for s in states]
+def views(shards: list[Shard]) -> list[LevelView]:
+    return [s.level_view() for s in shards]
 
 
-def settled(states: list[CrawlState]) -> bool:
+def settled(shards: list[Shard]) -> bool:
     """Whether the crawl is over on every shard: nothing waiting, in flight, in an outbox
     or held back, in two reads that agree."""
-    first = views(states)
+    first = views(shards)
     busy = any(v.held or v.in_flight or v.outbox or v.held_back for v in first)
-    return not busy and first == views(states)
+    return not busy and first == views(shards)
 
 
 def coordinate(shards: list[Shard]) -> int:
@@ -59,18 +63,17 @@ def coordinate(shards: list[Shard]) -> int:
     agree (see the module docstring); returns how many shards were raised. Gives up when
     other workers keep the reads moving for SETTLE_TRIES reads (their ends run this again,
     and the recovery pass comes back to it)."""
-    states = [f.state for f in shards]
     for _ in range(SETTLE_TRIES):
         for f in shards:
             f.drain()
-        seen = views(states)
-        if seen != views(states):
+        seen = views(shards)
+        if seen != views(shards):
             time.sleep(SETTLE_PAUSE)
             continue
         lowest = [v.lowest for v in seen if v.lowest is not None]
-        level = min(lowest) if lowest else states[0].cfg.max_depth + 1
+        level = min(lowest) if lowest else shards[0].cfg.max_depth + 1
         behind = [(f, v) for f, v in zip(shards, seen, strict=True) if v.level < level]
-        if not behind or not all(f.state.replicated() for f in shards):
+        if not behind or not all(f.replicated() for f in shards):
             return 0  # (what was read could be undone by a failover: retried later)
         for f, _ in behind:
             f.advance(level)

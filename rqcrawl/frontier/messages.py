@@ -82,7 +82,7 @@ class Slot:
 
 @dataclass(frozen=True)
 class Ending:
-    """What ending a URL writes in one atomic step (CrawlState.finish): the `counts` to add,
+    """What ending a URL writes in one atomic step (CrawlState.finish_step): the `counts` to add,
     its `record` (None: none), its `children` admitted at `child_depth` and `child_priority`
     (`via`: they are a redirect's target, led to by that JSON list of redirects,
     rqcrawl.fetch.hops), the end of its request's `slot`, and, for a page whose record may be
@@ -117,7 +117,7 @@ class Ending:
 
 @dataclass(frozen=True)
 class Claim:
-    """What a starting job learns in one round trip (CrawlState.claim)."""
+    """What a starting job learns in one round trip (CrawlState.claim_step)."""
 
     entry: InFlight | None  # None: the URL ended, or a newer job replaced this one
     paused: bool

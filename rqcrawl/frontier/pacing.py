@@ -30,7 +30,7 @@ class Pacing:
         """Take the pump's turn unless one ran in the last `every` seconds (any process)."""
         return bool(self.redis.set(self.keys.pump_lock, 1, nx=True, px=int(every * 1000)))
 
-    def free_slot(self, url: str, slot: Slot) -> Released:
+    def free_slot_step(self, url: str, slot: Slot) -> Released:
         """Free the slot of a job that did not end its URL (it failed, or was cut short);
         returns what that released."""
         return pairs(
@@ -66,7 +66,7 @@ class Pacing:
             firsts = [found[0][1] for found in pipe.execute() if found]
         return min(firsts) if firsts else None
 
-    def claim_waker(self) -> bool:
+    def hold_waker(self) -> bool:
         """True for the one caller that is to queue the crawl's waker job (see
         Frontier.ensure_waker): at most one is queued or running at a time."""
         return bool(self.redis.set(self.keys.waker, 1, nx=True, ex=WAKER_TTL))

@@ -46,8 +46,10 @@ CrawlState is carved by concern: admission (rqcrawl.frontier.admission), pacing
 this module holds the rest (the keys and arguments every script takes, the operators'
 steps, the reads). The messages between Python and Lua are rqcrawl.frontier.messages'.
 Key names and counter fields are spelled in rqcrawl.frontier.keys, the Lua loaded by
-rqcrawl.frontier.scripts; the RQ side (jobs of released URLs, wake-ups, the recovery pass) is
-rqcrawl.frontier.dispatch's.
+rqcrawl.frontier.scripts. The one face of a crawl's frontier is rqcrawl.frontier.dispatch's
+Frontier: this class with its RQ side (jobs of released URLs, wake-ups, and the recovery
+pass of rqcrawl.frontier.recovery). A step here that releases URLs is named `X_step` and
+returns them; Frontier's `X` queues their jobs.
 """
 
 from __future__ import annotations
@@ -253,7 +255,7 @@ class CrawlState(Admission, Pacing, Leases, Records):
         """Mark the crawl as being purged, before anything of it is deleted."""
         self.redis.hset(self.keys.counters, keys.PURGING_AT, repr(time.time()))
 
-    def resume(self) -> Released:
+    def resume_step(self) -> Released:
         """Clear the halt and release what is due."""
         self.redis.hdel(self.keys.counters, keys.PAUSED_AT)
         return self.take_due()[1]
@@ -396,7 +398,7 @@ class CrawlState(Admission, Pacing, Leases, Records):
             pipe.get(k.retry_reason(url))
             pipe.hmget(k.counters, keys.PAUSED_AT, keys.LEVEL)
             pipe.hget(k.robots, site)
-            pipe.exists(k.robots_claim(site))
+            pipe.exists(k.robots_fetcher(site))
             pipe.zscore(k.qprefix + key, url)
             pipe.zscore(k.ready, key)
             pipe.sismember(k.blocked, key)
@@ -423,7 +425,7 @@ class CrawlState(Admission, Pacing, Leases, Records):
         with self.redis.pipeline(transaction=False) as pipe:
             pipe.zrange(k.later, 0, -1, withscores=True)
             for site in sites:
-                pipe.exists(k.robots_claim(site))
+                pipe.exists(k.robots_fetcher(site))
             if sites:
                 pipe.hmget(k.robots, sites)
             later, *rest = pipe.execute()

@@ -407,7 +407,7 @@ class TaskTable:
                     break
                 for state in (QUEUED, SCHEDULED):
                     if len(rows) < limit:
-                        rows += _claim(conn, crawl, state, priority, now, limit - len(rows))
+                        rows += _take_rows(conn, crawl, state, priority, now, limit - len(rows))
         return [(r.url, r.depth, r.priority) for r in rows]
 
     @staticmethod
@@ -489,7 +489,7 @@ class TaskTable:
             return conn.execute(delete(TASKS).where(TASKS.c.crawl == crawl)).rowcount
 
 
-def _claim(conn, crawl: str, state: str, priority: int, now: float, limit: int) -> list:
+def _take_rows(conn, crawl: str, state: str, priority: int, now: float, limit: int) -> list:
     """Mark `queued` up to `limit` due rows of the crawl in `state` and of `priority`, the
     earliest first, and return their url, depth and priority, skipping rows locked by another
     pump: in one statement where the database has UPDATE ... RETURNING (rqcrawl.frontier.
@@ -506,7 +506,7 @@ def _claim(conn, crawl: str, state: str, priority: int, now: float, limit: int) 
         .limit(limit)
     )
     taken = update(TASKS).values(state=QUEUED, queued_at=now, next_visit=now + QUEUED_LEASE)
-    return dialect_of(conn.dialect.name).claim(conn, TASKS, due, taken, crawl)
+    return dialect_of(conn.dialect.name).take_rows(conn, TASKS, due, taken, crawl)
 
 
 _engines: dict[str, Engine] = {}

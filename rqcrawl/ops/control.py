@@ -29,7 +29,7 @@ from rqcrawl.frontier import bloom, configs, keys, levels, shards
 from rqcrawl.frontier.dispatch import Frontier
 from rqcrawl.frontier.outage import TableUnavailable
 from rqcrawl.frontier.shards import shard_map
-from rqcrawl.frontier.state import CrawlState, glob_escape
+from rqcrawl.frontier.state import glob_escape
 from rqcrawl.ops import stats
 
 log = logging.getLogger(__name__)
@@ -151,7 +151,7 @@ def start(
         conns = _shards_of(conns[0], cfg)
         admitted = _seed(conns, crawl, cfg, seeds, priority)
     for conn in conns:
-        CrawlState(conn, crawl, cfg).register()  # last: a listed crawl is a whole one
+        Frontier(conn, crawl, cfg).register()  # last: a listed crawl is a whole one
     return cfg, admitted, stored is not None
 
 
@@ -184,8 +184,8 @@ def _seed(conns: list[Redis], crawl: str, cfg: CrawlConfig, seeds: list[str], pr
     admitted = 0
     for index, conn in enumerate(conns):
         frontier = Frontier(conn, crawl, cfg)
-        frontier.state.place(index)
-        mine = [s for s in seeds if frontier.state.shard_of(s) == index]
+        frontier.place(index)
+        mine = [s for s in seeds if frontier.shard_of(s) == index]
         admitted += frontier.seed(mine, priority)
     return admitted
 
@@ -293,6 +293,6 @@ def _delete_jobs(redis: Redis, job_ids: list[str]) -> int:
     return len(job_ids)
 
 
-def _state(redis: Redis, crawl: str) -> CrawlState:
+def _state(redis: Redis, crawl: str) -> Frontier:
     """The crawl's state, for changes that need none of its settings."""
-    return CrawlState(redis, crawl, CrawlConfig())
+    return Frontier(redis, crawl, CrawlConfig())

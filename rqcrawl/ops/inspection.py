@@ -16,11 +16,9 @@ from rqcrawl.defaults import HOSTS_LIMIT, RECORDS_SEARCHED
 from rqcrawl.fetch.politeness import GateKeys
 from rqcrawl.fetch.robots import site_of
 from rqcrawl.frontier import configs, shards, sitemaps
+from rqcrawl.frontier.dispatch import Frontier
 from rqcrawl.frontier.shards import shard_map
-from rqcrawl.frontier.state import (
-    CrawlState,
-    all_shards,
-)
+from rqcrawl.frontier.state import all_shards
 from rqcrawl.ops.stats import (
     combined,
     delay_in_force,
@@ -42,7 +40,7 @@ def url_status(redis: Redis, crawl: str, url: str) -> dict:
     placed = shard_map(cfg)
     index = placed.index_of(host, GateKeys(cfg)(host)) if placed else 0
     conn = shards.connect(cfg.shards[index]) if placed else redis
-    state = CrawlState(conn, crawl, cfg)
+    state = Frontier(conn, crawl, cfg)
     facts = state.url_facts(url, site_of(sitemaps.target(url)))
     now = time.time()
     out = {"crawl": crawl, "url": url, "host": host, "shard": index, "seen": facts.seen}
@@ -83,7 +81,7 @@ def _turn(facts, host: str, now: float) -> str:
     return f"its host {host} is busy with other URLs (first in its queue go first)"
 
 
-def _in_flight(state: CrawlState, url: str, facts, now: float) -> dict:
+def _in_flight(state: Frontier, url: str, facts, now: float) -> dict:
     """A released URL: running (a live lease), deferred or due (in `later`), else queued."""
     entry = facts.entry
     job_id = entry.job_id(state.crawl, url)
@@ -144,7 +142,7 @@ def _in_flight(state: CrawlState, url: str, facts, now: float) -> dict:
     }
 
 
-def _deferral(state: CrawlState, url: str, facts) -> tuple[str, str]:
+def _deferral(state: Frontier, url: str, facts) -> tuple[str, str]:
     """Why a URL waits in `later`: a retry (its error, back-off or Retry-After), its site's
     robots.txt (being fetched, or unavailable for now), else its host's politeness."""
     entry = facts.entry
@@ -170,7 +168,7 @@ def _deferral(state: CrawlState, url: str, facts) -> tuple[str, str]:
     )
 
 
-def _not_in_flight(state: CrawlState, url: str, facts) -> dict:
+def _not_in_flight(state: Frontier, url: str, facts) -> dict:
     """An ended URL (its record), or one this shard does not hold."""
     found = state.ended_record(url, RECORDS_SEARCHED)
     if found is not None:
@@ -247,7 +245,7 @@ def hosts_report(redis: Redis, crawl: str, limit: int = HOSTS_LIMIT) -> dict:
     cfg = configs.load(redis, crawl, fresh=True)
     if cfg is None:
         raise LookupError(f"no crawl named {crawl!r} in this Redis")
-    states = [CrawlState(conn, crawl, cfg) for conn in all_shards(redis, crawl)]
+    states = [Frontier(conn, crawl, cfg) for conn in all_shards(redis, crawl)]
     snap = combined([s.snapshot() for s in states])
     now = time.time()
     rows = host_rows(states, cfg, snap, host_readings(states, cfg, snap, now), shown=limit)

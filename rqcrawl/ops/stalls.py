@@ -12,7 +12,8 @@ from rqcrawl import config
 from rqcrawl.defaults import OVERDUE
 from rqcrawl.fetch.robots import patience
 from rqcrawl.frontier import keys
-from rqcrawl.frontier.state import CrawlState, Snapshot
+from rqcrawl.frontier.dispatch import Frontier
+from rqcrawl.frontier.state import Snapshot
 from rqcrawl.processes import alive
 
 # The recommended worker (runner.WORKER_CLASS; the runner imports this module).
@@ -23,7 +24,7 @@ WORKER_HINT = f"RQ_WORKER_CLASS=rqcrawl.workers.CrawlWorker rq worker {keys.QUEU
 STUCK = ("no_worker", "unreleased", "silent")
 
 
-def live_workers(states: list[CrawlState]) -> list[Worker]:
+def live_workers(states: list[Frontier]) -> list[Worker]:
     """The RQ workers registered on the crawl's queue of every shard, but those of this
     machine whose process is gone (a killed worker stays registered for its worker_ttl,
     minutes; one elsewhere is trusted until then)."""
@@ -37,7 +38,7 @@ def live_workers(states: list[CrawlState]) -> list[Worker]:
 
 
 def stalled(
-    states: list[CrawlState],
+    states: list[Frontier],
     cfg: config.CrawlConfig,
     snap: Snapshot,
     hosts: list[dict],
@@ -64,7 +65,7 @@ def stalled(
 
 
 def _stall_reason(
-    states: list[CrawlState],
+    states: list[Frontier],
     cfg: config.CrawlConfig,
     snap: Snapshot,
     hosts: list[dict],
@@ -112,7 +113,7 @@ def _stall_reason(
 
 
 def robots_waits(
-    states: list[CrawlState], cfg: config.CrawlConfig, hosts: list[str], now: float
+    states: list[Frontier], cfg: config.CrawlConfig, hosts: list[str], now: float
 ) -> list[dict]:
     """The hosts (of `hosts`: those with parked URLs) whose pages wait for their unavailable
     robots.txt: since when, its asks and last error, the next ask, and when the pages fail

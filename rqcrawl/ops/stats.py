@@ -22,9 +22,10 @@ from rqcrawl.defaults import (
 from rqcrawl.fetch.politeness import pace_of
 from rqcrawl.fetch.robots import Robots
 from rqcrawl.frontier import configs, keys, sitemaps
+from rqcrawl.frontier.dispatch import Frontier
 from rqcrawl.frontier.levels import settled
 from rqcrawl.frontier.outage import TableUnavailable
-from rqcrawl.frontier.state import LATENCY_BUCKETS, CrawlState, Snapshot, all_shards
+from rqcrawl.frontier.state import LATENCY_BUCKETS, Snapshot, all_shards
 from rqcrawl.ops.stalls import STUCK, WORKER_HINT, live_workers, robots_waits, stalled
 from rqcrawl.parse.urls import host_of
 
@@ -57,7 +58,7 @@ def status(redis: Redis, crawl: str) -> dict | None:
     cfg = configs.load(redis, crawl, fresh=True)
     if cfg is None:
         return None
-    states = [CrawlState(conn, crawl, cfg) for conn in all_shards(redis, crawl)]
+    states = [Frontier(conn, crawl, cfg) for conn in all_shards(redis, crawl)]
     snap = combined([s.snapshot() for s in states])
     now = time.time()
     left = snap.in_flight or snap.held or snap.held_back or snap.outbox
@@ -254,7 +255,7 @@ class HostReadings:
 
 
 def host_readings(
-    states: list[CrawlState],
+    states: list[Frontier],
     cfg: config.CrawlConfig,
     snap: Snapshot,
     now: float,
@@ -270,7 +271,7 @@ def host_readings(
 
 
 def host_rows(
-    states: list[CrawlState],
+    states: list[Frontier],
     cfg: config.CrawlConfig,
     snap: Snapshot,
     seen: HostReadings,
@@ -341,7 +342,7 @@ def _urgency(row: dict) -> tuple:
     return -row["in_flight"], -row["eta_s"], -row["remaining"], row["host"]
 
 
-def observed_pace(states: list[CrawlState], now: float) -> dict[str, list[float]]:
+def observed_pace(states: list[Frontier], now: float) -> dict[str, list[float]]:
     """Per host, the seconds between two ends of its URLs over the last RECENT seconds (of
     the newest RECENT_ENDS records per shard): what a host's URLs really take, the fleet's
     latency (dispatch, deferrals) included."""
@@ -399,7 +400,7 @@ def url_seconds(request_s: float, per_url: float, delay: float, concurrency: int
 
 
 def host_delays(
-    states: list[CrawlState], cfg: config.CrawlConfig, snap: Snapshot
+    states: list[Frontier], cfg: config.CrawlConfig, snap: Snapshot
 ) -> dict[str, tuple[float, str]]:
     """The delay in force and its source (delay_in_force) of the hosts with URLs in flight
     and of the DELAYS_READ others with the most URLs left, from their sites' robots.txt

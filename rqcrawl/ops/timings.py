@@ -12,7 +12,7 @@ from redis import Redis
 
 from rqcrawl.fetch.robots import RobotsCache, site_of
 from rqcrawl.frontier import configs, keys
-from rqcrawl.frontier.state import CrawlState
+from rqcrawl.frontier.dispatch import Frontier
 
 
 def process_age() -> float:
@@ -54,7 +54,7 @@ def crawl_moments(redis: Redis, crawl: str, seeds: list[str]) -> list[tuple[str,
     cfg = configs.load(redis, crawl, fresh=True)
     if cfg is None:
         return []
-    state = CrawlState(redis, crawl, cfg)
+    state = Frontier(redis, crawl, cfg)
     robots = RobotsCache(redis, state.keys, cfg)
     found = []
     for site in sorted({site_of(url) for url in seeds}):

@@ -46,7 +46,7 @@ def crawl_of(redis: Redis, name: str) -> Crawl | None:
         if cfg is None:
             return None
         frontier = Frontier(redis, name, cfg)
-        robots = RobotsCache(redis, frontier.state.keys, cfg)
+        robots = RobotsCache(redis, frontier.keys, cfg)
         c = _crawls.put(key, Crawl(cfg, frontier, robots, Cookies(cfg)))
     return c
 
@@ -61,9 +61,9 @@ def forget(name: str) -> None:
 
 def check_identity(redis: Redis, name: str, identity: bytes | None) -> None:
     """Forget crawl `name` if what the process keeps of it on this Redis belongs to an
-    earlier crawl of the same name (see CrawlState.same_crawl)."""
+    earlier crawl of the same name (see Frontier.same_crawl)."""
     c = _crawls.get((server_key(redis), name))
-    if c is not None and not c.frontier.state.same_crawl(identity):
+    if c is not None and not c.frontier.same_crawl(identity):
         forget(name)
 
 
@@ -88,4 +88,4 @@ def claim_call(redis: Redis, name: str, url: str, job_id: str) -> dict | None:
     """The keys and arguments of the job's claim (scripts.CLAIM), for a worker that sends it
     in the round trip that starts the job; None if there is no such crawl."""
     c = crawl_of(redis, name)
-    return None if c is None else c.frontier.state.claim_call(url, job_id)
+    return None if c is None else c.frontier.claim_call(url, job_id)

@@ -59,7 +59,7 @@ def through(
     claim found none free until then) and robots.txt: Go, the refusal of robots.txt (a Visit
     to settle, with the slot freed unused), or the message of a URL parked for later."""
     target = sitemaps.target(url)
-    site, key, ua = site_of(target), c.frontier.state.key_of(url), c.cfg.agent
+    site, key, ua = site_of(target), c.frontier.key_of(url), c.cfg.agent
     if wait_until is not None:
         return settle.defer(c, url, entry, wait_until, Slot(key))
     early = entry.released_at - time.time()
@@ -69,7 +69,7 @@ def through(
     if c.cfg.obey_robots:
         robots = c.robots.get(site)
         if robots is None or robots.due(time.time()):
-            if not c.robots.claim(site, job.id):  # another job is fetching it
+            if not c.robots.take_fetch(site, job.id):  # another job is fetching it
                 return settle.defer(c, url, entry, time.time() + CLAIM_POLL, Slot(key))
             pacer = HopPacer(c, key, job.id)
             try:
@@ -101,9 +101,9 @@ class HopPacer:
         self.holder = f"robots.txt hop of {job_id}"
 
     def __call__(self, hop: str) -> None:
-        state = self.c.frontier.state
-        hop_key, ended = state.key_of(hop), self.last
-        while at := state.hop_turn(hop_key, ended, hop_key == self.key, self.holder):
+        frontier = self.c.frontier
+        hop_key, ended = frontier.key_of(hop), self.last
+        while at := frontier.hop_turn(hop_key, ended, hop_key == self.key, self.holder):
             if at > self.deadline:
                 message = f"robots.txt's redirect to {hop} waited for its host's turn past"
                 raise FetchError("download_timeout", f"{message} download_timeout", True)
@@ -116,7 +116,7 @@ class HopPacer:
         request waits its delay from now (robots.txt's final answer on its own host takes no
         turn: the page may follow at once)."""
         if self.last != self.key:
-            self.c.frontier.state.hop_ended(self.last)
+            self.c.frontier.hop_ended(self.last)
 
 
 def _given_up(c: Crawl, robots: Robots) -> str | None:
@@ -126,7 +126,7 @@ def _given_up(c: Crawl, robots: Robots) -> str | None:
     now = time.time()
     if robots.given_up(now, c.cfg):
         return ""
-    if robots.given_up(now, c.cfg, idle=True) and c.frontier.state.only_robots_waits():
+    if robots.given_up(now, c.cfg, idle=True) and c.frontier.only_robots_waits():
         return " (the crawl had nothing else left: robots_patience_idle)"
     return None
 

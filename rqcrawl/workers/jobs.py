@@ -106,7 +106,7 @@ def _page(
     entry = claimed.entry
     go = gate.through(job, c, url, depth, entry, claimed.wait_until)
     if isinstance(go, Visit):  # refused by robots.txt: no request made
-        slot = Slot(c.frontier.state.key_of(url))
+        slot = Slot(c.frontier.key_of(url))
         return settle.page(c, url, depth, entry, settle.counted(url, entry, go), slot)
     if not isinstance(go, gate.Go):  # parked until its site (or host) is ready
         return go
@@ -129,7 +129,7 @@ def _sitemap(job: Job, c: Crawl, url: str, depth: int, claimed: Claim) -> str:
     quiet."""
     doc, entry = sitemaps.document(url), claimed.entry
     go = gate.through(job, c, url, depth, entry, claimed.wait_until)
-    key = c.frontier.state.key_of(url)
+    key = c.frontier.key_of(url)
     if isinstance(go, Visit):
         found = sitemaps.Found.failed("robots", f"{doc}: {go.record['error']}")
         return settle.sitemap(c, url, entry, found, Slot(key))
@@ -149,7 +149,7 @@ def _requisite(job: Job, c: Crawl, url: str, depth: int, claimed: Claim) -> str:
     """gate → fetch into the archive → settle, for a requisite."""
     entry = claimed.entry
     go = gate.through(job, c, url, depth, entry, claimed.wait_until)
-    key = c.frontier.state.key_of(url)
+    key = c.frontier.key_of(url)
     if isinstance(go, Visit):  # refused by robots.txt
         got = requisites.Got(counts=Counter({keys.requisite_problem("robots"): 1}))
         return settle.requisite(c, url, entry, got, Slot(key))
@@ -180,21 +180,21 @@ def _requested(c: Crawl, url: str, go: gate.Go, request: Callable[[], T]) -> tup
 
 def _requisite_timed_out(c: Crawl, url: str, depth: int, entry: InFlight, error: FetchError) -> str:
     got = requisites.Got(counts=Counter({keys.requisite_problem("timeout"): 1}), error=error)
-    slot = Slot(c.frontier.state.key_of(url), c.cfg.job_timeout)
+    slot = Slot(c.frontier.key_of(url), c.cfg.job_timeout)
     return settle.requisite(c, url, entry, got, slot)
 
 
 def _page_timed_out(c: Crawl, url: str, depth: int, entry: InFlight, error: FetchError) -> dict:
     """End (or retry) a page whose job ran over job_timeout: counted like any failure, its
     reason among the failures by reason."""
-    slot = Slot(c.frontier.state.key_of(url), c.cfg.job_timeout)
+    slot = Slot(c.frontier.key_of(url), c.cfg.job_timeout)
     failed = settle.counted(url, entry, failed_visit(url, depth, error))
     return settle.page(c, url, depth, entry, failed, slot)
 
 
 def _sitemap_timed_out(c: Crawl, url: str, depth: int, entry: InFlight, error: FetchError) -> str:
     found = sitemaps.Found.failed("timeout", f"{url}: {error}", error)
-    slot = Slot(c.frontier.state.key_of(url), c.cfg.job_timeout)
+    slot = Slot(c.frontier.key_of(url), c.cfg.job_timeout)
     return settle.sitemap(c, url, entry, found, slot)
 
 
@@ -203,7 +203,7 @@ def _job(crawl: str, url: str, depth: int, step: Step, timed_out: TimedOut) -> s
     job = get_current_job()
     c, claimed = claim(job.connection, crawl, url, job.id, getattr(job, "claimed", None))
     if c is not None and forked(job):
-        c.frontier.state.lead = FORK_LEAD
+        c.frontier.lead = FORK_LEAD
     if c is None:
         job.result_ttl = 0
         return "crawl not found (purged?)"
@@ -225,16 +225,16 @@ def _held(
     """`step`, run while the job holds its URL's lease and its slot's: a message, or the
     record that ended the URL."""
     entry = claimed.entry
-    if claimed.paused and c.frontier.state.put_back(url, entry):
+    if claimed.paused and c.frontier.put_back(url, entry):
         return Passed("crawl halted: URL given back unfetched")
-    slot = (c.frontier.state.keys.host_leases(c.frontier.state.key_of(url)), url)
+    slot = (c.frontier.keys.host_leases(c.frontier.key_of(url)), url)
     try:
-        with renewer.hold(c.frontier.redis, (c.frontier.state.keys.leased, url), slot):
+        with renewer.hold(c.frontier.redis, (c.frontier.keys.leased, url), slot):
             return step(job, c, url, depth, claimed)
     except TableUnavailable as exc:  # a database outage: the URL waits, no attempt spent
         log.warning("crawl %s: %s put back for %ss: %s", c.frontier.crawl, url, TABLE_WAIT, exc)
         until = time.time() + TABLE_WAIT
-        return settle.defer(c, url, entry, until, Slot(c.frontier.state.key_of(url)))
+        return settle.defer(c, url, entry, until, Slot(c.frontier.key_of(url)))
     except JobTimeoutException:  # RQ's job_timeout: a timeout of this URL, not a lost job
         message = f"job ran over job_timeout ({job.timeout}s)"
         return timed_out(c, url, depth, entry, FetchError("job_timeout", message, transient=True))
@@ -249,7 +249,7 @@ def abandon(job: Job) -> None:
     crawl, url, _ = job.args
     c = crawl_of(job.connection, crawl)
     if c is not None:
-        c.frontier.free_slot(url, Slot(c.frontier.state.key_of(url)))
+        c.frontier.free_slot(url, Slot(c.frontier.key_of(url)))
 
 
 META_FIELDS = ("outcome", "reason", "status", "error", "attempts")
@@ -275,7 +275,7 @@ def _describe(job: Job, c: Crawl, outcome: str | dict) -> None:
         if not isinstance(outcome, Passed):
             pipe.hset(job.key, "meta", job.serializer.dumps(job.meta))
         if forked(job):
-            c.frontier.state.note_forked(pipe)
+            c.frontier.note_forked(pipe)
         pipe.execute()
 
 
@@ -291,5 +291,5 @@ def await_deferred(crawl: str) -> str:
     if c is None:
         return "crawl not found (purged?)"
     if forked(job):
-        c.frontier.state.lead = FORK_LEAD
+        c.frontier.lead = FORK_LEAD
     return f"released {c.frontier.await_deferred()}"

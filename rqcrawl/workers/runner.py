@@ -28,7 +28,7 @@ from rqcrawl.defaults import CHECK_GAP, DEFAULT_SLOTS, END_GAP, END_NEAR, REFRES
 from rqcrawl.frontier import configs, keys
 from rqcrawl.frontier.dispatch import Frontier
 from rqcrawl.frontier.keys import CrawlKeys
-from rqcrawl.frontier.state import CrawlState, all_shards
+from rqcrawl.frontier.state import all_shards
 from rqcrawl.ops import stats, statustext
 from rqcrawl.ops.monitor import ProgressBar, live_terminal
 from rqcrawl.processes import end_with_parent
@@ -407,7 +407,7 @@ def watch(
                     where = workers.log_dir or "`rq worker` output"
                     of = f" of shard {unserved[0]}" if workers.shard_count > 1 else ""
                     raise RuntimeError(f"every worker process{of} exited; see {where}")
-                until_refresh_or_end(changes, [f.state for f in frontiers])
+                until_refresh_or_end(changes, frontiers)
     finally:
         changes.close()
 
@@ -419,11 +419,11 @@ def crawl_frontiers(conn: Redis, crawl: str) -> list[Frontier]:
     return [Frontier(shard, crawl, cfg) for shard in all_shards(conn, crawl)]
 
 
-def until_refresh_or_end(changes: Changes, states: list[CrawlState]) -> None:
+def until_refresh_or_end(changes: Changes, states: list[Frontier]) -> None:
     """Wait REFRESH seconds, or less when the crawl may be over: on every change of its
     state, at most one look every CHECK_GAP (a busy crawl changes it all the time; END_GAP
     once at most END_NEAR URLs are left) at whether anything is left
-    (CrawlState.unfinished, cheaper than a status)."""
+    (Frontier.unfinished, cheaper than a status)."""
     end = time.monotonic() + REFRESH
     while (left := end - time.monotonic()) > 0:
         if not changes.wait(left):

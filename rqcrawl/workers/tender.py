@@ -12,7 +12,7 @@ from redis import Redis, RedisError
 from rqcrawl.config import ConfigError
 from rqcrawl.defaults import MAX_SLEEP, PUMP_EVERY, REFRESH_CRAWLS
 from rqcrawl.frontier import configs, state
-from rqcrawl.frontier.dispatch import watch_due
+from rqcrawl.frontier.dispatch import Frontier, watch_due
 from rqcrawl.workers.crawls import check_identity, crawl_of
 
 log = logging.getLogger(__name__)
@@ -89,7 +89,7 @@ class Tender:
         if nxt is not None and nxt <= time.time():
             c.frontier.release_due()
             nxt = c.frontier.next_due()
-            if nxt is not None and nxt <= time.time() and c.frontier.state.at_bound():
+            if nxt is not None and nxt <= time.time() and c.frontier.at_bound():
                 nxt = None  # held until a follower drains the records: no tight loop
         if reap:
             c.frontier.maybe_reap()
@@ -117,5 +117,5 @@ class Tender:
             return False
         if cfg.revisit:
             return True
-        view = state.CrawlState(self.redis, name, cfg).level_view()
+        view = Frontier(self.redis, name, cfg).level_view()
         return bool(view.held or view.outbox)

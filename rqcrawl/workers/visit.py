@@ -91,7 +91,7 @@ def fetch_and_parse(
         allows = partial(_robots_allow, robots, c.cfg.agent)
         render = partial(render, crawl=c.frontier.crawl, worker=job.worker_name, allows=allows)
     return visit(
-        url, depth, c.cfg, archive, c.frontier.state.known, c.cookies, prior, entry.via, render,
+        url, depth, c.cfg, archive, c.frontier.known, c.cookies, prior, entry.via, render,
         speculative,
     )  # fmt: skip
 

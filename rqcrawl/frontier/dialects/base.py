@@ -37,7 +37,7 @@ class Dialect(ABC):
     def insert_new(self, table: Table, values: dict) -> Executable:
         """An INSERT of `values` that does nothing when a row has their key already."""
 
-    def claim(
+    def take_rows(
         self, conn: Connection, table: Table, due: Select, taken: Update, crawl: str
     ) -> list[Row]:
         """Mark the rows `due` selects as `taken` and return their url, depth and priority,

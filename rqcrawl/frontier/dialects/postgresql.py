@@ -16,7 +16,7 @@ class PostgreSQL(Dialect):
     def insert_new(self, table: Table, values: dict) -> Executable:
         return postgresql.insert(table).values(values).on_conflict_do_nothing()
 
-    def claim(
+    def take_rows(
         self, conn: Connection, table: Table, due: Select, taken: Update, crawl: str
     ) -> list[Row]:
         """One statement: the rows the pump's index finds are the rows it writes. The CTE is

@@ -56,13 +56,13 @@ class SQLite(Dialect):
     def insert_new(self, table: Table, values: dict) -> Executable:
         return sqlite.insert(table).values(values).on_conflict_do_nothing()
 
-    def claim(
+    def take_rows(
         self, conn: Connection, table: Table, due: Select, taken: Update, crawl: str
     ) -> list[Row]:
         """By the rowids found in the index (no primary-key lookups), in one statement; one
         writer at a time, so nothing to skip. Before SQLite 3.35, Dialect.claim."""
         if not RETURNING:
-            return super().claim(conn, table, due, taken, crawl)
+            return super().take_rows(conn, table, due, taken, crawl)
         rowid = literal_column("rowid")
         claim = taken.where(rowid.in_(due.with_only_columns(rowid)))
         return conn.execute(claim.returning(table.c.url, table.c.depth, table.c.priority)).all()
