@@ -1,5 +1,5 @@
 """Names in prose point at code that exists: every dotted name (`stats.host_pace`,
-`CrawlState.finish`, `rqcrawl.frontier.keys.CRAWLS`) and file name (`render/browser.py`,
+`CrawlState.finish_step`, `rqcrawl.frontier.keys.CRAWLS`) and file name (`render/browser.py`,
 `docs/howto/shards.md`) in the package's comments and docstrings, the tests', and the docs.
 
 A name counts when it starts with `rqcrawl`, a module's or package's own name (`state`,

@@ -1,5 +1,5 @@
 """MySQL and MariaDB: INSERT IGNORE, and no UPDATE ... RETURNING (the two statements of
-Dialect.claim)."""
+Dialect.take_rows)."""
 
 from __future__ import annotations
 

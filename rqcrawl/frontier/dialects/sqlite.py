@@ -60,7 +60,7 @@ class SQLite(Dialect):
         self, conn: Connection, table: Table, due: Select, taken: Update, crawl: str
     ) -> list[Row]:
         """By the rowids found in the index (no primary-key lookups), in one statement; one
-        writer at a time, so nothing to skip. Before SQLite 3.35, Dialect.claim."""
+        writer at a time, so nothing to skip. Before SQLite 3.35, Dialect.take_rows."""
         if not RETURNING:
             return super().take_rows(conn, table, due, taken, crawl)
         rowid = literal_column("rowid")
