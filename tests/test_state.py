@@ -460,6 +460,30 @@ def test_pushback_doubles_the_hosts_delay_and_each_success_halves_it(conn):
     assert gaps == [0.5, 1.0, 0.5, 0.25, 0.1], gaps  # (at least 0.25 s: BACKOFF_MIN)
 
 
+@pytest.mark.parametrize(
+    ("fetch", "backoff", "base", "delay", "why"),
+    [
+        (0.0, 0.0, -1.0, 0.5, "setting"),
+        (0.1, 0.0, 0.8, 0.8, "crawl-delay"),
+        (0.1, 1.5, -1.0, 1.5, "back-off"),
+        (0.6, 0.0, -1.0, 1.2, "delay_factor"),
+        (0.1, 9.0, -1.0, 3.0, "back-off"),  # capped at max_backoff_delay
+    ],
+)
+def test_status_shows_the_delay_the_script_applies(conn, fetch, backoff, base, delay, why):
+    """The delay in force is computed once, by the Lua that applies it (lua/pacing.lua's
+    in_force), and stored with its reason: the pace a snapshot (status, `rqcrawl hosts`)
+    shows is the one the key's next request waits."""
+    state = crawl(conn, delay=0.5, delay_factor=2.0, max_backoff_delay=3.0)
+    conn.hset(state.keys.hosts, "a.test", f"0 {fetch} {backoff} {base}")  # (an older save)
+    before = time.time()
+    state.hop_ended("a.test")  # a request ended: the key waits the delay in force from now
+    after = time.time()
+    pace = state.snapshot().pace["a.test"]
+    assert (pace.delay, pace.why) == (pytest.approx(delay), why)
+    assert before + delay - 1e-6 <= pace.ready <= after + delay
+
+
 def test_snapshot_groups_counters_by_family_and_host(conn):
     state = crawl(conn)
     state.seed_step([A, B])

@@ -14,9 +14,8 @@ from servers import HTTPSite, reply
 from test_politeness import scope
 
 from rqcrawl.fetch.http import RETRY_AFTER_MAX, retry_after
-from rqcrawl.fetch.politeness import pace_of
-from rqcrawl.frontier import configs
 from rqcrawl.frontier.keys import CrawlKeys
+from rqcrawl.frontier.messages import HostPace
 from rqcrawl.workers.runner import LocalWorkers
 
 
@@ -144,9 +143,7 @@ def test_retry_after_of_a_year_or_400_digits_leaves_a_crawl_that_finishes(
     assert rows["x"]["outcome"] == "failed" and rows["x"]["reason"] == "robots"
     assert s["failed_by_reason"]["retry_after_too_long"] == 3
     # the host's delay in force says why: backed off, up to max_backoff_delay
-    cfg = configs.load(conn, "y")
-    state = conn.hget(CrawlKeys("y").hosts, f"{a.host}:{a.port}").split()
-    pace = pace_of([float(x) for x in state], cfg)
+    pace = HostPace.parse(conn.hget(CrawlKeys("y").hosts, f"{a.host}:{a.port}"))
     assert pace.why == "back-off" and pace.delay == 1.0
     [row] = [h for h in status(redis_url, "y")["hosts"] if h["host"] == f"{a.host}:{a.port}"]
     assert row["delay_source"] == "back-off" and row["delay_s"] == 1.0  # status shows it too

@@ -18,9 +18,9 @@ from rq.utils import str_to_date
 from servers import HTTPSite, reply
 
 from rqcrawl.config import CrawlConfig
-from rqcrawl.fetch import politeness
 from rqcrawl.frontier import keys, scripts
 from rqcrawl.frontier.dispatch import JOB_FUNC
+from rqcrawl.frontier.messages import HostPace
 from rqcrawl.ops import control, stats
 from rqcrawl.workers import jobs
 from rqcrawl.workers.crawljob import CrawlJob
@@ -189,7 +189,5 @@ def test_a_failed_page_job_still_frees_its_hosts_slot_at_once(conn, monkeypatch)
         run_crawl_worker(conn, "step-failed", ours_failed)
     host, crawl_keys = f"{site.host}:{site.port}", keys.CrawlKeys("step-failed")
     assert conn.zcard(crawl_keys.host_leases(host)) == 0  # (not after LEASE)
-    pace = politeness.pace_of(
-        [float(x) for x in conn.hget(crawl_keys.hosts, host).split()], CrawlConfig(delay=0.4)
-    )
+    pace = HostPace.parse(conn.hget(crawl_keys.hosts, host))
     assert pace.ready >= started + 0.4, site.log  # pushed from the request's end

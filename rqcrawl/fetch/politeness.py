@@ -10,7 +10,9 @@ delay in force is the host's base delay (the `delay` setting, or its robots.txt 
 capped at max_crawl_delay), or more when the host asked for it (docs/howto/politeness.md):
 429/503 and Retry-After raise it (bounded exponential back-off) and successes bring it back
 down, halving the extra delay (`adaptive_throttle`); `delay_factor` adds a delay proportional
-to the host's smoothed fetch time. Fetching robots.txt takes no turn of the pace: a site's
+to the host's smoothed fetch time. That delay is computed once, by the frontier's Lua
+(lua/pacing.lua, in_force), which stores it with its reason for `status` to show
+(rqcrawl.frontier.messages.HostPace). Fetching robots.txt takes no turn of the pace: a site's
 first page may follow it at once.
 
 With `politeness_by = "ip"` the key of a host's queue and pace is its address ("ip:ADDR",
@@ -21,8 +23,6 @@ one queue and one pace (in a crawl over several shards, hosts are placed by that
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from rqcrawl.config import CrawlConfig
@@ -31,19 +31,6 @@ from rqcrawl.fetch.guard import resolve
 IP_TTL = 60.0  # seconds a host's address is kept for its key (politeness_by = "ip")
 IPS_KEPT = 10_000  # hosts whose address a process keeps
 PUSHBACK = (429, 503)  # answers that raise a host's delay (and any with Retry-After)
-
-
-@dataclass(frozen=True)
-class Pace:
-    """A host's pace as `rqcrawl hosts` and `status` show it: the delay in force between
-    two requests and why (`setting`, `crawl-delay`, `back-off`, `delay_factor`), the extra
-    delay of the back-off, the smoothed fetch time, and when the next request may start."""
-
-    delay: float
-    why: str
-    backoff: float
-    fetch_s: float
-    ready: float
 
 
 class GateKeys:
@@ -83,16 +70,3 @@ def answer(status: int | None, retry_after: float | None) -> str:
     if status in PUSHBACK or retry_after:
         return "push"
     return "ok" if status is not None and status < 400 else "-"
-
-
-def pace_of(state: Sequence[float], cfg: CrawlConfig) -> Pace:
-    """A host's Pace from its state in Redis: "ready fetch backoff base" (frontier/lua/pacing.lua;
-    base -1 until known)."""
-    ready, fetch, backoff, base = [*state, 0.0, 0.0, 0.0, -1.0][:4]
-    base = max(base, cfg.delay)
-    adaptive = min(max(backoff, cfg.delay_factor * fetch), cfg.max_backoff_delay)
-    if adaptive > base:
-        why = "back-off" if backoff >= cfg.delay_factor * fetch else "delay_factor"
-    else:
-        why = "crawl-delay" if base > cfg.delay else "setting"
-    return Pace(max(base, adaptive), why, backoff, fetch, ready)

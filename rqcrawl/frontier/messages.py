@@ -2,7 +2,8 @@
 released URL's entry holds (InFlight), how a request's slot ended (Slot), what ending a URL
 writes (Ending) and did (Ended), what a claim learns (Claim), a link in a shard's outbox
 (Outgoing), the crawl's pace and levels every frontier script takes (PaceArgs, LevelArgs),
-and the released URLs every releasing script returns (`pairs`)."""
+a key's pace as the scripts keep it (HostPace), and the released URLs every releasing
+script returns (`pairs`)."""
 
 from __future__ import annotations
 
@@ -203,6 +204,34 @@ class PaceArgs:
             f"{self.delay!r} {self.concurrency} {self.factor!r} {self.cap!r} {self.grace!r} "
             f"{int(self.adaptive)} {self.lead!r}"
         )
+
+
+@dataclass(frozen=True)
+class HostPace:
+    """A politeness key's pace as lua/pacing.lua keeps it in `hosts` and as `status` and
+    `rqcrawl hosts` show it: when its next request may start, the smoothed fetch time, the
+    back-off's extra delay, its base delay (-1: the setting), and the delay in force and why
+    ('setting', 'crawl-delay', 'back-off', 'delay_factor') as the script computed them when
+    it last set `ready` (its in_force, the one formula: the display cannot disagree). A key
+    last saved by an older version has no delay nor why (0.0, "") until a request ends."""
+
+    ready: float = 0.0
+    fetch_s: float = 0.0
+    backoff: float = 0.0
+    base: float = -1.0
+    delay: float = 0.0
+    why: str = ""
+
+    @classmethod
+    def parse(cls, raw: bytes | str | None) -> HostPace:
+        """ "ready fetch backoff base delay why" (None: a key with no request yet)."""
+        if raw is None:
+            return cls()
+        ready, fetch, backoff, base, *rest = (
+            raw.decode() if isinstance(raw, bytes) else raw
+        ).split(" ")
+        delay, why = rest or ("0", "")
+        return cls(float(ready), float(fetch), float(backoff), float(base), float(delay), why)
 
 
 @dataclass(frozen=True)

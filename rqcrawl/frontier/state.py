@@ -79,6 +79,7 @@ from rqcrawl.frontier.configs import load as load_config
 from rqcrawl.frontier.keys import CrawlKeys
 from rqcrawl.frontier.leases import Leases
 from rqcrawl.frontier.messages import (
+    HostPace,
     InFlight,
     LevelArgs,
     PaceArgs,
@@ -106,7 +107,7 @@ class Snapshot:
     held: int
     deferred: int
     hosts: dict[str, dict[str, int]]  # host -> admitted, fetched, failed, skipped
-    pace: dict[str, tuple[float, ...]]  # key -> politeness (ready, fetch, backoff, base)
+    pace: dict[str, HostPace]  # key -> its pace, as the scripts keep it
     forked: bool  # a forking worker ran a job of the crawl lately
     bloom: dict = field(default_factory=dict)
     held_back: int = 0  # records held back until the level settles them
@@ -365,8 +366,7 @@ class CrawlState(Admission, Pacing, Leases, Records):
             held=int(counters.get(keys.HELD, 0)),
             deferred=deferred,
             hosts=_per_host(host_pages),
-            # "ready fetch backoff base" (lua/pacing.lua)
-            pace={key.decode(): tuple(float(x) for x in v.split()) for key, v in pace.items()},
+            pace={key.decode(): HostPace.parse(v) for key, v in pace.items()},
             forked=bool(forked),
             bloom=self.bloom.stats(),
             held_back=back,

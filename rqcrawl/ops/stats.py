@@ -19,11 +19,11 @@ from rqcrawl.defaults import (
     RECENT,
     RECENT_ENDS,
 )
-from rqcrawl.fetch.politeness import pace_of
 from rqcrawl.fetch.robots import Robots
 from rqcrawl.frontier import configs, keys, sitemaps
 from rqcrawl.frontier.dispatch import Frontier
 from rqcrawl.frontier.levels import settled
+from rqcrawl.frontier.messages import HostPace
 from rqcrawl.frontier.outage import TableUnavailable
 from rqcrawl.frontier.state import LATENCY_BUCKETS, Snapshot, all_shards
 from rqcrawl.ops.stalls import STUCK, WORKER_HINT, live_workers, robots_waits, stalled
@@ -293,7 +293,7 @@ def host_rows(
     for r, n in zip(head, running, strict=True):
         r["running"] = n
         if n:  # a request running longer than the host's mean so far: the pace is slower
-            ready = snap.pace.get(r["host"], (now,))[0]  # it started after its last turn
+            ready = snap.pace.get(r["host"], HostPace(ready=now)).ready  # after its last turn
             _slower(r, now - ready, cfg.host_concurrency)
     rows.sort(key=_urgency)
     return rows
@@ -308,8 +308,7 @@ def host_row(
     seen: HostReadings,
 ) -> dict:
     """One host's row of host_rows, of its counters `n` and its URLs in flight (`flying`)."""
-    gate = snap.pace.get(host, ())
-    in_force = pace_of(gate, cfg)  # the host's pace: slowed down by its answers?
+    in_force = snap.pace.get(host, HostPace())  # its pace: slowed down by its answers?
     delay, source = seen.delays.get(host, (cfg.delay, "setting"))
     if in_force.delay > delay:
         delay, source = in_force.delay, in_force.why

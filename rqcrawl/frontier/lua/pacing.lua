@@ -1,8 +1,10 @@
--- a key's pace
+-- a key's pace: "ready fetch backoff base delay why" (messages.HostPace; the delay in force
+-- and why are what the last save computed, for `status`: an older version wrote the first
+-- four only)
 local function parse_host(raw)
   local h = {ready = 0, fetch = 0, backoff = 0, base = -1}
   if raw then
-    local r, f, b, base = string.match(raw, '^(%S+) (%S+) (%S+) (%S+)$')
+    local r, f, b, base = string.match(raw, '^(%S+) (%S+) (%S+) (%S+)')
     if r then
       h.ready, h.fetch, h.backoff, h.base = tonumber(r), tonumber(f), tonumber(b), tonumber(base)
     end
@@ -13,16 +15,25 @@ local function load_host(key)
   if PACED[key] == nil then PACED[key] = redis.call('HGET', hosts, key) or false end
   return parse_host(PACED[key])
 end
-local function save_host(key, h)
-  PACED[key] = at(h.ready) .. ' ' .. string.format('%.6f %.6f %.6f', h.fetch, h.backoff, h.base)
-  redis.call('HSET', hosts, key, PACED[key])
-end
 local function base_of(h)
   return h.base >= 0 and h.base or PACE.delay
 end
--- the delay in force: the base, or the back-off, or factor x the smoothed fetch time (capped)
+-- The delay in force and why (the one formula of it: `status` shows what save_host stored):
+-- the base ('setting', or a larger 'crawl-delay'), or, when more, the back-off or factor x
+-- the smoothed fetch time ('delay_factor'), capped.
 local function in_force(h)
-  return math.max(base_of(h), math.min(math.max(h.backoff, PACE.factor * h.fetch), PACE.cap))
+  local base, factored = base_of(h), PACE.factor * h.fetch
+  local adaptive = math.min(math.max(h.backoff, factored), PACE.cap)
+  if adaptive > base then
+    return adaptive, h.backoff >= factored and 'back-off' or 'delay_factor'
+  end
+  return base, base > PACE.delay and 'crawl-delay' or 'setting'
+end
+local function save_host(key, h)
+  local delay, why = in_force(h)
+  PACED[key] = at(h.ready) .. ' '
+    .. string.format('%.6f %.6f %.6f %.6f ', h.fetch, h.backoff, h.base, delay) .. why
+  redis.call('HSET', hosts, key, PACED[key])
 end
 local function live(key)
   LIVE[key] = LIVE[key] or redis.call('ZCOUNT', lprefix .. key, T, '+inf')
