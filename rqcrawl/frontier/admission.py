@@ -1,7 +1,8 @@
 """How URLs enter a crawl, as CrawlState changes it: seeds, a page's links (ending the page
 in the same step, scripts.FINISH), sitemaps, requisites, revisits and other shards' links,
 through the Bloom filter, the budgets and the levels of exact depth (lua/levels.lua,
-lua/depth.lua)."""
+lua/depth.lua). The rule of which links are sent here at all is rqcrawl.frontier.rules'
+(its docstring says which half of link admission runs where)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from rqcrawl.defaults import (
-    KNOWN_MAX,
     OTHERS_EVERY,
     OUTBOX_LOCK,
     PAGE_BLOCK,
@@ -154,7 +154,7 @@ class Admission:
         Redis time, the URL ending with the last one (see the module docstring). Links to
         other shards' hosts go to the outbox with the last one."""
         depth = ending.child_depth
-        children = [c for c in ending.children if self.known.get(c[1], depth + 1) > depth]
+        children = [c for c in ending.children if not self.known.sent_at(c[1], depth)]
         children, foreign = self._split(children, ending, source)
         parts = list(batches(children, self.bloom.hashes + CHILD_COST)) or [[]]
         admitted, released, sent = 0, [], 0
@@ -220,11 +220,7 @@ class Admission:
         if not ok:  # the script stopped before the Bloom filter (the URL had ended)
             return None
         if self.remembers and not dup:  # (a duplicate's links were not admitted)
-            if len(self.known) > KNOWN_MAX:
-                self.known.clear()
-            depth = ending.child_depth
-            for url in [*urls, *(o.url for o in foreign)]:
-                self.known[url] = min(self.known.get(url, depth), depth)
+            self.known.note([*urls, *(o.url for o in foreign)], ending.child_depth)
         return Ended(
             admitted, pairs(released), bool(reap_due), bool(level_up), sent, bool(settling),
             float(next_at), dup.decode(),

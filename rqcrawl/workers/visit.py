@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from urllib.parse import urlsplit
@@ -23,7 +23,7 @@ from rqcrawl.fetch.http import NOT_MODIFIED, Archive, FetchError, Response, fetc
 from rqcrawl.fetch.robots import Robots
 from rqcrawl.frontier import keys, requisites
 from rqcrawl.frontier.records import record
-from rqcrawl.frontier.rules import link_verdict
+from rqcrawl.frontier.rules import Known, judge_links, link_verdict
 from rqcrawl.frontier.state import InFlight
 from rqcrawl.ops import stats
 from rqcrawl.parse import directives, hooks, rendering
@@ -117,7 +117,7 @@ def visit(
     depth: int,
     cfg: CrawlConfig,
     archive: Archive = no_archive,
-    known: Mapping[str, int] = {},  # noqa: B006 (read only)
+    known: Known | None = None,
     cookies: Cookies | None = None,
     prior: Prior | None = None,
     via: Sequence[str] = (),
@@ -149,6 +149,7 @@ def visit(
         failed.fetch_s = time.monotonic() - started
         return failed
     fetch_s = time.monotonic() - started
+    known = known or Known()
     return _parsed(url, depth, cfg, resp, fetch_s, known, prior, via, render, speculative)
 
 
@@ -158,7 +159,7 @@ def _parsed(
     cfg: CrawlConfig,
     resp: Response,
     fetch_s: float,
-    known: Mapping[str, int],
+    known: Known,
     prior: Prior | None,
     via: Sequence[str],
     render: Renderer | None,
@@ -253,7 +254,7 @@ def _parsed(
         page_record["nofollow"] = True
         counts[keys.links_dropped("nofollow")] += len(links)
         links = []
-    children, judged = _children(links, depth, cfg, known, counts, speculative)
+    children, judged = judge_links(links, depth, cfg, known, counts, speculative)
     content = None
     if cfg.revisit:  # the simhash costs a few ms a page: only crawls that compare visits
         content = Content(
@@ -283,34 +284,6 @@ def _loads(page: Page, rendered: Rendered | None) -> list[str]:
         return loads
     loaded = set(found_in.resolved(rendered.loaded, page.base))
     return [u for u in loads if u not in loaded]
-
-
-def _children(
-    links: list[str],
-    depth: int,
-    cfg: CrawlConfig,
-    known: Mapping[str, int],
-    counts: Counter,
-    speculative: bool,
-) -> tuple[list[tuple[str | None, str]], list[tuple[str | None, str]]]:
-    """The links to admit one deeper (within max_depth, not known at that depth or less),
-    each with its verdict, and every link judged (a speculative page's: all but the dropped
-    ones, also past max_depth). A dropped link is counted when it would have been followed."""
-    follow = depth < cfg.max_depth
-    if not (follow or speculative):
-        return [], []
-    children, judged, deeper = [], [], depth + 1
-    for link in links:
-        if not speculative and known.get(link, deeper + 1) <= deeper:
-            continue
-        verdict = link_verdict(link, cfg)
-        if verdict is not None and verdict.startswith("drop:"):
-            counts[keys.links_dropped(verdict.removeprefix("drop:"))] += follow
-            continue
-        judged.append((verdict, link))
-        if follow and known.get(link, deeper + 1) > deeper:
-            children.append((verdict, link))
-    return children, judged
 
 
 def site_digest(url: str, body: bytes) -> bytes:
