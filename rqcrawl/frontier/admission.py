@@ -21,10 +21,13 @@ from rqcrawl.defaults import (
 from rqcrawl.frontier import keys, scripts
 from rqcrawl.frontier.bloom import batches
 from rqcrawl.frontier.messages import (
+    Child,
     Children,
     Ended,
     Ending,
+    KeptLink,
     Outgoing,
+    Readmitted,
     Released,
     Slot,
     pairs,
@@ -198,7 +201,7 @@ class Admission:
         of "shard verdict url" ('' for none)."""
         if not links:
             return ""
-        return json.dumps([f"{self.shard_of(u)} {v or '-'} {u}" for v, u in links])
+        return json.dumps([KeptLink(self.shard_of(u), v, u).encode() for v, u in links])
 
     def _finish_call(
         self,
@@ -241,7 +244,7 @@ class Admission:
         tail: list = []
         for verdict, u in children:
             host = host_of(target(u))
-            tail += (verdict or "-", self.gate_key(host), host, u)
+            tail += Child(verdict, self.gate_key(host), host, u).encode()
         return scripts.FINISH(
             self.redis,
             tail_keys=self.bloom.script_keys,
@@ -316,7 +319,7 @@ class Admission:
         bypassing the Bloom filter, except those already waiting for their revisit or in
         flight, and release what is due; returns how many were readmitted, and the released
         URLs."""
-        entries = [f"{priority} {depth} {self.key_of(url)} {url}" for url, depth, priority in due]
+        entries = [Readmitted(p, d, self.key_of(url), url).encode() for url, d, p in due]
         added, *released = scripts.READMIT(
             self.redis, tail_args=entries, revisiting=self.keys.revisiting,
             **self.frontier_names(),

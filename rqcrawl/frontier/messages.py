@@ -1,9 +1,10 @@
 """The messages between the frontier's Python and its Lua, one typed codec each: what a
 released URL's entry holds (InFlight), how a request's slot ended (Slot), what ending a URL
 writes (Ending) and did (Ended), what a claim learns (Claim), a link in a shard's outbox
-(Outgoing), the crawl's pace and levels every frontier script takes (PaceArgs, LevelArgs),
-a key's pace as the scripts keep it (HostPace), and the released URLs every releasing
-script returns (`pairs`)."""
+(Outgoing), a child as the finish step takes it (Child) and a page's link as it keeps one
+with a held-back record (KeptLink), a URL due for a revisit (Readmitted), the crawl's pace
+and levels every frontier script takes (PaceArgs, LevelArgs), a key's pace as the scripts
+keep it (HostPace), and the released URLs every releasing script returns (`pairs`)."""
 
 from __future__ import annotations
 
@@ -175,6 +176,48 @@ class Outgoing:
             f"{self.shard} {self.priority} {self.depth} {self.verdict or '-'} "
             f"{self.source or '-'} {self.via or '-'} {self.url}"
         )
+
+
+@dataclass(frozen=True)
+class Child:
+    """A child as the finish step takes it (lua/finish.lua): four arguments of its tail,
+    its verdict ('-': none), its politeness key, its host and its URL."""
+
+    verdict: str | None
+    key: str
+    host: str
+    url: str
+
+    def encode(self) -> tuple[str, str, str, str]:
+        return (self.verdict or "-", self.key, self.host, self.url)
+
+
+@dataclass(frozen=True)
+class KeptLink:
+    """A page's link as the finish step keeps it with the page's held-back record, to be
+    sent again one deeper if the page is found shorter (lua/depth.lua): "shard verdict url"
+    ('-': no verdict; the URL last, whatever it holds)."""
+
+    shard: int
+    verdict: str | None
+    url: str
+
+    def encode(self) -> str:
+        return f"{self.shard} {self.verdict or '-'} {self.url}"
+
+
+@dataclass(frozen=True)
+class Readmitted:
+    """A URL due for a revisit as lua/readmit.lua takes it: "priority depth key url" (the URL
+    last, whatever it holds)."""
+
+    priority: int
+    depth: int
+    key: str
+    url: str
+
+    def encode(self) -> str:
+        return f"{self.priority} {self.depth} {self.key} {self.url}"
 
 
 def pairs(flat: list[bytes]) -> Released:
