@@ -17,6 +17,7 @@ from rqcrawl.fetch.clients.base import HttpResponse, TransportError
 from rqcrawl.fetch.cookies import Cookies
 from rqcrawl.fetch.deadline import Watch
 from rqcrawl.fetch.guard import AddressRefused, check_url, networks
+from rqcrawl.options import gathered
 from rqcrawl.parse.urls import InvalidURL, canonicalize
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
@@ -116,16 +117,21 @@ def _check_target(cfg: CrawlConfig, url: str) -> None:
         raise TransportError("dns", f"dns: {exc}") from None
 
 
+@dataclass(frozen=True)
+class Fetching:
+    """How fetch GETs a URL (its keyword arguments, see fetch)."""
+
+    any_type: bool = False
+    truncate_at: int | None = None
+    archive: Archive = no_archive
+    cookies: Cookies | None = None
+    conditional: Mapping[str, str] | None = None
+    follow: bool = True
+
+
+@gathered(Fetching, "how")
 def fetch(
-    url: str,
-    cfg: CrawlConfig,
-    check_hop: Callable[[str], str | None],
-    any_type: bool = False,
-    truncate_at: int | None = None,
-    archive: Archive = no_archive,
-    cookies: Cookies | None = None,
-    conditional: Mapping[str, str] | None = None,
-    follow: bool = True,
+    url: str, cfg: CrawlConfig, check_hop: Callable[[str], str | None], how: Fetching
 ) -> Response:
     """GET `url`, following redirects by hand so that `check_hop` (scope) sees every hop.
     With `follow` False, a redirect ends the fetch: the Response has no body and names its
@@ -144,46 +150,28 @@ def fetch(
     Raises FetchError.
     """
     with Watch(cfg.download_timeout) as watch:
-        return _follow(
-            url,
-            cfg,
-            check_hop,
-            any_type,
-            truncate_at,
-            archive,
-            cookies,
-            watch,
-            conditional or {},
-            follow,
-        )
+        return _follow(url, cfg, check_hop, how, watch)
 
 
 def _follow(
-    url: str,
-    cfg: CrawlConfig,
-    check_hop: Callable[[str], str | None],
-    any_type: bool,
-    truncate_at: int | None,
-    archive: Archive,
-    cookies: Cookies | None,
+    url: str, cfg: CrawlConfig, check_hop: Callable[[str], str | None], how: Fetching,
     watch: Watch,
-    conditional: Mapping[str, str],
-    follow: bool,
-) -> Response:
+) -> Response:  # fmt: skip
     visited = [url]
     current = url
     while True:
-        resp = _get(current, cfg, cookies, watch, conditional if current == url else {})
+        conditional = (how.conditional or {}) if current == url else {}
+        resp = _get(current, cfg, how.cookies, watch, conditional)
         if not resp.is_redirect:
-            return _read(resp, url, current, cfg, watch, any_type, truncate_at, archive)
-        archive(resp, None)
+            return _read(resp, (url, current), cfg, watch, how)
+        how.archive(resp, None)
         resp.release()
         try:
             target = canonicalize(resp.headers["location"], current)
         except InvalidURL as exc:  # the server's text: records are loaded into HTML pages
             message = f"bad redirect: {exc.inert()}"
             raise FetchError("bad_redirect", message, status=resp.status) from None
-        if not follow:
+        if not how.follow:
             ctype = resp.headers.get("content-type", "")
             return Response(url, current, resp.status, ctype, None, resp.headers, target)
         if target in visited:
@@ -222,15 +210,11 @@ def _get(
 
 
 def _read(
-    resp: HttpResponse,
-    url: str,
-    final: str,
-    cfg: CrawlConfig,
-    watch: Watch,
-    any_type: bool,
-    truncate_at: int | None,
-    archive: Archive,
+    resp: HttpResponse, urls: tuple[str, str], cfg: CrawlConfig, watch: Watch, how: Fetching
 ) -> Response:
+    """The Response of the last answer `resp` (`urls`: the URL asked for, and the one that
+    answered)."""
+    (url, final), any_type, truncate_at, archive = urls, how.any_type, how.truncate_at, how.archive
     with resp:  # released on leaving: its connection kept for the next request
         status = resp.status
         ctype = resp.headers.get("content-type", "")
