@@ -213,9 +213,8 @@ class Admission:
         source: str,
     ) -> Ended | None:
         """One run of scripts.FINISH; None if `done` had already ended (a stale job)."""
-        urls = [u for _, u in children]
         while True:
-            reply = self._finish_script(done, final, ending, children, foreign, source, urls)
+            reply = self._finish_script(done, final, ending, children, foreign, source)
             if reply[0] != NEEDS_PAGES:
                 break
             self.take_pages(reply[1])  # (then: how many it needs)
@@ -223,7 +222,8 @@ class Admission:
         if not ok:  # the script stopped before the Bloom filter (the URL had ended)
             return None
         if self.remembers and not dup:  # (a duplicate's links were not admitted)
-            self.known.note([*urls, *(o.url for o in foreign)], ending.child_depth)
+            links = [*(u for _, u in children), *(o.url for o in foreign)]
+            self.known.note(links, ending.child_depth)
         return Ended(
             admitted, pairs(released), bool(reap_due), bool(level_up), sent, bool(settling),
             float(next_at), dup.decode(),
@@ -237,10 +237,9 @@ class Admission:
         children: Children,
         foreign: list[Outgoing],
         source: str,
-        urls: list[str],
     ) -> list:
         """One run of scripts.FINISH, its reply as is."""
-        k, record = self.keys, ending.record
+        k, record, urls = self.keys, ending.record, [u for _, u in children]
         tail: list = []
         for verdict, u in children:
             host = host_of(target(u))

@@ -19,6 +19,7 @@ import time
 import traceback
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from typing import TypeVar
 
@@ -48,6 +49,17 @@ log = logging.getLogger(__name__)
 # URL when that work ran over job_timeout (crawl, url, depth, entry, the timeout).
 Step = Callable[[Job, Crawl, str, int, Claim], str | dict]
 TimedOut = Callable[[Crawl, str, int, InFlight, FetchError], str | dict]
+
+
+@dataclass(frozen=True)
+class Kind:
+    """What a job of one kind of URL (a page, a sitemap entry, a requisite) does once it
+    holds its URL (`step`), and when RQ's job_timeout cuts it short (`timed_out`)."""
+
+    step: Step
+    timed_out: TimedOut
+
+
 T = TypeVar("T")
 
 
@@ -80,7 +92,7 @@ def crawl_url(crawl: str, url: str, depth: int) -> str:
 def run_job(crawl: str, url: str, depth: int, render: Renderer | None = None) -> str:
     """A page's job, its page rendered by `render` when given (the render queue's job,
     rqcrawl.render.browser)."""
-    return _job(crawl, url, depth, partial(_page, render=render), _page_timed_out)
+    return _job(crawl, url, depth, Kind(partial(_page, render=render), _page_timed_out))
 
 
 @inert_failures
@@ -88,7 +100,7 @@ def crawl_sitemap(crawl: str, url: str, depth: int) -> str:
     """Read the sitemap document of entry `url` and admit what it lists (the RQ job function
     of a sitemap entry, rqcrawl.frontier.sitemaps): the same claim, lease, robots.txt and
     politeness as a page, then no visit."""
-    return _job(crawl, url, depth, _sitemap, _sitemap_timed_out)
+    return _job(crawl, url, depth, Kind(_sitemap, _sitemap_timed_out))
 
 
 @inert_failures
@@ -96,7 +108,7 @@ def crawl_requisite(crawl: str, url: str, depth: int) -> str:
     """Fetch the requisite of entry `url` into the crawl's WARC files and hold what it
     loads in turn (the RQ job function of a requisite, rqcrawl.frontier.requisites): the same
     claim, lease, robots.txt and politeness as a page, then no record."""
-    return _job(crawl, url, depth, _requisite, _requisite_timed_out)
+    return _job(crawl, url, depth, Kind(_requisite, _requisite_timed_out))
 
 
 def _page(
@@ -198,8 +210,8 @@ def _sitemap_timed_out(c: Crawl, url: str, depth: int, entry: InFlight, error: F
     return settle.sitemap(c, url, entry, found, slot)
 
 
-def _job(crawl: str, url: str, depth: int, step: Step, timed_out: TimedOut) -> str:
-    """claim → `step` → describe: the frame every job of a URL shares."""
+def _job(crawl: str, url: str, depth: int, kind: Kind) -> str:
+    """claim → the kind's step → describe: the frame every job of a URL shares."""
     job = get_current_job()
     c, claimed = claim(job.connection, crawl, url, job.id, getattr(job, "claimed", None))
     if c is not None and forked(job):
@@ -212,17 +224,15 @@ def _job(crawl: str, url: str, depth: int, step: Step, timed_out: TimedOut) -> s
         return "already ended"
     if claimed.lowered is not None:  # found shorter since it was released
         depth = min(depth, claimed.lowered)
-    outcome = _held(job, c, url, depth, claimed, step, timed_out)
+    outcome = _held(job, c, url, depth, claimed, kind)
     if not getattr(job, "saves_meta", False) and c.frontier.next_due() is not None:
         c.frontier.ensure_waker()  # no release thread in this worker (see Frontier)
     _describe(job, c, outcome)
     return inert(str(outcome)) if isinstance(outcome, str) else outcome["outcome"]
 
 
-def _held(
-    job: Job, c: Crawl, url: str, depth: int, claimed: Claim, step: Step, timed_out: TimedOut
-) -> str | dict:
-    """`step`, run while the job holds its URL's lease and its slot's: a message, or the
+def _held(job: Job, c: Crawl, url: str, depth: int, claimed: Claim, kind: Kind) -> str | dict:
+    """The kind's step, run while the job holds its URL's lease and its slot's: a message, or the
     record that ended the URL."""
     entry = claimed.entry
     if claimed.paused and c.frontier.put_back(url, entry):
@@ -230,14 +240,15 @@ def _held(
     slot = (c.frontier.keys.host_leases(c.frontier.key_of(url)), url)
     try:
         with renewer.hold(c.frontier.redis, (c.frontier.keys.leased, url), slot):
-            return step(job, c, url, depth, claimed)
+            return kind.step(job, c, url, depth, claimed)
     except TableUnavailable as exc:  # a database outage: the URL waits, no attempt spent
         log.warning("crawl %s: %s put back for %ss: %s", c.frontier.crawl, url, TABLE_WAIT, exc)
         until = time.time() + TABLE_WAIT
         return settle.defer(c, url, entry, until, Slot(c.frontier.key_of(url)))
     except JobTimeoutException:  # RQ's job_timeout: a timeout of this URL, not a lost job
         message = f"job ran over job_timeout ({job.timeout}s)"
-        return timed_out(c, url, depth, entry, FetchError("job_timeout", message, transient=True))
+        error = FetchError("job_timeout", message, transient=True)
+        return kind.timed_out(c, url, depth, entry, error)
 
 
 def abandon(job: Job) -> None:
