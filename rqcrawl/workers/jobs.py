@@ -41,7 +41,7 @@ from rqcrawl.untrusted import inert, printable_lines
 from rqcrawl.workers import gate, process_name, settle
 from rqcrawl.workers.crawls import Crawl, claim, crawl_of
 from rqcrawl.workers.settle import Passed
-from rqcrawl.workers.visit import Renderer, Visit, failed_visit, fetch_and_parse
+from rqcrawl.workers.visit import Renderer, Visit, Visiting, failed_visit, fetch_and_parse
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +125,8 @@ def _page(
     speculative = c.cfg.exact_depth and depth > claimed.level + 1
     result = None
     try:
-        result = fetch_and_parse(job, c, url, depth, entry, go.robots, render, speculative)
+        how = Visiting(via=entry.via, render=render, speculative=speculative)
+        result = fetch_and_parse(job, c, url, depth, go.robots, how)
         if result.render:
             return settle.hand_off(c, url, entry, result.render, go.slot(result))
         counted = settle.counted(url, entry, result)

@@ -10,7 +10,7 @@ import hashlib
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from urllib.parse import urlsplit
 
@@ -24,7 +24,6 @@ from rqcrawl.fetch.robots import Robots
 from rqcrawl.frontier import keys, requisites
 from rqcrawl.frontier.records import record
 from rqcrawl.frontier.rules import Known, judge_links, link_verdict
-from rqcrawl.frontier.state import InFlight
 from rqcrawl.ops import stats
 from rqcrawl.parse import directives, hooks, rendering
 from rqcrawl.parse import requisites as found_in
@@ -69,31 +68,50 @@ class Visit:
 Renderer = Callable[..., Rendered]
 
 
+@dataclass(frozen=True)
+class Visiting:
+    """How visit fetches and parses a page (its keyword arguments, see visit)."""
+
+    archive: Archive = no_archive
+    known: Known = field(default_factory=Known)
+    cookies: Cookies | None = None
+    prior: Prior | None = None
+    via: Sequence[str] = ()
+    render: Renderer | None = None
+    speculative: bool = False
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """An HTML page as visit's parse step read it: its text (the browser's DOM when it
+    rendered the page), the parsed page, its robots directives, and the rendering."""
+
+    text: str
+    page: Page
+    said: directives.Directives
+    rendered: Rendered | None
+
+
 def fetch_and_parse(
-    job: Job,
-    c: Crawl,
-    url: str,
-    depth: int,
-    entry: InFlight,
-    robots: Robots | None,
-    render: Renderer | None = None,
-    speculative: bool = False,
+    job: Job, c: Crawl, url: str, depth: int, robots: Robots | None, how: Visiting
 ) -> Visit:
-    """The visit of `url`, claimed by `job` as `entry`, once the gate let it through: with
-    the crawl's archive, cookies and admitted links, the prior visit's validators (revisits),
-    and the browser step bound to this crawl, worker and robots.txt verdict. `speculative`:
-    a shorter path may still lower its depth (its links are all kept, see Visit)."""
+    """The visit of `url`, claimed by `job`, once the gate let it through (`how`: its
+    redirects, browser step and whether it is speculative): with the crawl's archive,
+    cookies and admitted links, the prior visit's validators (revisits), and the browser
+    step bound to this crawl, worker and robots.txt verdict."""
     prior = c.frontier.prior(url)
     archive = warc.archive(
         c.frontier.crawl, c.cfg, job.worker_name and process_name(job.worker_name), prior
     )
+    render = how.render
     if render is not None:
         allows = partial(_robots_allow, robots, c.cfg.agent)
         render = partial(render, crawl=c.frontier.crawl, worker=job.worker_name, allows=allows)
-    return visit(
-        url, depth, c.cfg, archive, c.frontier.known, c.cookies, prior, entry.via, render,
-        speculative,
+    how = replace(
+        how, archive=archive, known=c.frontier.known, cookies=c.cookies, prior=prior,
+        render=render,
     )  # fmt: skip
+    return visit(url, depth, c.cfg, how=how)
 
 
 def _robots_allow(robots: Robots | None, ua: str, url: str) -> bool:
@@ -112,61 +130,41 @@ def failed_visit(url: str, depth: int, exc: FetchError) -> Visit:
     return Visit(failed, {counter: 1}, error=error, retry_after=exc.retry_after)
 
 
-def visit(
-    url: str,
-    depth: int,
-    cfg: CrawlConfig,
-    archive: Archive = no_archive,
-    known: Known | None = None,
-    cookies: Cookies | None = None,
-    prior: Prior | None = None,
-    via: Sequence[str] = (),
-    render: Renderer | None = None,
-    speculative: bool = False,
-) -> Visit:
+def visit(url: str, depth: int, cfg: CrawlConfig, how: Visiting | None = None) -> Visit:
     """Fetch (archiving the responses) and parse `url`, extract its fields, run the hook;
     never raises for anything a web server can do. A page over max_body_bytes is parsed up
     to it (recorded `truncated`): a generated index may be the only page linking some.
-    Links in `known` were already admitted or refused by this process at their depth or
-    less: they are not judged again (the frontier drops them); a `speculative` page keeps
-    them all (see Visit).
+    `how` (Visiting) holds the rest. Links in `how.known` were already admitted or refused
+    by this process at their depth or less: they are not judged again (the frontier drops
+    them); a `speculative` page keeps them all (see Visit).
     Cookies are sent and kept in `cookies`, if given. With the `prior` visit's validators
     the GET is conditional, and a 304 is a visit of the page as it was. A redirect or a
     meta refresh ends the visit, its target a URL of its own (rqcrawl.fetch.hops); `via`: the
     redirects that led to `url`. With `render`, the page is what the browser made of the
     response; without, a crawl with render = "auto" hands a page that needs the browser off
     (Visit.render)."""
-
+    how = how or Visiting()
     started = time.monotonic()
     try:
-        conditional = prior.conditional_headers() if prior else None
+        conditional = how.prior.conditional_headers() if how.prior else None
         resp = fetch(  # a redirect ends the fetch: its target passes admission (hops)
-            url, cfg, lambda hop: None, truncate_at=cfg.max_body_bytes, archive=archive,
-            cookies=cookies, conditional=conditional, follow=False,
+            url, cfg, lambda hop: None, truncate_at=cfg.max_body_bytes, archive=how.archive,
+            cookies=how.cookies, conditional=conditional, follow=False,
         )  # fmt: skip
     except FetchError as exc:
         failed = failed_visit(url, depth, exc)
         failed.fetch_s = time.monotonic() - started
         return failed
-    fetch_s = time.monotonic() - started
-    known = known or Known()
-    return _parsed(url, depth, cfg, resp, fetch_s, known, prior, via, render, speculative)
+    return _parsed(url, depth, cfg, resp, time.monotonic() - started, how)
 
 
 def _parsed(
-    url: str,
-    depth: int,
-    cfg: CrawlConfig,
-    resp: Response,
-    fetch_s: float,
-    known: Known,
-    prior: Prior | None,
-    via: Sequence[str],
-    render: Renderer | None,
-    speculative: bool,
+    url: str, depth: int, cfg: CrawlConfig, resp: Response, fetch_s: float, how: Visiting
 ) -> Visit:
     """The visit that the response `resp` of `url` makes (visit's parse step): a 304, a
-    redirect, a type we do not parse, or the page's record, fields and links."""
+    redirect, a type we do not parse, a page handed to the browser, or the page's record,
+    fields and links (_fetched)."""
+    prior, via, render, speculative = how.prior, how.via, how.render, how.speculative
     page_record = record(
         url,
         None,
@@ -187,7 +185,6 @@ def _parsed(
         if cfg.content:
             page_record["content_skipped"] = "not html"
         return Visit(page_record, {keys.skipped("not_html"): 1}, fetch_s=fetch_s)
-    digest = hashlib.sha1(resp.body).digest()
     text = decode(resp.body, resp.content_type)
     refresh = hops.meta_refresh(text, resp.final_url, cfg)
     if refresh is not None:
@@ -212,54 +209,45 @@ def _parsed(
         why = rendering.needs_rendering(page.selector, len(page.links))
         if why:
             return Visit(page_record, {}, fetch_s=fetch_s, render=why)
+    return _fetched(page_record, resp, Parsed(text, page, said, rendered), cfg, fetch_s, how)
+
+
+def _fetched(
+    page_record: dict, resp: Response, parsed: Parsed, cfg: CrawlConfig, fetch_s: float,
+    how: Visiting,
+) -> Visit:  # fmt: skip
+    """The visit of an HTML page `parsed` from `resp`: its record, fields and content, its
+    links (the hook's among them) judged for admission, its digests and requisites."""
+    url, depth, page = page_record["url"], page_record["depth"], parsed.page
     page_record.update(outcome="fetched", title=page.title, bytes=len(resp.body))
     page_record["truncated"] = resp.truncated or None  # its links: those of the part read
     page_record["fields"] = extract_fields(page.selector, cfg.fields)
     if cfg.content:  # the rendered DOM's content when the browser made the page
         page_record["content"], skipped = page_content(
-            text, page, resp.final_url, cfg.content, cfg.content_max_bytes, cfg.content_timeout
-        )
+            parsed.text, page, resp.final_url, cfg.content, cfg.content_max_bytes,
+            cfg.content_timeout,
+        )  # fmt: skip
         if skipped:
             page_record["content_skipped"] = skipped
     counts = Counter({keys.FETCHED: 1, keys.links_dropped("bad"): page.bad_links})
-    links = page.links
-    if cfg.hook:
-        hooked = hooks.run(
-            cfg.hook,
-            hooks.HookPage(
-                url,
-                resp.final_url,
-                resp.status,
-                resp.headers,
-                text,
-                page.selector,
-                depth,
-                # a copy: what the hook does to it must not rewrite the record's content
-                dict(page_record["content"]) if cfg.content else None,
-            ),
-        )
-        page_record["fields"].update(hooked.fields)
-        page_record["hook_error"] = hooked.error
-        counts[keys.HOOK_ERRORS] += hooked.error is not None
-        counts[keys.links_dropped("bad")] += hooked.bad_links
-        links = list(dict.fromkeys(links + [strip(link) for link in hooked.links]))
+    links = _hooked(page_record, resp, parsed, cfg, counts) if cfg.hook else page.links
     page_record["outlinks"] = len(links)
     links = _capped(links, cfg.max_links_per_page, page_record, counts)
     counts[keys.links_dropped("rel_nofollow")] += page.nofollow_links
-    canonical = directives.canonical_from_headers(resp.headers, resp.final_url, strip)
+    canonical = directives.canonical_from_headers(resp.headers, resp.final_url, cfg.url_filter)
     page_record["canonical"] = canonical = canonical or page.canonical
     if canonical not in (None, url, resp.final_url, *links):
         links = [*links, canonical]  # a link like the others: scope, rules, Bloom filter
-    if said.nofollow:
+    if parsed.said.nofollow:
         page_record["nofollow"] = True
         counts[keys.links_dropped("nofollow")] += len(links)
         links = []
-    children, judged = judge_links(links, depth, cfg, known, counts, speculative)
+    children, judged = judge_links(links, depth, cfg, how.known, counts, how.speculative)
     content = None
     if cfg.revisit:  # the simhash costs a few ms a page: only crawls that compare visits
         content = Content(
-            digest.hex(), simhash(visible_text(page.selector)), resp.headers.get("etag"),
-            resp.headers.get("last-modified"),
+            hashlib.sha1(resp.body).hexdigest(), simhash(visible_text(page.selector)),
+            resp.headers.get("etag"), resp.headers.get("last-modified"),
         )  # fmt: skip
     # (a crawl with revisits has the task table find duplicates, at every visit)
     duplicates = cfg.detect_duplicates and not cfg.revisit
@@ -267,13 +255,40 @@ def _parsed(
         page_record, counts, children, fetch_s=fetch_s, content=content,
         digest=site_digest(resp.final_url, resp.body) if duplicates else b"",
     )  # fmt: skip
-    if speculative:
+    if how.speculative:
         visited.links = judged
         visited.cut = [] if depth < cfg.max_depth else judged
     if requisites.fetched(cfg):  # (the page's elements walked only for an archive)
-        visited.requisites, cut = requisites.wanted(_loads(page, rendered), cfg)
+        visited.requisites, cut = requisites.wanted(_loads(page, parsed.rendered), cfg)
         counts.update(cut)
     return visited
+
+
+def _hooked(
+    page_record: dict, resp: Response, parsed: Parsed, cfg: CrawlConfig, counts: Counter
+) -> list[str]:
+    """Run the crawl's hook on the page: its fields go in the record, its error is recorded
+    and counted; returns the page's links with the hook's."""
+    hooked = hooks.run(
+        cfg.hook,
+        hooks.HookPage(
+            page_record["url"],
+            resp.final_url,
+            resp.status,
+            resp.headers,
+            parsed.text,
+            parsed.page.selector,
+            page_record["depth"],
+            # a copy: what the hook does to it must not rewrite the record's content
+            dict(page_record["content"]) if cfg.content else None,
+        ),
+    )
+    page_record["fields"].update(hooked.fields)
+    page_record["hook_error"] = hooked.error
+    counts[keys.HOOK_ERRORS] += hooked.error is not None
+    counts[keys.links_dropped("bad")] += hooked.bad_links
+    extra = [cfg.url_filter(link) for link in hooked.links]
+    return list(dict.fromkeys(parsed.page.links + extra))
 
 
 def _loads(page: Page, rendered: Rendered | None) -> list[str]:
