@@ -16,6 +16,7 @@ from rqcrawl.parse.changes import (
     NEAR_BITS,
     Content,
     Prior,
+    VisitEnd,
     change,
     distance,
     near,
@@ -121,18 +122,25 @@ def test_conditional_headers_are_those_of_the_validators_the_server_sent():
 def test_the_table_keeps_validators_and_finds_an_earlier_url_with_the_same_body(db_url):
     table = TaskTable(db_url)
     table.delete("dup")
-    first = table.visited("dup", "http://a/1", 0, "fetched", 200, Content("d1", 5, '"e"'), CFG)
-    copy = table.visited("dup", "http://a/2", 0, "fetched", 200, Content("d1", 5), CFG)
+    first = table.visited(
+        "dup", "http://a/1", 0, VisitEnd("fetched", 200, Content("d1", 5, '"e"')), CFG
+    )
+    copy = table.visited("dup", "http://a/2", 0, VisitEnd("fetched", 200, Content("d1", 5)), CFG)
     assert (first.duplicate_of, copy.duplicate_of) == (None, "http://a/1")
-    again = table.visited("dup", "http://a/1", 0, "fetched", 200, Content("d1", 5, '"e"'), CFG)
+    again = table.visited(
+        "dup", "http://a/1", 0, VisitEnd("fetched", 200, Content("d1", 5, '"e"')), CFG
+    )
     assert again.duplicate_of is None  # the first is not a duplicate of its copy
     assert table.prior("dup", "http://a/1") == Prior('"e"', None, "d1")
     assert table.prior("dup", "http://a/none") is None
     lm = "Mon, 23 Nov 2026 17:00:00 GMT"
     kept = Content("d1", None, '"e"', lm, not_modified=True)  # a 304: the page as it was
-    assert table.visited("dup", "http://a/1", 0, "fetched", 304, kept, CFG).change == "unchanged"
+    assert (
+        table.visited("dup", "http://a/1", 0, VisitEnd("fetched", 304, kept), CFG).change
+        == "unchanged"
+    )
     assert table.prior("dup", "http://a/1") == Prior('"e"', lm, "d1")
-    failed = table.visited("dup", "http://a/1", 0, "failed", 500, None, CFG)
+    failed = table.visited("dup", "http://a/1", 0, VisitEnd("failed", 500, None), CFG)
     assert failed.change is None and table.prior("dup", "http://a/1") == Prior('"e"', lm, "d1")
 
 

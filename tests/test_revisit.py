@@ -34,7 +34,7 @@ from rqcrawl.config import CrawlConfig
 from rqcrawl.frontier import leases
 from rqcrawl.frontier.tasks import TASKS, TaskTable
 from rqcrawl.ops import stats
-from rqcrawl.parse.changes import Content
+from rqcrawl.parse.changes import Content, VisitEnd
 from rqcrawl.workers.runner import LocalWorkers
 
 GONE_AFTER = 2
@@ -320,7 +320,7 @@ def test_seed_keeps_the_task_table_with_the_crawl_masks_its_password_and_purge_e
     db = f"sqlite:///{tmp_path.resolve()}/.rqcrawl/tasks.db"
     assert f"task table {db}" in seeded.stdout
     cfg = CrawlConfig.from_dict({"revisit": "10m"})
-    TaskTable(db).visited("lite", "http://a.test/", 0, "fetched", 200, Content("d"), cfg)
+    TaskTable(db).visited("lite", "http://a.test/", 0, VisitEnd("fetched", 200, Content("d")), cfg)
     shown = rqcrawl(redis_url, "status", "pg")  # an unreachable table: tests/test_broken_db.py
     assert "0 URLs known" in shown.stdout and "s3cret" not in shown.stdout + shown.stderr
     no_revisits = rqcrawl(redis_url, "seed", "http://b.test/", "--crawl", "once")

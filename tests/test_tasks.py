@@ -13,7 +13,7 @@ from sqlalchemy import event, func, select
 from rqcrawl.config import CrawlConfig
 from rqcrawl.frontier import tasks
 from rqcrawl.frontier.tasks import DIGESTS, Known, TaskTable, Visited, schedule
-from rqcrawl.parse.changes import Content
+from rqcrawl.parse.changes import Content, VisitEnd
 
 CFG = CrawlConfig.from_dict({"revisit": 100, "revisit_min": 20, "revisit_max": 400})
 NOW = 1_000_000.0
@@ -85,7 +85,7 @@ def test_skips_are_not_revisited_and_bounds_default_to_a_quarter_and_eight_times
 def visit(table: TaskTable, url: str, outcome="fetched", status=200, digest="d1", crawl="c"):
     """The visit's number and change."""
     content = Content(digest) if digest else None
-    return table.visited(crawl, url, 1, outcome, status, content, CFG)[:2]
+    return table.visited(crawl, url, 1, VisitEnd(outcome, status, content), CFG)[:2]
 
 
 def make_due(db_url: str, crawl: str = "c") -> None:
@@ -128,7 +128,9 @@ def test_due_urls_are_taken_once_with_their_depth_earliest_first(db_url):
 def test_due_urls_are_taken_highest_priority_first(db_url):
     table = TaskTable(db_url)
     for n, priority in enumerate([0, 3, -1, 7]):
-        table.visited("c", f"http://a/{n}", 1, "fetched", 200, Content(f"d{n}"), CFG, priority)
+        table.visited(
+            "c", f"http://a/{n}", 1, VisitEnd("fetched", 200, Content(f"d{n}")), CFG, priority
+        )
     make_due(db_url)
     assert table.take_due("c", 10) == [
         ("http://a/3", 1, 7), ("http://a/1", 1, 3), ("http://a/0", 1, 0), ("http://a/2", 1, -1)
@@ -294,10 +296,10 @@ def test_hostile_validators_are_not_kept_and_the_visit_is_recorded(db_url):
     for n, (etag, modified) in enumerate(hostile):
         url = f"http://a/{n}"
         content = Content(f"d{n}", etag=etag, last_modified=modified)
-        assert table.visited("c", url, 1, "fetched", 200, content, CFG).visit == 1
+        assert table.visited("c", url, 1, VisitEnd("fetched", 200, content), CFG).visit == 1
         assert table.prior("c", url).conditional_headers() == {}
     fine = Content("d9", etag='W/"v1"', last_modified="Mon, 23 Nov 2026 17:00:00 GMT")
-    table.visited("c", "http://a/9", 1, "fetched", 200, fine, CFG)
+    table.visited("c", "http://a/9", 1, VisitEnd("fetched", 200, fine), CFG)
     assert len(table.prior("c", "http://a/9").conditional_headers()) == 2
 
 
@@ -317,7 +319,9 @@ def test_simultaneous_first_visits_of_one_body_flag_exactly_one_duplicate(db_url
                 barrier.wait(10)
                 url = f"http://{side}/{n}"
                 content = Content(f"body{n}")
-                found[url] = table.visited("c", url, 1, "fetched", 200, content, CFG).duplicate_of
+                found[url] = table.visited(
+                    "c", url, 1, VisitEnd("fetched", 200, content), CFG
+                ).duplicate_of
         except Exception as exc:  # a thread's exception would not fail the test
             errors.append(exc)
 
@@ -331,10 +335,10 @@ def test_simultaneous_first_visits_of_one_body_flag_exactly_one_duplicate(db_url
         a, b = f"http://a/{n}", f"http://b/{n}"
         assert {found[a], found[b]} in ({None, a}, {None, b}), (n, found[a], found[b])
         second = b if found[b] else a
-        again = table.visited("c", second, 1, "fetched", 200, Content(f"body{n}"), CFG)
+        again = table.visited("c", second, 1, VisitEnd("fetched", 200, Content(f"body{n}")), CFG)
         assert again.duplicate_of == (a if second == b else b)
     assert table.delete("c") == 2 * pairs
-    fresh = table.visited("c", "http://b/0", 1, "fetched", 200, Content("body0"), CFG)
+    fresh = table.visited("c", "http://b/0", 1, VisitEnd("fetched", 200, Content("body0")), CFG)
     assert fresh.duplicate_of is None  # purge forgot the digests too
 
 
@@ -369,18 +373,18 @@ def test_the_digests_table_keeps_one_row_per_url_however_often_pages_change(db_u
     repeated an old body becomes that body's first once its first URL moved on."""
     table = TaskTable(db_url)
     for n in range(20):
-        table.visited("c", "http://a/live", 1, "fetched", 200, Content(f"live{n}"), CFG)
-    assert table.visited("c", "http://a/copy", 1, "fetched", 200, Content("live19"), CFG) == (
-        Visited(1, "new", "http://a/live")
-    )
+        table.visited("c", "http://a/live", 1, VisitEnd("fetched", 200, Content(f"live{n}")), CFG)
+    assert table.visited(
+        "c", "http://a/copy", 1, VisitEnd("fetched", 200, Content("live19")), CFG
+    ) == (Visited(1, "new", "http://a/live"))
     with table.engine.connect() as conn:
         rows = conn.execute(select(DIGESTS.c.digest, DIGESTS.c.url)).all()
     assert sorted(rows) == [("live19", "http://a/live")]
-    again = table.visited("c", "http://a/live", 1, "fetched", 200, Content("live20"), CFG)
+    again = table.visited("c", "http://a/live", 1, VisitEnd("fetched", 200, Content("live20")), CFG)
     assert again.change == "changed" and again.duplicate_of is None
-    copy = table.visited("c", "http://a/copy", 1, "fetched", 200, Content("live19"), CFG)
+    copy = table.visited("c", "http://a/copy", 1, VisitEnd("fetched", 200, Content("live19")), CFG)
     assert copy.change == "unchanged" and copy.duplicate_of is None
-    back = table.visited("c", "http://a/live", 1, "fetched", 200, Content("live19"), CFG)
+    back = table.visited("c", "http://a/live", 1, VisitEnd("fetched", 200, Content("live19")), CFG)
     assert back.change == "changed" and back.duplicate_of == "http://a/copy"
     with table.engine.connect() as conn:
         assert conn.execute(select(func.count()).select_from(DIGESTS)).scalar() == 1

@@ -61,7 +61,7 @@ from rqcrawl.frontier.outage import TableUnavailable
 from rqcrawl.frontier.recovery import LOST_AFTER, Recovery
 from rqcrawl.frontier.state import CrawlState, StaleCrawl
 from rqcrawl.parse import rendering
-from rqcrawl.parse.changes import Content, Prior
+from rqcrawl.parse.changes import Content, Prior, VisitEnd
 from rqcrawl.untrusted import inert
 
 if TYPE_CHECKING:
@@ -202,10 +202,8 @@ class Frontier(Recovery, CrawlState):
         `content`: what a fetched visit saw of the page."""
         record = ending.record
         if self.cfg.revisit and record is not None:
-            visited = self.table.visited(
-                self.crawl, url, record["depth"], record["outcome"], record["status"], content,
-                self.cfg, priority,
-            )  # fmt: skip
+            end = VisitEnd(record["outcome"], record["status"], content)
+            visited = self.table.visited(self.crawl, url, record["depth"], end, self.cfg, priority)
             record["visit"], record["change"] = visited.visit, visited.change
             if visited.similarity is not None:
                 record["similarity"] = visited.similarity
@@ -303,10 +301,8 @@ class Frontier(Recovery, CrawlState):
         counts[keys.SITEMAP_LASTMOD] += self.table.pull_forward(self.crawl, dated)
         outcome = "fetched" if found.digest else "failed"
         content = Content(found.digest) if found.digest else None
-        self.table.visited(
-            self.crawl, url, 0, outcome, found.status, content, self.cfg.for_sitemaps(),
-            entry.priority,
-        )  # fmt: skip
+        end = VisitEnd(outcome, found.status, content)
+        self.table.visited(self.crawl, url, 0, end, self.cfg.for_sitemaps(), entry.priority)
 
     @cached_property
     def peers(self) -> list[Frontier]:

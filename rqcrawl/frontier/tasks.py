@@ -96,6 +96,7 @@ from rqcrawl.parse.changes import (
     UNCHANGED,
     Content,
     Prior,
+    VisitEnd,
     change,
     near,
     similarity,
@@ -298,15 +299,14 @@ class TaskTable:
         crawl: str,
         url: str,
         depth: int,
-        outcome: str,
-        status: int | None,
-        content: Content | None,
+        end: VisitEnd,
         cfg: CrawlConfig,
         priority: int = 0,
     ) -> Visited:
-        """Record a visit that ended (`outcome` as in the record; `content` what a fetched
-        visit saw) and schedule the next one; returns the visit's number (1, 2...), its
-        change, and the URL whose body this one repeats, if any."""
+        """Record a visit that ended as `end` says and schedule the next one; returns the
+        visit's number (1, 2...), its change, and the URL whose body this one repeats, if
+        any."""
+        outcome, status, content = end.outcome, end.status, end.content
         key, now = url_key(url), time.time()
         where = and_(TASKS.c.crawl == crawl, TASKS.c.key == key)
         with self.engine.begin() as conn:

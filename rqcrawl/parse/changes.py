@@ -60,6 +60,16 @@ class Content:
 
 
 @dataclass(frozen=True)
+class VisitEnd:
+    """How a visit ended, for its task row (rqcrawl.frontier.tasks): its outcome (as in the
+    record), its HTTP status, and what a fetched visit saw of the page."""
+
+    outcome: str
+    status: int | None = None
+    content: Content | None = None
+
+
+@dataclass(frozen=True)
 class Prior:
     """What the last visit of a URL left for the next: validators and the digest (for a
     WARC revisit record of an identical body)."""
