@@ -1,7 +1,7 @@
 """Which discovered links become crawl URLs, the Python half of link admission: scope, the
 user's link rules and URL-shape (trap) rules, as a verdict per link (link_verdict), and
 which of a page's links are sent to the frontier at all (judge_links, with the links this
-process already sent: Known).
+process already sent: SentLinks).
 
 A verdict is None (admit) or a short reason. Reasons starting with `drop:` are links that are
 not part of the crawl at all (other sites, or links the user's link rules exclude): they are
@@ -117,7 +117,7 @@ def _in_domains(host: str, domains: tuple[str, ...]) -> bool:
     return any(host == d or host.endswith("." + d) for d in domains)
 
 
-class Known:
+class SentLinks:
     """The links this process sent to the finish step, each at the least depth it was sent
     (at most KNOWN_MAX, then forgotten at once): one known at a depth or less is neither
     judged nor sent again, its Bloom check would be a no-op. A process forgets what a
@@ -142,7 +142,7 @@ class Known:
 
 
 def judge_links(
-    links: list[str], depth: int, cfg: CrawlConfig, known: Known, counts: Counter,
+    links: list[str], depth: int, cfg: CrawlConfig, known: SentLinks, counts: Counter,
     speculative: bool,
 ) -> tuple[list[tuple[str | None, str]], list[tuple[str | None, str]]]:  # fmt: skip
     """The links of a page of `depth` to admit one deeper (within max_depth, not sent at

@@ -88,7 +88,7 @@ from rqcrawl.frontier.messages import (
 )
 from rqcrawl.frontier.pacing import Pacing
 from rqcrawl.frontier.records import Records
-from rqcrawl.frontier.rules import Known
+from rqcrawl.frontier.rules import SentLinks
 from rqcrawl.frontier.shards import connect, shard_map
 from rqcrawl.frontier.sitemaps import target
 from rqcrawl.parse.urls import host_of
@@ -170,7 +170,7 @@ class CrawlState(Admission, Pacing, Leases, Records):
         self.crawl = crawl
         self.cfg = cfg
         self.keys = CrawlKeys(crawl)
-        self.known = Known()  # the links this process sent
+        self.known = SentLinks()  # the links this process sent
         # Not behind a Sentinel: a failover loses what the old primary acknowledged last, so
         # links sent then must be sent again when their page is fetched again.
         self.remembers = not behind_sentinel(redis)

@@ -23,7 +23,7 @@ from rqcrawl.fetch.http import NOT_MODIFIED, Archive, FetchError, Response, fetc
 from rqcrawl.fetch.robots import Robots
 from rqcrawl.frontier import keys, requisites
 from rqcrawl.frontier.records import record
-from rqcrawl.frontier.rules import Known, judge_links, link_verdict
+from rqcrawl.frontier.rules import SentLinks, judge_links, link_verdict
 from rqcrawl.ops import stats
 from rqcrawl.parse import directives, hooks, rendering
 from rqcrawl.parse import requisites as found_in
@@ -73,7 +73,7 @@ class Visiting:
     """How visit fetches and parses a page (its keyword arguments, see visit)."""
 
     archive: Archive = no_archive
-    known: Known = field(default_factory=Known)
+    known: SentLinks = field(default_factory=SentLinks)
     cookies: Cookies | None = None
     prior: Prior | None = None
     via: Sequence[str] = ()
