@@ -66,6 +66,7 @@ local max_share, floor = tonumber(max_host_share), tonumber(share_floor)
 if kids > 0 then bloom_alloc(bloom0, sbits, size) end
 local total = nil  -- (read at the first new child)
 local admitted = 0
+local by_key, by_host = {}, {}  -- the admitted children, held once the loop is done
 local skip = nil
 local fresh = bloom_check(bloom0, sbits, kk, ARGV, children + 4 * kids, kids, true)
 local refused = {}
@@ -79,7 +80,7 @@ for i = 1, kids do
       local whole = so_far + tonumber(others)
       local of_host = 0  -- (read only for a per-host budget)
       if max_host > 0 or max_share > 0 then
-        of_host = tonumber(redis.call('HGET', host_pages, host) or '0')
+        of_host = tonumber(redis.call('HGET', host_pages, host) or '0') + (by_host[host] or 0)
       end
       if max_total > 0 and so_far >= limit then
         verdict = 'max_pages'
@@ -90,8 +91,10 @@ for i = 1, kids do
       end
     end
     if verdict == '-' then
-      hold(key, url, cd, child_priority)
-      redis.call('HINCRBY', host_pages, host, 1)
+      local scored = by_key[key] or {}
+      by_key[key] = scored
+      scored[#scored + 1], scored[#scored + 2] = score_of(cd, child_priority), url
+      by_host[host] = (by_host[host] or 0) + 1
       if source ~= '' then redis.call('SADD', sitemapped, url) end
       if child_via ~= '' then redis.call('HSET', via, url, child_via) end
       admitted = admitted + 1
@@ -105,6 +108,8 @@ for i = 1, kids do
     correct(key, url, cd)
   end
 end
+for key, scored in pairs(by_key) do hold_all(key, scored, cd) end
+for host, count in pairs(by_host) do redis.call('HINCRBY', host_pages, host, count) end
 if admitted > 0 then redis.call('HINCRBY', counters, 'admitted', admitted) end
 if cut ~= '' and shift > 0 then push_links(cjson.decode(cut), cd, child_priority, child_via) end
 
