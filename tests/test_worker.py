@@ -12,7 +12,7 @@ import time
 from helpers import command_calls, wait_until
 from rq import Callback, Queue
 from rq.job import Job, JobStatus
-from rq.registry import FailedJobRegistry
+from rq.registry import FailedJobRegistry, FinishedJobRegistry
 from rq.suspension import resume, suspend
 from rq.utils import str_to_date
 from servers import HTTPSite, reply
@@ -168,6 +168,18 @@ def test_a_pages_claim_goes_with_its_jobs_start_and_its_slot_is_freed_as_it_ends
     assert claims.runs == ["queued", "own round trip", "queued", "queued"]
     host = f"{site.host}:{site.port}"
     assert conn.zcard(keys.CrawlKeys("ride").host_leases(host)) == 0
+
+
+def test_a_pages_job_is_listed_finished_with_its_outcome_in_meta_and_no_rq_result(conn):
+    """A page's job keeps what rq-dashboard shows (the finished list, the outcome in its
+    meta) without an RQ result of its own: its return value is the outcome again."""
+    with HTTPSite(lambda req: reply(req, 200, b"<html>x</html>"), max_seconds=60) as site:
+        one_host_crawl(conn, site, "kept")
+        run_crawl_worker(conn, "kept", lambda: stats.status(conn, "kept")["state"] == "finished")
+    finished = FinishedJobRegistry(keys.QUEUE_NAME, connection=conn).get_job_ids()
+    ours = [Job.fetch(i, connection=conn) for i in finished if i.startswith("rqcrawl-kept-")]
+    assert [(j.get_status(), j.meta["outcome"]) for j in ours] == [(JobStatus.FINISHED, "fetched")]
+    assert list(conn.scan_iter("rq:results:rqcrawl-kept-*")) == []
 
 
 def test_a_failed_page_job_still_frees_its_hosts_slot_at_once(conn, monkeypatch):

@@ -16,8 +16,8 @@ go in one round trip instead of three, the worker's state is written only when i
 the `rq suspend` flag is read once a second rather than before every job, a job without
 callbacks gets no heartbeat for them, the job's preparation goes in one transaction instead
 of two, and a crawl job's success (which has no dependents to watch) in one round trip
-instead of four, the `idle` state with it. What RQ stores is otherwise
-unchanged.
+instead of four, the `idle` state with it, and without an RQ result (its outcome is in the
+job's `meta`). What RQ stores is otherwise unchanged.
 """
 
 from __future__ import annotations
@@ -345,16 +345,17 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
 
     def _handle_crawl_success(self, job: Job, execution: Execution) -> None:
         """RQ's handle_job_success without its dependents and repeats, and with the `idle`
-        state, in one round trip (no MULTI/EXEC, as prepare_execution's)."""
+        state, in one round trip (no MULTI/EXEC, as prepare_execution's). The job's return
+        value (its outcome, which its `meta` holds too: jobs._describe) gets no RQ result
+        of its own: two writes a page fewer."""
         with self.connection.pipeline(transaction=False) as pipe:
             self.increment_successful_job_count(pipeline=pipe)
             self.increment_total_working_time(job.ended_at - job.started_at, pipe)
             result_ttl = job.get_result_ttl(self.default_result_ttl)
             if result_ttl != 0:
-                job._handle_success(
-                    result_ttl, pipeline=pipe, worker_name=self.name, execution_id=execution.id,
-                    execution_started_at=execution.created_at, execution_ended_at=job.ended_at,
-                )  # fmt: skip
+                job.set_status(JobStatus.FINISHED, pipeline=pipe)
+                job.save(pipeline=pipe, include_meta=False, include_result=False)
+                job.finished_job_registry.add(job, result_ttl, pipe)
             job.cleanup(result_ttl, pipeline=pipe, remove_from_queue=False)
             job._status = JobStatus.FINISHED
             self.cleanup_execution(job, pipeline=pipe, execution=execution)
