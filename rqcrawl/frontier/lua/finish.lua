@@ -17,6 +17,7 @@ if SHARDED and max_total > 0 then
     if want > left then return {2, want - left, 0, 0, 0, 0, 0} end
   end
 end
+read_counters()
 refresh_allowed()
 local allowed0, level0 = ALLOWED, LEVEL
 local reap_due, shift, next_at, d_done = 0, 0, 0, 0

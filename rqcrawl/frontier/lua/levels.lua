@@ -20,6 +20,14 @@ local function stored_level()
   STORED = STORED or tonumber(redis.call('HGET', counters, 'level') or '0')
   return STORED
 end
+-- What a run reads of the counters first, in one read: the stored level, whether the crawl
+-- is paused (see paused), and the `more` fields asked for, returned in their order.
+local function read_counters(...)
+  local got = redis.call('HMGET', counters, 'level', 'paused_at', ...)
+  STORED = STORED or tonumber(got[1] or '0')
+  if PAUSED == nil then PAUSED = got[2] ~= false end
+  return unpack(got, 3)
+end
 local function store_level(level)
   redis.call('HSET', counters, 'level', level)
   STORED, LEVEL_STALE = tonumber(level), true
