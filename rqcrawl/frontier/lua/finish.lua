@@ -47,7 +47,9 @@ if done ~= '' then
     end
     next_at = free_slot_of(done, slot)
     redis.call('HSET', counters, 'last_at', now)
-    if redis.call('SET', reap_lock, '1', 'NX', 'EX', reap_every) then reap_due = 1 end
+    if reap_every ~= '0' and redis.call('SET', reap_lock, '1', 'NX', 'EX', reap_every) then
+      reap_due = 1
+    end
   end
 end
 local dup = ''
