@@ -31,8 +31,10 @@ if done ~= '' then
   if rd > d_done then shift = rd - d_done end
   if final == '1' then
     redis.call('HDEL', inflight, done)
-    if redis.call('ZREM', later, done) == 1 then  -- (parked: `later` and `parked` go together)
-      LATER_N = nil
+    -- (parked: `later` and `parked` go together; none parked, as often: no write. Its
+    -- release below reads how many are parked anyway.)
+    if later_count() > 0 and redis.call('ZREM', later, done) == 1 then
+      LATER_N = LATER_N - 1
       redis.call('HDEL', parked, done)
     end
     redis.call('ZREM', leased, done)
