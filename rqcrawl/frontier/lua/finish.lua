@@ -17,7 +17,8 @@ if SHARDED and max_total > 0 then
     if want > left then return {2, want - left, 0, 0, 0, 0, 0} end
   end
 end
-read_counters()
+-- (URLs readmitted for a revisit, counted as they join `revisiting`: none, none there)
+local revisits = tonumber(read_counters('revisits')) or 0
 refresh_allowed()
 local allowed0, level0 = ALLOWED, LEVEL
 local reap_due, shift, next_at, d_done = 0, 0, 0, 0
@@ -39,7 +40,7 @@ if done ~= '' then
     end
     redis.call('ZREM', leased, done)
     if low then redis.call('HDEL', lowered, done) end
-    redis.call('SREM', revisiting, done)
+    if revisits > 0 then redis.call('SREM', revisiting, done) end
     if string.find(marks, 's', 1, true) then redis.call('SREM', sitemapped, done) end
     if string.find(marks, 'v', 1, true) then redis.call('HDEL', via, done) end
     pend(d_done, -1)
