@@ -23,6 +23,7 @@ REPLICA_WAIT_MS = 2000  # most a drain waits for a shard's replica before it goe
 # --- Intervals ----------------------------------------------------------------------------
 PUMP_EVERY = 2.0  # between two pumps of a crawl's due revisits, by any process
 CLAIM_NOTE_EVERY = 1.0  # a process notes claims this often: `status` needs minutes, not each job
+REAP_TRY_EVERY = 1.0  # a process's finishes try the recovery lock (free once a REAP_EVERY)
 OTHERS_EVERY = 1.0  # max_host_share over shards: one read of the other shards per second
 MAX_SLEEP = 0.1  # most a worker's release thread sleeps: a due URL is released that late at most
 REFRESH_CRAWLS = 1.0  # a new crawl's deferred URLs wait for this read of the set of crawls

@@ -12,9 +12,11 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from contextlib import ExitStack
 from http.server import BaseHTTPRequestHandler
 
+import pytest
 from helpers import (
     child_pids,
     env_with,
@@ -31,6 +33,8 @@ from servers import HTTPSite, reply
 
 from rqcrawl.config import CrawlConfig
 from rqcrawl.frontier import keys
+from rqcrawl.frontier.records import record
+from rqcrawl.frontier.state import outcome_counts
 from rqcrawl.ops import inspection, stats
 from rqcrawl.workers.runner import LocalWorkers
 
@@ -84,7 +88,6 @@ def counts_after(durations: list[float], ends: list[float], at: float) -> dict[s
         keys.ADMITTED: len(durations),
         keys.FETCHED: len(done),
         keys.HOST_TIMED: len(done),
-        keys.HOST_REQUESTS: len(done),
         keys.HOST_BUSY_MS: round(sum(done) * 1000),
     }
 
@@ -108,10 +111,22 @@ def test_the_eta_model_holds_for_a_host_with_timeouts():
     assert remaining * 1.1 < 0.5 * truth
 
 
+def test_a_hosts_pace_counts_retried_requests_and_a_first_attempt_writes_none_of_its_own():
+    """A URL's requests are its host's timed URLs plus their retries: a fetched page on its
+    first attempt adds no counter of its requests (one write a page fewer)."""
+    first = outcome_counts("h", {keys.FETCHED: 1}, record("http://h/a", "fetched", 0), 0.2)
+    again = outcome_counts("h", {keys.FETCHED: 1}, record("http://h/b", "fetched", 0), 0.4, 2)
+    assert keys.per_host(keys.HOST_RETRIED, "h") not in first
+    both = Counter(first) + Counter(again)
+    per_host = {name.partition("|")[0]: n for name, n in both.items() if "|" in name}
+    request_s, per_url = stats.host_pace(per_host, fetch_s=0.0)
+    assert request_s == pytest.approx((200 + 2 * 400) / 1000 / 3) and per_url == 1.5
+
+
 def test_the_eta_model_is_bounded_by_the_workers():
     """Forty hosts of 10 URLs of 2 s each and no delay: two workers, not the hosts' own
     pace (20 s), bound the time left (400 requests x 2 s / 2 = 400 s)."""
-    n = {keys.ADMITTED: 10, keys.HOST_TIMED: 1, keys.HOST_REQUESTS: 1, keys.HOST_BUSY_MS: 2000}
+    n = {keys.ADMITTED: 10, keys.HOST_TIMED: 1, keys.HOST_BUSY_MS: 2000}
     request_s, per_url = stats.host_pace(n, fetch_s=2.0)
     url_s = stats.url_seconds(request_s, per_url, delay=0.0, concurrency=1)
     rows = [{"host": f"h{i}", "remaining": 10, "request_s": request_s, "eta_s": 10 * url_s}
@@ -124,7 +139,7 @@ def test_the_eta_model_is_bounded_by_the_workers():
 
 def test_the_pace_counts_retried_timeouts_and_crawl_delay():
     # Two attempts per URL, each a 3 s timeout, delay 0.5 s: 7 s per URL.
-    n = {keys.HOST_TIMED: 4, keys.HOST_REQUESTS: 8, keys.HOST_BUSY_MS: 24000}
+    n = {keys.HOST_TIMED: 4, keys.HOST_RETRIED: 4, keys.HOST_BUSY_MS: 24000}
     assert stats.host_pace(n, fetch_s=0.0) == (3.0, 2.0)
     assert stats.url_seconds(3.0, 2.0, delay=0.5, concurrency=1) == 7.0
     assert stats.url_seconds(3.0, 1.0, delay=0.5, concurrency=4) == 0.875  # overlapping

@@ -37,7 +37,10 @@ RESTATED = {
     BaseWorker.stop_scheduler: ({"b90d9019bcaf7b95"}, "CrawlWorker.stop_scheduler"),
     BaseWorker._install_signal_handlers: ({"f30e3c58661a235a"}, "ThreadedMixin"),
     SimpleWorker.execute_job: ({"eae0f23110aeb280"}, "CrawlWorker.execute_job"),
-    Job._handle_success: ({"35b96f8229b6053d"}, "CrawlJob.succeeding, set_status and save"),
+    Job._handle_success: (
+        {"35b96f8229b6053d"},
+        "CrawlJob.succeeding, set_status and save; CrawlWorker._handle_crawl_success",
+    ),
     Queue.dequeue_any: ({"2452e56ad5197396"}, "CrawlQueue.dequeue_any"),
     Queue.lmove: ({"7aa797ad300b8aec"}, "CrawlQueue.dequeue_any (scripts.DEQUEUE)"),
 }

@@ -10,7 +10,7 @@ import json
 import time
 
 import pytest
-from helpers import waiting
+from helpers import command_calls, waiting
 from redis.exceptions import NoScriptError
 
 from rqcrawl.config import CrawlConfig
@@ -103,6 +103,16 @@ def test_a_link_is_admitted_once_whoever_finds_it(conn):
     state.known.clear()
     assert state.snapshot().count(keys.ADMITTED) == 3
     assert conn.hexists(state.keys.inflight, C) and waiting(state) == {}
+
+
+def test_a_process_tries_the_recovery_lock_at_most_once_a_second_however_many_urls_end(conn):
+    state = crawl(conn, host_concurrency=3)
+    _, released = state.seed([A + "1", A + "2", A + "3"])
+    assert len(released) == 3
+    before = command_calls(conn, "set")
+    for url in urls(released):
+        end(state, url)
+    assert command_calls(conn, "set") - before == 1  # (within REAP_TRY_EVERY of the first)
 
 
 def test_budgets_refuse_links_once_each_with_a_record_built_from_the_same_fields(conn):

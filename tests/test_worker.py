@@ -12,9 +12,10 @@ import time
 from helpers import command_calls, wait_until
 from rq import Callback, Queue
 from rq.job import Job, JobStatus
-from rq.registry import FailedJobRegistry
+from rq.registry import FailedJobRegistry, FinishedJobRegistry
 from rq.suspension import resume, suspend
 from rq.utils import str_to_date
+from rq.worker import BaseWorker, WorkerStatus
 from servers import HTTPSite, reply
 
 from rqcrawl.config import CrawlConfig
@@ -83,6 +84,35 @@ def test_crawl_worker_keeps_rq_informed(conn):
         worker._stop_requested = True
         thread.join(15)
     assert not thread.is_alive()
+
+
+def test_between_two_jobs_the_worker_stays_busy_in_redis_and_says_idle_once_it_waits(
+    conn, monkeypatch
+):
+    """RQ writes `idle` after each job and `busy` before the next: two writes a job. A
+    CrawlWorker given jobs back to back writes `busy` once, and `idle` when its queue is empty."""
+    written = []
+    rq_set_state = BaseWorker.set_state
+
+    def noted(worker, state, pipeline=None):
+        if worker.name == "states-worker":
+            written.append(state)
+        rq_set_state(worker, state, pipeline=pipeline)
+
+    monkeypatch.setattr(BaseWorker, "set_state", noted)
+    queue = Queue("states", connection=conn)
+    jobs = [queue.enqueue(square, i) for i in range(10)]
+    worker = threaded_class(CrawlWorker)([queue], connection=conn, name="states-worker")
+    thread = threading.Thread(target=worker.work, kwargs={"logging_level": "WARNING"})
+    thread.start()
+    try:
+        wait_until(lambda: conn.hget(worker.key, "state") == b"idle", 30, "the worker idle")
+        assert all(j.get_status(refresh=True) == JobStatus.FINISHED for j in jobs)
+    finally:
+        worker._stop_requested = True
+        thread.join(15)
+    # (a full heartbeat, at most every HEARTBEAT_EVERY, may send the state once more)
+    assert written.count(WorkerStatus.BUSY) <= 2 and written.count(WorkerStatus.IDLE) <= 2
 
 
 def test_a_crawl_jobs_success_is_one_hset_with_its_meta_and_expires_only_its_own_keys(conn):
@@ -168,6 +198,18 @@ def test_a_pages_claim_goes_with_its_jobs_start_and_its_slot_is_freed_as_it_ends
     assert claims.runs == ["queued", "own round trip", "queued", "queued"]
     host = f"{site.host}:{site.port}"
     assert conn.zcard(keys.CrawlKeys("ride").host_leases(host)) == 0
+
+
+def test_a_pages_job_is_listed_finished_with_its_outcome_in_meta_and_no_rq_result(conn):
+    """A page's job keeps what rq-dashboard shows (the finished list, the outcome in its
+    meta) without an RQ result of its own: its return value is the outcome again."""
+    with HTTPSite(lambda req: reply(req, 200, b"<html>x</html>"), max_seconds=60) as site:
+        one_host_crawl(conn, site, "kept")
+        run_crawl_worker(conn, "kept", lambda: stats.status(conn, "kept")["state"] == "finished")
+    finished = FinishedJobRegistry(keys.QUEUE_NAME, connection=conn).get_job_ids()
+    ours = [Job.fetch(i, connection=conn) for i in finished if i.startswith("rqcrawl-kept-")]
+    assert [(j.get_status(), j.meta["outcome"]) for j in ours] == [(JobStatus.FINISHED, "fetched")]
+    assert list(conn.scan_iter("rq:results:rqcrawl-kept-*")) == []
 
 
 def test_a_failed_page_job_still_frees_its_hosts_slot_at_once(conn, monkeypatch):

@@ -119,7 +119,7 @@ def outcomes(conn: Redis) -> Counter[str]:
     for job in Job.fetch_many(registry.get_job_ids(), connection=conn):
         if job is None:
             continue
-        result = str(job.return_value() or "")
+        result = str(job.meta.get("outcome") or job.return_value() or "")
         func = job.func_name.rsplit(".", 1)[-1]
         kinds[f"{func} deferred" if result.startswith("deferred") else func] += 1
     return kinds

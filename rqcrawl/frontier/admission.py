@@ -16,6 +16,7 @@ from rqcrawl.defaults import (
     OUTBOX_LOCK,
     PAGE_BLOCK,
     REAP_EVERY,
+    REAP_TRY_EVERY,
     SHARE_FLOOR,
 )
 from rqcrawl.frontier import keys, scripts
@@ -65,6 +66,8 @@ class Admission:
     """How URLs enter the crawl and end (CrawlState's part): seeds, links, sitemaps,
     requisites, revisits and other shards' links, through the Bloom filter, the budgets and
     the levels."""
+
+    reap_tried_at = float("-inf")  # when this process's finish last tried the recovery lock
 
     def seed_step(self, urls: list[str], priority: int = 0) -> tuple[int, Released]:
         """Admit `urls` at depth 0 and `priority` (budgets apply, trap rules do not) and
@@ -264,7 +267,7 @@ class Admission:
             slot=(ending.slot or Slot(self.key_of(done))).encode() if final and done else "",
             shard_bits=self.bloom.shard_bits,
             k=self.bloom.hashes,
-            reap_every=REAP_EVERY,
+            reap_every=self._reap_try() if final and done else 0,
             max_pages=self.cfg.max_pages,
             max_host_pages=self.cfg.max_pages_per_host,
             max_host_share=repr(self.cfg.max_host_share),
@@ -277,6 +280,16 @@ class Admission:
             others=self.admitted_elsewhere(),
             **self.frontier_names(),
         )  # fmt: skip
+
+    def _reap_try(self) -> int:
+        """REAP_EVERY: this finish tries the recovery pass's lock; or 0 (it does not) when
+        this process tried less than REAP_TRY_EVERY ago (the lock is free once a REAP_EVERY:
+        trying it at each end was a write a page)."""
+        now = time.monotonic()
+        if now - self.reap_tried_at < REAP_TRY_EVERY:
+            return 0
+        self.reap_tried_at = now
+        return REAP_EVERY
 
     def take_pages(self, need: int) -> None:
         """Take at least `need` pages of max_pages from the crawl's first shard (a block

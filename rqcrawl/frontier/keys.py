@@ -171,14 +171,15 @@ def failed_by(reason: str) -> str:
 
 HOST_SKIPPED = "skipped"  # with FETCHED and FAILED, the kinds counted per host
 # Also per host, for its pace in `status` and `hosts` (stats.host_pace): the URLs that ended
-# after a request, their requests (attempts) and the time those took in ms (timeouts and
-# failed requests included; an earlier attempt counts as long as the last).
+# after a request, their requests beyond one a URL (retried attempts: a URL's first request
+# costs no write of its own) and the time those took in ms (timeouts and failed requests
+# included; an earlier attempt counts as long as the last).
 HOST_TIMED = "timed"
-HOST_REQUESTS = "requests"
+HOST_RETRIED = "retried"
 HOST_BUSY_MS = "busy_ms"
 
 
 def per_host(kind: str, host: str) -> str:
     """A field of `host_pages`: the host's FETCHED, FAILED, HOST_SKIPPED, HOST_TIMED,
-    HOST_REQUESTS or HOST_BUSY_MS count."""
+    HOST_RETRIED or HOST_BUSY_MS count."""
     return f"{kind}|{host}"

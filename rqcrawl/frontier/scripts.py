@@ -151,6 +151,8 @@ FRONTIER_ARGS = (
 # end with a digest is kept in `digests`; another one with the same digest is a duplicate:
 # its record gets `duplicate_of`, its links are admitted like any page's (a copy under
 # another path links URLs found nowhere else: traps are the trap rules' and max_depth's).
+# reap_every: the seconds of the recovery pass's lock, which an ending URL tries to take
+# ('0': it does not try; see Admission._reap_try).
 # Returns {1 | 0 (done had already ended), admitted, reap due, level up (over shards: this
 # shard's pending URLs are past the crawl's level), links sent to the outbox, records left to
 # settle, when the freed key may go next, the first URL of `digest` if done is a duplicate

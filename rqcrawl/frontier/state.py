@@ -488,7 +488,8 @@ def outcome_counts(
         out[f"{keys.LATENCY_LE}{bound}"] = 1
         out[keys.LATENCY_MS] = round(fetch_s * 1000)
         out[keys.per_host(keys.HOST_TIMED, host)] = 1
-        out[keys.per_host(keys.HOST_REQUESTS, host)] = attempts
+        if attempts > 1:
+            out[keys.per_host(keys.HOST_RETRIED, host)] = attempts - 1
         out[keys.per_host(keys.HOST_BUSY_MS, host)] = round(fetch_s * 1000) * attempts
     return out
 

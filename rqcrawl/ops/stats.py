@@ -382,7 +382,8 @@ def host_pace(counts: dict[str, int], fetch_s: float) -> tuple[float, float]:
     """(seconds a request to the host takes, requests per URL) from what its ended URLs
     measured: their requests' mean duration, timeouts included (before any has ended: its
     smoothed fetch time, `fetch_s`), and their attempts (retries)."""
-    timed, requests = counts.get(keys.HOST_TIMED, 0), counts.get(keys.HOST_REQUESTS, 0)
+    timed = counts.get(keys.HOST_TIMED, 0)
+    requests = timed + counts.get(keys.HOST_RETRIED, 0)
     if requests:
         request_s = counts.get(keys.HOST_BUSY_MS, 0) / 1000 / requests
     else:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import threading
+from collections.abc import Callable, Iterable
 
 from redis import Redis
 from rq.intermediate_queue import IntermediateQueue
@@ -12,11 +13,20 @@ from rq.utils import as_text, backend_class, get_version
 
 from rqcrawl.frontier import scripts
 
+_waiting = threading.local()  # what this thread's worker does before its dequeue blocks
+
+
+def before_waiting(hook: Callable[[], None]) -> None:
+    """Run `hook` before each dequeue of this thread that would block (no job waiting): a
+    worker then tells Redis it is idle (CrawlWorker.set_state)."""
+    _waiting.hook = hook
+
 
 class CrawlQueue(Queue):
     """RQ's Queue, but a worker's dequeue of one queue that has a job waiting takes the job
     id and reads its hash in one round trip (scripts.DEQUEUE) instead of two (LMOVE, then
-    HGETALL); an empty queue is left to RQ's blocking dequeue."""
+    HGETALL); an empty queue is left to RQ's blocking dequeue, before which the thread's
+    worker may act (before_waiting)."""
 
     @classmethod
     def dequeue_any(
@@ -50,6 +60,8 @@ class CrawlQueue(Queue):
                     exc.job_id, exc.queue = job.id, queue
                     raise
                 return job, queue
+        if hook := getattr(_waiting, "hook", None):
+            hook()
         return super().dequeue_any(
             queues, timeout, connection, job_class, serializer, death_penalty_class
         )

@@ -12,12 +12,13 @@ the crawl itself (docs/changelog.md has the counts): a waiting job is dequeued w
 in one round trip instead of two (CrawlQueue), a crawl job's claim of its URL goes with its
 start (CrawlJob.claimed), a heartbeat within seconds of one that gave the worker's key its
 full time-to-live is skipped (also the shorter one RQ sends before every job) and the others
-go in one round trip instead of three, the worker's state is written only when it changes,
-the `rq suspend` flag is read once a second rather than before every job, a job without
+go in one round trip instead of three, the worker's state is written only when it changes
+(and `idle` only once no job waits: between two jobs Redis keeps saying `busy`), the
+`rq suspend` flag is read once a second rather than before every job, a job without
 callbacks gets no heartbeat for them, the job's preparation goes in one transaction instead
 of two, and a crawl job's success (which has no dependents to watch) in one round trip
-instead of four, the `idle` state with it. What RQ stores is otherwise
-unchanged.
+instead of four, and without an RQ result (its outcome is in the job's `meta`). What RQ
+stores is otherwise unchanged.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ from rqcrawl.quickexit import skip_final_collection
 from rqcrawl.redisurl import REDIS_DOWN, server_key
 from rqcrawl.workers import slot_name
 from rqcrawl.workers.crawljob import CLAIMING, CRAWL_QUEUE_FUNCS, CrawlJob
-from rqcrawl.workers.crawlqueue import CrawlQueue
+from rqcrawl.workers.crawlqueue import CrawlQueue, before_waiting
 from rqcrawl.workers.crawls import claim_call
 from rqcrawl.workers.jobs import abandon
 from rqcrawl.workers.resilience import (
@@ -103,6 +104,7 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
     _full_beat_at: float | None = None  # when the last heartbeat with the worker's full TTL went
     _preparing: Pipeline | None = None  # the job's preparation (see prepare_execution)
     _suspension_checked_at = 0.0
+    _sent_state: str | None = None  # the state last written to Redis (None: write the next)
 
     def __init__(self, *args, **kwargs) -> None:
         kwargs["name"] = self._client_name = kwargs.get("name") or worker_name()
@@ -260,13 +262,16 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
                 super().heartbeat(timeout, pipeline=pipe)
                 pipe.execute()
         self._full_beat_at = time.monotonic() if asked >= full else None
+        self._sent_state = None  # (the state goes again with the next change: a Redis that
+        # restarted meanwhile has it back within HEARTBEAT_EVERY of work)
 
     def execute_job(self, job: Job, queue: Queue) -> None:
-        """SimpleWorker's, with the `idle` state and the heartbeat after the job sent in one
-        round trip (the work loop's own heartbeat then finds it recent), unless the job's
-        success already sent them (handle_job_success). A job cut short by a lost Redis is
-        marked failed once Redis is back, so that the crawl's recovery pass brings its URL
-        back at once rather than when RQ finds it abandoned."""
+        """SimpleWorker's, with the heartbeat after the job sent in one round trip with the
+        `idle` state (which set_state sends only once the worker waits; the work loop's own
+        heartbeat then finds it recent), unless the job's success already did
+        (handle_job_success). A job cut short by a lost Redis is marked failed once Redis is
+        back, so that the crawl's recovery pass brings its URL back at once rather than when
+        RQ finds it abandoned."""
         try:
             self.perform_job(job, queue, self.prepare_execution(job))
             if self.get_state() != WorkerStatus.IDLE:
@@ -335,7 +340,8 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
         """RQ's, with a crawl job's status written by the save of its fields and `meta`
         (CrawlJob.succeeding); for a crawl job, which has no dependents and no repeats, in
         one round trip instead of three (RQ watches the job's dependents and reads them
-        first), with the worker's `idle` state, which execute_job would send in a fourth."""
+        first), with the worker's heartbeat and `idle` state, which execute_job would send in
+        a fourth (set_state: the state waits for a dequeue that blocks)."""
         succeeding = job.succeeding() if isinstance(job, CrawlJob) else contextlib.nullcontext()
         with succeeding:
             if job.func_name in CRAWL_QUEUE_FUNCS and not (job.repeats_left or job.has_rate_limit):
@@ -345,16 +351,17 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
 
     def _handle_crawl_success(self, job: Job, execution: Execution) -> None:
         """RQ's handle_job_success without its dependents and repeats, and with the `idle`
-        state, in one round trip (no MULTI/EXEC, as prepare_execution's)."""
+        state, in one round trip (no MULTI/EXEC, as prepare_execution's). The job's return
+        value (its outcome, which its `meta` holds too: jobs._describe) gets no RQ result
+        of its own: two writes a page fewer."""
         with self.connection.pipeline(transaction=False) as pipe:
             self.increment_successful_job_count(pipeline=pipe)
             self.increment_total_working_time(job.ended_at - job.started_at, pipe)
             result_ttl = job.get_result_ttl(self.default_result_ttl)
             if result_ttl != 0:
-                job._handle_success(
-                    result_ttl, pipeline=pipe, worker_name=self.name, execution_id=execution.id,
-                    execution_started_at=execution.created_at, execution_ended_at=job.ended_at,
-                )  # fmt: skip
+                job.set_status(JobStatus.FINISHED, pipeline=pipe)
+                job.save(pipeline=pipe, include_meta=False, include_result=False)
+                job.finished_job_registry.add(job, result_ttl, pipe)
             job.cleanup(result_ttl, pipeline=pipe, remove_from_queue=False)
             job._status = JobStatus.FINISHED
             self.cleanup_execution(job, pipeline=pipe, execution=execution)
@@ -405,10 +412,25 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
 
     @riding_out_redis
     def set_state(self, state: str, pipeline: Pipeline | None = None) -> None:
-        """RQ writes the state before every dequeue and after every job, the same `idle`."""
-        if pipeline is None and state == self.get_state():
-            return
-        super().set_state(state, pipeline=pipeline)
+        """RQ writes the state before every dequeue and after every job, `idle` then `busy`
+        again at each job. Here a state is written only when it differs from the one Redis
+        has, and `idle` only when the worker waits: before a dequeue that blocks (a worker
+        of CrawlQueue: before_waiting), so that between two jobs Redis keeps `busy`."""
+        self._state = state
+        if state == WorkerStatus.IDLE and issubclass(self.queue_class, CrawlQueue):
+            return  # (sent by send_idle)
+        self._send_state(pipeline)
+
+    @riding_out_redis
+    def send_idle(self) -> None:
+        """Before a dequeue that blocks: Redis says `idle` if the worker is."""
+        if self.get_state() == WorkerStatus.IDLE:
+            self._send_state()
+
+    def _send_state(self, pipeline: Pipeline | None = None) -> None:
+        if self._state != self._sent_state:
+            super().set_state(self._state, pipeline=pipeline)
+            self._sent_state = self._state
 
     @riding_out_redis
     def check_for_suspension(self, burst: bool) -> None:
@@ -423,6 +445,7 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
         super().run_maintenance_tasks()
 
     def work(self, *args, **kwargs) -> bool:
+        before_waiting(self.send_idle)
         if not self.threaded:
             # RQ's own stop handlers, in before the slots start: a stop never finds slots
             # running without them (RQ installs them again after registering the worker)

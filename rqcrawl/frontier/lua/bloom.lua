@@ -25,7 +25,9 @@ local function bloom_alloc(shard_key0, shard_bits, size)
   end
   local bits = tonumber(size)
   local shards = math.ceil(bits / shard_bits)
-  -- all shards are created in one call, the last one last: it stands for them all
+  -- all shards are created in one call, the last one last: it stands for them all; with the
+  -- count of set bits (as always but once), in one read
+  if redis.call('EXISTS', KEYS[shard_key0 + shards - 1], KEYS[#KEYS]) == 2 then return end
   if redis.call('EXISTS', KEYS[shard_key0 + shards - 1]) == 1 then
     if redis.call('EXISTS', KEYS[#KEYS]) == 0 then
       local set = 0

@@ -1,4 +1,5 @@
 --#include frontier
+local identity = read_counters('started_at')
 refresh_allowed()
 local entry = redis.call('HGET', inflight, url)
 local go = '0'
@@ -20,7 +21,6 @@ if entry then
   end
 end
 if note == '1' then redis.call('HSET', counters, 'last_claim_at', now) end
-local identity = redis.call('HGET', counters, 'started_at')
 take_due(tonumber(limit))
 schedule_touched()
 local out = {}

@@ -17,6 +17,8 @@ if SHARDED and max_total > 0 then
     if want > left then return {2, want - left, 0, 0, 0, 0, 0} end
   end
 end
+-- (URLs readmitted for a revisit, counted as they join `revisiting`: none, none there)
+local revisits = tonumber(read_counters('revisits')) or 0
 refresh_allowed()
 local allowed0, level0 = ALLOWED, LEVEL
 local reap_due, shift, next_at, d_done = 0, 0, 0, 0
@@ -30,13 +32,15 @@ if done ~= '' then
   if rd > d_done then shift = rd - d_done end
   if final == '1' then
     redis.call('HDEL', inflight, done)
-    if redis.call('ZREM', later, done) == 1 then  -- (parked: `later` and `parked` go together)
-      LATER_N = nil
+    -- (parked: `later` and `parked` go together; none parked, as often: no write. Its
+    -- release below reads how many are parked anyway.)
+    if later_count() > 0 and redis.call('ZREM', later, done) == 1 then
+      LATER_N = LATER_N - 1
       redis.call('HDEL', parked, done)
     end
     redis.call('ZREM', leased, done)
     if low then redis.call('HDEL', lowered, done) end
-    redis.call('SREM', revisiting, done)
+    if revisits > 0 then redis.call('SREM', revisiting, done) end
     if string.find(marks, 's', 1, true) then redis.call('SREM', sitemapped, done) end
     if string.find(marks, 'v', 1, true) then redis.call('HDEL', via, done) end
     pend(d_done, -1)
@@ -46,7 +50,9 @@ if done ~= '' then
     end
     next_at = free_slot_of(done, slot)
     redis.call('HSET', counters, 'last_at', now)
-    if redis.call('SET', reap_lock, '1', 'NX', 'EX', reap_every) then reap_due = 1 end
+    if reap_every ~= '0' and redis.call('SET', reap_lock, '1', 'NX', 'EX', reap_every) then
+      reap_due = 1
+    end
   end
 end
 local dup = ''
@@ -66,6 +72,7 @@ local max_share, floor = tonumber(max_host_share), tonumber(share_floor)
 if kids > 0 then bloom_alloc(bloom0, sbits, size) end
 local total = nil  -- (read at the first new child)
 local admitted = 0
+local by_key, by_host = {}, {}  -- the admitted children, held once the loop is done
 local skip = nil
 local fresh = bloom_check(bloom0, sbits, kk, ARGV, children + 4 * kids, kids, true)
 local refused = {}
@@ -79,7 +86,7 @@ for i = 1, kids do
       local whole = so_far + tonumber(others)
       local of_host = 0  -- (read only for a per-host budget)
       if max_host > 0 or max_share > 0 then
-        of_host = tonumber(redis.call('HGET', host_pages, host) or '0')
+        of_host = tonumber(redis.call('HGET', host_pages, host) or '0') + (by_host[host] or 0)
       end
       if max_total > 0 and so_far >= limit then
         verdict = 'max_pages'
@@ -90,8 +97,10 @@ for i = 1, kids do
       end
     end
     if verdict == '-' then
-      hold(key, url, cd, child_priority)
-      redis.call('HINCRBY', host_pages, host, 1)
+      local scored = by_key[key] or {}
+      by_key[key] = scored
+      scored[#scored + 1], scored[#scored + 2] = score_of(cd, child_priority), url
+      by_host[host] = (by_host[host] or 0) + 1
       if source ~= '' then redis.call('SADD', sitemapped, url) end
       if child_via ~= '' then redis.call('HSET', via, url, child_via) end
       admitted = admitted + 1
@@ -105,6 +114,8 @@ for i = 1, kids do
     correct(key, url, cd)
   end
 end
+for key, scored in pairs(by_key) do hold_all(key, scored, cd) end
+for host, count in pairs(by_host) do redis.call('HINCRBY', host_pages, host, count) end
 if admitted > 0 then redis.call('HINCRBY', counters, 'admitted', admitted) end
 if cut ~= '' and shift > 0 then push_links(cjson.decode(cut), cd, child_priority, child_via) end
 

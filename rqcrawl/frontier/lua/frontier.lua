@@ -42,9 +42,10 @@ local touched, sent, corrected = {}, 0, 0
 local STORED, SPEC_N, LEVEL_STALE = nil, nil, true
 -- Likewise what a run read of its keys, kept by its writes below (nil: not read; a turn is
 -- false when the key is not in `ready`): their pace, queue heads, live slots and turns, and
--- whether the crawl is paused, and how many URLs are parked.
+-- whether the crawl is paused, how many URLs are parked, and the bytes of records appended
+-- to the records stream and trimmed from it (the counters' record_bytes, trimmed_bytes).
 local PACED, HEADS, NEXTS, LIVE, TURNS = {}, {}, {}, {}, {}
-local PAUSED, LATER_N = nil, nil
+local PAUSED, LATER_N, APPENDED, TRIMMED = nil, nil, nil, nil
 local function paused()
   if PAUSED == nil then PAUSED = redis.call('HEXISTS', counters, 'paused_at') == 1 end
   return PAUSED

@@ -20,6 +20,17 @@ local function stored_level()
   STORED = STORED or tonumber(redis.call('HGET', counters, 'level') or '0')
   return STORED
 end
+-- What a run reads of the counters first, in one read: the stored level, whether the crawl
+-- is paused (see paused), the records' bytes (see stream_full), and the `more` fields asked
+-- for, returned in their order.
+local function read_counters(...)
+  local got = redis.call('HMGET', counters, 'level', 'paused_at', 'record_bytes',
+                         'trimmed_bytes', ...)
+  STORED = STORED or tonumber(got[1] or '0')
+  if PAUSED == nil then PAUSED = got[2] ~= false end
+  if TRIMMED == nil then APPENDED, TRIMMED = tonumber(got[3]) or 0, tonumber(got[4]) or 0 end
+  return unpack(got, 5)
+end
 local function store_level(level)
   redis.call('HSET', counters, 'level', level)
   STORED, LEVEL_STALE = tonumber(level), true

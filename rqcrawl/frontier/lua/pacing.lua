@@ -125,13 +125,21 @@ local function unblock()
   for _, key in ipairs(redis.call('SMEMBERS', blocked)) do schedule(key) end
 end
 
+-- New URLs waiting in `key`'s queue at depth `d` (pending, held): `scored` holds their
+-- scores and URLs, score first; one write of each kind for them all.
+local function hold_all(key, scored, d)
+  for i = 1, #scored, 1000 do  -- unpack's stack is bounded
+    redis.call('ZADD', qprefix .. key, unpack(scored, i, math.min(i + 999, #scored)))
+  end
+  HEADS[key], NEXTS[key] = nil, nil
+  redis.call('SADD', qkeys, key)
+  redis.call('HINCRBY', counters, 'held', #scored / 2)
+  pend(d, #scored / 2)
+  touched[key] = true
+end
 -- Wait in `key`'s queue at depth `d` and priority `p` (a new URL: pending, held).
 local function hold(key, url, d, p)
-  enqueue(key, score_of(d, p), url)
-  redis.call('SADD', qkeys, key)
-  redis.call('HINCRBY', counters, 'held', 1)
-  pend(d, 1)
-  touched[key] = true
+  hold_all(key, {score_of(d, p), url}, d)
 end
 -- An in-flight URL back at the head of its key's queue (its turn came: parked, recovered).
 local function requeue(key, url)

@@ -2,13 +2,17 @@
 local function stream_full()
   local most, most_bytes = string.match(undelivered, '^(%d+) (%d+)$')
   if redis.call('XLEN', items) >= tonumber(most) then return true end
-  local b = redis.call('HMGET', counters, 'record_bytes', 'trimmed_bytes')
-  return (tonumber(b[1]) or 0) - (tonumber(b[2]) or 0) >= tonumber(most_bytes)
+  if TRIMMED == nil then
+    local b = redis.call('HMGET', counters, 'record_bytes', 'trimmed_bytes')
+    APPENDED, TRIMMED = tonumber(b[1]) or 0, tonumber(b[2]) or 0
+  end
+  return APPENDED - TRIMMED >= tonumber(most_bytes)
 end
 -- held-back records (see above); each entry carries `o`, the bytes of records appended to the
 -- stream up to it, so that trimming it (ACK_RECORDS) says how many bytes left
 local function emit(record)
   local o = redis.call('HINCRBY', counters, 'record_bytes', #record)
+  APPENDED = o
   redis.call('XADD', items, '*', 'r', record, 'o', o)
 end
 local function with_depth(record, d)
