@@ -107,7 +107,7 @@ def test_a_link_is_admitted_once_whoever_finds_it(conn):
 
 def test_a_process_tries_the_recovery_lock_at_most_once_a_second_however_many_urls_end(conn):
     state = crawl(conn, host_concurrency=3)
-    _, released = state.seed([A + "1", A + "2", A + "3"])
+    _, released = state.seed_step([A + "1", A + "2", A + "3"])
     assert len(released) == 3
     before = command_calls(conn, "set")
     for url in urls(released):
