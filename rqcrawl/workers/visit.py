@@ -64,6 +64,11 @@ class Visit:
     requisites: list[str] = field(default_factory=list)
 
 
+# Told once a visit's request has ended, before its response is parsed: the request's
+# seconds, its status (None: no answer) and the server's Retry-After (gate.Answered).
+Answered = Callable[[float, int | None, float | None], None]
+
+
 # The browser's step of a visit (rqcrawl.render.browser): the rendered page of a response fetched
 # with HTTP, with the crawl, the worker and the robots.txt verdict of the page's site bound.
 Renderer = Callable[..., Rendered]
@@ -78,11 +83,13 @@ def fetch_and_parse(
     robots: Robots | None,
     render: Renderer | None = None,
     speculative: bool = False,
+    answered: Answered | None = None,
 ) -> Visit:
     """The visit of `url`, claimed by `job` as `entry`, once the gate let it through: with
     the crawl's archive, cookies and admitted links, the prior visit's validators (revisits),
     and the browser step bound to this crawl, worker and robots.txt verdict. `speculative`:
-    a shorter path may still lower its depth (its links are all kept, see Visit)."""
+    a shorter path may still lower its depth (its links are all kept, see Visit);
+    `answered`: told when the request ended (see visit)."""
     prior = c.frontier.prior(url)
     archive = warc.archive(
         c.frontier.crawl, c.cfg, job.worker_name and process_name(job.worker_name), prior
@@ -92,7 +99,7 @@ def fetch_and_parse(
         render = partial(render, crawl=c.frontier.crawl, worker=job.worker_name, allows=allows)
     return visit(
         url, depth, c.cfg, archive, c.frontier.state.known, c.cookies, prior, entry.via, render,
-        speculative,
+        speculative, answered,
     )  # fmt: skip
 
 
@@ -123,6 +130,7 @@ def visit(
     via: Sequence[str] = (),
     render: Renderer | None = None,
     speculative: bool = False,
+    answered: Answered | None = None,
 ) -> Visit:
     """Fetch (archiving the responses) and parse `url`, extract its fields, run the hook;
     never raises for anything a web server can do. A page over max_body_bytes is parsed up
@@ -135,7 +143,8 @@ def visit(
     meta refresh ends the visit, its target a URL of its own (rqcrawl.fetch.hops); `via`: the
     redirects that led to `url`. With `render`, the page is what the browser made of the
     response; without, a crawl with render = "auto" hands a page that needs the browser off
-    (Visit.render)."""
+    (Visit.render). `answered` is told as soon as the request ended (its response read or
+    its fetch failed), before any parsing: the job's host may take its next request."""
 
     started = time.monotonic()
     try:
@@ -147,8 +156,12 @@ def visit(
     except FetchError as exc:
         failed = failed_visit(url, depth, exc)
         failed.fetch_s = time.monotonic() - started
+        if answered is not None:
+            answered(failed.fetch_s, exc.status, exc.retry_after)
         return failed
     fetch_s = time.monotonic() - started
+    if answered is not None:
+        answered(fetch_s, resp.status, None)
     return _parsed(url, depth, cfg, resp, fetch_s, known, prior, via, render, speculative)
 
 
