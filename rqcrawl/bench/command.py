@@ -114,7 +114,8 @@ def peers(ctx: click.Context, asked: dict[str, bool], explicit_only: bool = Fals
               help="Instead: the crawl over N Redis servers (shards) for each N, with "
                    "the largest --workers in total, on the site over --hosts hosts.")  # fmt: skip
 @click.option("--hosts", type=click.IntRange(min=1, max=254), default=8, show_default=True,
-              help="With --shards: hosts (127.0.0.1, .2, ...) of the site.")  # fmt: skip
+              help="With --shards: hosts (127.0.0.1, .2, ...) of the site; with --card: "
+                   "one-host sites (1 unless given).")  # fmt: skip
 @click.option("--bloom-module", type=click.Path(exists=True, dir_okay=False),
               help="RedisBloom's redisbloom.so: also crawl with the native Bloom filter "
                    f"(rows {NATIVE}), the module loaded into the bench's Redis.")  # fmt: skip
@@ -146,6 +147,14 @@ def peers(ctx: click.Context, asked: dict[str, bool], explicit_only: bool = Fals
                    "crawl`) on a one-host site of --pages pages (100 unless given) at the "
                    "default delay: RQ jobs and deferrals per page, gaps between "
                    "requests.")  # fmt: skip
+@click.option("--delay", "card_delay", type=click.FloatRange(min=0), metavar="S",
+              help="With --card: `rqcrawl seed --delay S` (the default delay unless "
+                   "given).")  # fmt: skip
+@click.option("--max-depth", "card_depth", type=click.IntRange(min=0), default=3,
+              show_default=True, help="With --card: `rqcrawl seed --max-depth`.")  # fmt: skip
+@click.option("--card-timeout", type=click.FloatRange(min=1), default=1800, show_default=True,
+              help="With --card: give the crawl up after this many seconds and print its "
+                   "figures so far.")  # fmt: skip
 @click.option("--content", "content_dirs", multiple=True, metavar="DIR",
               type=click.Path(exists=True, file_okay=False),
               help="Instead: what --content markdown hands a pipeline, on each static "
@@ -157,7 +166,7 @@ def bench(
     tree, stock,
     repeat, site_procs, revisit_memory, db_url, task_table, skewed, fan_pages, crawl_delay,
     chain_pages, shard_counts, hosts, bloom_module, render, render_workers, one_page, profile,
-    web_hosts, card, content_dirs,
+    web_hosts, card, card_delay, card_depth, card_timeout, content_dirs,
 ) -> None:  # fmt: skip
     """Benchmark rqcrawl against Scrapy on a generated local site (or a static tree) and print
     one table."""
@@ -173,10 +182,15 @@ def bench(
         web_report(web_hosts, peers(ctx, asked, explicit_only=True))
         return
     if card:
+        from .card import CardRun
         from .card import report as card_report  # each mode loads only when asked
 
-        given = ctx.get_parameter_source("pages") == ParameterSource.COMMANDLINE
-        card_report(pages if given else CARD_PAGES)
+        def given(name: str) -> bool:
+            return ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE
+
+        run = CardRun(pages if given("pages") else CARD_PAGES, hosts if given("hosts") else 1,
+                      card_delay, card_depth, card_timeout)  # fmt: skip
+        card_report(run)
         return
     if one_page:
         from .onepage import report as one_page_report  # each mode loads only when asked

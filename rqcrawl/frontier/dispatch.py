@@ -186,9 +186,11 @@ class Frontier(Recovery, CrawlState):
         return claim
 
     def free_slot(self, url: str, slot: Slot) -> None:
-        """Free the slot of a job that did not end its URL (it failed, or was cut short),
+        """Free the slot of a job whose request ended (or that failed, or was cut short),
         and queue what that released."""
-        self._enqueue(self.free_slot_step(url, slot))
+        next_at, released = self.free_slot_step(url, slot)
+        self._enqueue(released)
+        _tell_due(next_at)
 
     def finish(
         self, url: str, ending: Ending, priority: int = 0, content: Content | None = None

@@ -66,7 +66,9 @@ class Slot:
     (lua/pacing.lua, free_slot): the request's `seconds` (-1: none was made), the
     adaptive throttle's `answer` ('push' for 429/503 or a Retry-After, 'ok' for a success,
     '-' otherwise) and `retry_after`, the key's base delay as now known (`base`: the setting
-    or its Crawl-delay; -1: unchanged), and a time before which the key takes no request."""
+    or its Crawl-delay; -1: unchanged), and a time before which the key takes no request.
+    A `freed` slot was freed when its request ended (gate.Answered): the URL's end leaves
+    the key's slots and pace as they are (it encodes as none)."""
 
     key: str
     seconds: float = -1.0
@@ -74,8 +76,11 @@ class Slot:
     retry_after: float = 0.0
     base: float = -1.0
     not_before: float = 0.0
+    freed: bool = False
 
     def encode(self) -> str:
+        if self.freed:
+            return ""
         return (
             f"{self.key} {self.seconds!r} {self.answer} {self.retry_after!r} {self.base!r} "
             f"{self.not_before!r}"

@@ -30,12 +30,13 @@ class Pacing:
         """Take the pump's turn unless one ran in the last `every` seconds (any process)."""
         return bool(self.redis.set(self.keys.pump_lock, 1, nx=True, px=int(every * 1000)))
 
-    def free_slot_step(self, url: str, slot: Slot) -> Released:
-        """Free the slot of a job that did not end its URL (it failed, or was cut short);
-        returns what that released."""
-        return pairs(
-            scripts.FREE_SLOT(self.redis, url=url, slot=slot.encode(), **self.frontier_names())
+    def free_slot_step(self, url: str, slot: Slot) -> tuple[float, Released]:
+        """Free the slot of a job whose request ended (or that failed, or was cut short);
+        returns when its key may go next (0: unknown) and what that released."""
+        next_at, *released = scripts.FREE_SLOT(
+            self.redis, url=url, slot=slot.encode(), **self.frontier_names()
         )
+        return float(next_at), pairs(released)
 
     def hop_turn(self, key: str, ended: str, own: bool, holder: str) -> float:
         """0 when a robots.txt redirect hop to politeness key `key` may go now, else when to

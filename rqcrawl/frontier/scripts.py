@@ -229,7 +229,8 @@ PARK = Script(
 )
 
 # Free the slot of a job that did not end its URL (failed, cut short): `slot` as FINISH's;
-# releases what is then due. Returns the released url, entry...
+# releases what is then due. Returns when the key may go next (0: no slot), then the
+# released url, entry...
 FREE_SLOT = Script(
     keys=FRONTIER_KEYS,
     args=(*FRONTIER_ARGS, "url", "slot"),

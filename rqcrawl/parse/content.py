@@ -20,10 +20,10 @@ import re
 import secrets
 import threading
 from collections.abc import Callable
+from types import ModuleType
 from urllib.parse import quote, urljoin, urlsplit
 
 import lxml.html
-import trafilatura
 from lxml import etree
 
 from rqcrawl.parse.extract import Page
@@ -63,12 +63,22 @@ def page_content(
     found |= dict.fromkeys(extracted)
     if len(html.encode("utf-8", "replace")) > max_bytes:
         return found, "too_large"
+    _trafilatura()  # loaded before the extraction's time starts
     outcome = _abandoned_after(timeout, lambda: _extract(html, page.base, url, extracted))
     if isinstance(outcome, str):
         return found, outcome
     for name, value in outcome.items():
         found[name] = found.get(name) or value
     return found, None
+
+
+def _trafilatura() -> ModuleType:
+    """trafilatura, imported at the first page whose text or markdown is asked for: a crawl
+    without --content never needs it, and a stock `rq worker` imports the crawler again in
+    each job's fork (about a quarter of those imports)."""
+    import trafilatura
+
+    return trafilatura
 
 
 def _abandoned_after(timeout: float, work: Callable[[], dict]) -> dict | str:
@@ -127,7 +137,7 @@ def _extract(html: str, base: str, url: str, kinds: list[str]) -> dict[str, str 
     _shape_main_block(tree, marks)
     found: dict[str, str | None] = {}
     doc = json.loads(
-        trafilatura.extract(
+        _trafilatura().extract(
             copy.deepcopy(tree), url=url, output_format="json", with_metadata=True,
             include_comments=False,
         ) or "{}"
@@ -299,7 +309,7 @@ def _markdown(tree: lxml.html.HtmlElement, marks: _Marks) -> str | None:
             element.text = _stand_ins(element.text, nonce)
         if element.tail:
             element.tail = _stand_ins(element.tail, nonce)
-    markdown = trafilatura.extract(
+    markdown = _trafilatura().extract(
         tree, output_format="markdown", include_comments=False, include_links=True
     )
     return None if markdown is None else marks.markdown(markdown)

@@ -47,9 +47,32 @@ class Go:
         that made no request)."""
         if result is None or result.fetch_s is None:
             return Slot(self.key, base=self.base)
-        status = result.record.get("status")
-        wait = result.retry_after
-        return Slot(self.key, result.fetch_s, answer(status, wait), wait or 0.0, base=self.base)
+        return self.request(result.fetch_s, result.record.get("status"), result.retry_after)
+
+    def request(self, seconds: float, status: int | None, wait: float | None) -> Slot:
+        """The end of a request of `seconds` answered `status` (None: no answer), with the
+        server's Retry-After `wait`."""
+        return Slot(self.key, seconds, answer(status, wait), wait or 0.0, base=self.base)
+
+
+class Answered:
+    """A page job's hold of its host's slot, freed as soon as its request ended (issue 45:
+    a host's slot covers its request, not its job): the host's delay runs from the end of
+    the request, and its next URL is released then (at its turn), while this job parses the
+    page and ends its URL. Called by the visit (visit.Answered); `slot` is then what ends
+    the URL (a `freed` one), else the visit's own."""
+
+    def __init__(self, c: Crawl, url: str, go: Go):
+        self.c, self.url, self.go = c, url, go
+        self.freed = False
+
+    def __call__(self, seconds: float, status: int | None, wait: float | None) -> None:
+        self.c.frontier.free_slot(self.url, self.go.request(seconds, status, wait))
+        self.freed = True
+
+    def slot(self, result: Visit | None = None) -> Slot:
+        """How the job's hold of the slot ends, given its visit's `result`."""
+        return Slot(self.go.key, freed=True) if self.freed else self.go.slot(result)
 
 
 def through(

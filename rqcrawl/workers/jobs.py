@@ -123,16 +123,20 @@ def _page(
     if not isinstance(go, gate.Go):  # parked until its site (or host) is ready
         return go
     speculative = c.cfg.exact_depth and depth > claimed.level + 1
+    # freed when the request ends; a browser's rendering makes requests of its own
+    held = gate.Answered(c, url, go) if render is None else None
+    slot = held.slot if held else go.slot
     result = None
     try:
-        how = Visiting(via=entry.via, render=render, speculative=speculative)
+        how = Visiting(via=entry.via, render=render, speculative=speculative, answered=held)
         result = fetch_and_parse(job, c, url, depth, go.robots, how)
         if result.render:
-            return settle.hand_off(c, url, entry, result.render, go.slot(result))
+            return settle.hand_off(c, url, entry, result.render, slot(result))
         counted = settle.counted(url, entry, result)
-        return settle.page(c, url, depth, entry, counted, go.slot(result))
+        return settle.page(c, url, depth, entry, counted, slot(result))
     except BaseException:  # the slot is freed now, not when its lease runs out
-        c.frontier.free_slot(url, go.slot(result))
+        if not (held and held.freed):
+            c.frontier.free_slot(url, go.slot(result))
         raise
 
 

@@ -63,6 +63,11 @@ class Visit:
     requisites: list[str] = field(default_factory=list)
 
 
+# Told once a visit's request has ended, before its response is parsed: the request's
+# seconds, its status (None: no answer) and the server's Retry-After (gate.Answered).
+Answered = Callable[[float, int | None, float | None], None]
+
+
 # The browser's step of a visit (rqcrawl.render.browser): the rendered page of a response fetched
 # with HTTP, with the crawl, the worker and the robots.txt verdict of the page's site bound.
 Renderer = Callable[..., Rendered]
@@ -79,6 +84,7 @@ class Visiting:
     via: Sequence[str] = ()
     render: Renderer | None = None
     speculative: bool = False
+    answered: Answered | None = None  # told when the request ended, before any parsing
 
 
 @dataclass(frozen=True)
@@ -142,7 +148,8 @@ def visit(url: str, depth: int, cfg: CrawlConfig, how: Visiting | None = None) -
     meta refresh ends the visit, its target a URL of its own (rqcrawl.fetch.hops); `via`: the
     redirects that led to `url`. With `render`, the page is what the browser made of the
     response; without, a crawl with render = "auto" hands a page that needs the browser off
-    (Visit.render)."""
+    (Visit.render). `how.answered` is told as soon as the request ended (its response read
+    or its fetch failed), before any parsing: the job's host may take its next request."""
     how = how or Visiting()
     started = time.monotonic()
     try:
@@ -154,8 +161,13 @@ def visit(url: str, depth: int, cfg: CrawlConfig, how: Visiting | None = None) -
     except FetchError as exc:
         failed = failed_visit(url, depth, exc)
         failed.fetch_s = time.monotonic() - started
+        if how.answered is not None:
+            how.answered(failed.fetch_s, exc.status, exc.retry_after)
         return failed
-    return _parsed(url, depth, cfg, resp, time.monotonic() - started, how)
+    fetch_s = time.monotonic() - started
+    if how.answered is not None:
+        how.answered(fetch_s, resp.status, None)
+    return _parsed(url, depth, cfg, resp, fetch_s, how)
 
 
 def _parsed(

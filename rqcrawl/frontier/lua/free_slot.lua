@@ -1,7 +1,7 @@
 --#include frontier
 refresh_allowed()
-free_slot_of(url, slot)
+local next_at = free_slot_of(url, slot)
 schedule_touched()
-local out = {}
+local out = {string.format('%.6f', next_at)}
 release(room(), out)
 return out
