@@ -236,6 +236,15 @@ def test_decode_broken_bytes_does_not_raise(content_type):
     assert title.endswith(" end")
 
 
+@pytest.mark.parametrize("title", ["ok", "été"])
+def test_decode_replaces_lone_surrogates(title):
+    # unicode_escape (a server's choice) decodes "\\ud800" to a lone surrogate, which lxml
+    # refuses: it becomes U+FFFD, the rest of the page as it was.
+    body = TITLE_DOC.format(meta="", title=title + " \\ud800").encode("ascii", "backslashreplace")
+    text = decode(body, "text/html; charset=unicode_escape")
+    assert parse(text, URL).title == title + " \ufffd"
+
+
 def test_decode_unknown_charset_does_not_raise():
     body = TITLE_DOC.format(meta="", title="été").encode("utf-8")
     text = decode(body, "text/html; charset=no-such-charset")

@@ -389,11 +389,12 @@ def _random_url(rnd: random.Random) -> str:
 
 
 def _random_href(rnd: random.Random) -> str:
-    kind = rnd.randrange(4)
+    kind = rnd.randrange(5)
     if kind == 0:
         return _random_url(rnd)
     path = "/".join(rnd.choice(_SEGMENTS) for _ in range(rnd.randint(1, 3)))
-    lead = ["//" + rnd.choice(_HOSTS) + rnd.choice(_PORTS) + "/", "/", ""][kind - 1]
+    up = "../" * rnd.randint(1, 3)
+    lead = ["//" + rnd.choice(_HOSTS) + rnd.choice(_PORTS) + "/", "/", "", up][kind - 1]
     return lead + path + rnd.choice(_QUERIES) + rnd.choice(_FRAGMENTS)
 
 
@@ -420,6 +421,8 @@ def test_fast_path_agrees_with_w3lib_on_urls_of_every_nearby_shape():
             taken += 1
             assert fast == _general_or_error(url, base), (url, base)
     assert taken > 300
-    for href in ("p2.html", "/d/p3.html", "//example.com/x", "item?id=3&v=1#top"):
+    for href in ("p2.html", "/d/p3.html", "//example.com/x", "item?id=3&v=1#top", "../up.html"):
         assert urls._simple(href, BASE) is not None
     assert urls._simple("//example.com/x", "http:") == "http://example.com/x"
+    # `../` climbs as urljoin does, which drops the empty segments of the base it passes
+    assert canonicalize("../x.html", "http://example.com/a//b/c") == "http://example.com/a/x.html"

@@ -38,10 +38,22 @@ def decode(body: bytes, content_type: str | None) -> str:
         _, text = html_to_unicode(content_type, body)
     except (LookupError, UnicodeError, ValueError):
         text = body.decode("utf-8", errors="replace")
-    return _SURROGATE.sub("\ufffd", text)
+    return text if _surrogate_free(text) else _SURROGATE.sub("\ufffd", text)
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _surrogate_free(text: str) -> bool:
+    """Whether `text` holds no surrogate: strict UTF-8 encoding refuses exactly those, and it
+    runs at C speed (~10 us a 30 KB page; the regex's scan takes ~200 us)."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 # Canonical links already met by this process, keyed by (context, href): the part of the base

@@ -103,7 +103,9 @@ def _simple(url: str, base: str | None) -> str | None:
 
 def _joined(url: str, base: str) -> str | None:
     """`url` resolved against a simple `base` when that is plain concatenation: a
-    network-path (`//host/...`), an absolute path or a simple relative path; else None."""
+    network-path (`//host/...`), an absolute path or a simple relative path, which may
+    start with `../` segments (each drops a directory of the base's, none above the root);
+    else None."""
     if url.startswith("//"):  # only the base's scheme counts (extract's cache passes "http:")
         scheme = base[: base.find(":")]
         return f"{scheme}:{url}" if scheme in _SCHEMES else None
@@ -111,14 +113,23 @@ def _joined(url: str, base: str) -> str | None:
     if m is None:
         return None
     origin = base[: m.end(3) if m[3] is not None else m.end(2)]
-    if "//" in url or "/./" in url or "/../" in url:  # urljoin's business: it drops these
+    up = 0
+    while url.startswith("../", 3 * up):
+        up += 1
+    rest = url[3 * up :]
+    if "//" in rest or "/./" in rest or "/../" in rest:  # urljoin's business: it drops these
         return None
-    if url.startswith("/"):
-        return origin + url
-    if _SIMPLE_RELATIVE.fullmatch(url) is None:
+    if rest.startswith("/") and not up:
+        return origin + rest
+    if _SIMPLE_RELATIVE.fullmatch(rest) is None:
         return None
     path = m[4] or "/"
-    return origin + path[: path.rfind("/") + 1] + url
+    if up and "//" in path:  # urljoin drops the empty segments it climbs through
+        return None
+    directory = path[: path.rfind("/") + 1]
+    for _ in range(up):
+        directory = directory[: directory.rfind("/", 0, len(directory) - 1) + 1] or "/"
+    return origin + directory + rest
 
 
 def _canonical(url: str, base: str | None) -> str:

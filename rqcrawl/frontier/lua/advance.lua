@@ -1,6 +1,6 @@
 --#include frontier
 refresh_allowed()
-local allowed0 = ALLOWED
+local allowed0 = allowed()
 local raised = 0
 if tonumber(level) > LEVEL then
   store_level(level)

@@ -62,6 +62,6 @@ end
 local function advance(allowed_before)
   local settling = settle(SETTLE_BUDGET)
   refresh_allowed()
-  if ALLOWED > allowed_before then unblock() end
+  if allowed() > allowed_before then unblock() end
   return settling and 1 or 0
 end

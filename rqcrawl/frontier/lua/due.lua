@@ -2,6 +2,6 @@
 refresh_allowed()
 take_due(tonumber(limit))
 schedule_touched()
-local out = {advance(ALLOWED)}
+local out = {advance(allowed())}
 release(room(), out)
 return out

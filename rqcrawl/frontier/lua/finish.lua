@@ -20,7 +20,7 @@ end
 -- (URLs readmitted for a revisit, counted as they join `revisiting`: none, none there)
 local revisits = tonumber(read_counters('revisits')) or 0
 refresh_allowed()
-local allowed0, level0 = ALLOWED, LEVEL
+local allowed0, level0 = allowed(), LEVEL
 local reap_due, shift, next_at, d_done = 0, 0, 0, 0
 if done ~= '' then
   local entry = redis.call('HGET', inflight, done)
@@ -154,7 +154,7 @@ end
 refresh_allowed()  -- (a record held back may have reached max_ahead)
 schedule_touched()
 local settling = 0
-if LEVEL > level0 or ALLOWED ~= allowed0 then settling = advance(allowed0) end
+if LEVEL > level0 or allowed() ~= allowed0 then settling = advance(allowed0) end
 local level_up = 0
 if SHARDED and (min_pending() or math.huge) > LEVEL then level_up = 1 end
 if not SHARDED and LEVEL > level0 then level_up = 1 end

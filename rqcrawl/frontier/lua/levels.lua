@@ -52,6 +52,9 @@ local function held_back()
 end
 -- The deepest URL that may be released: any (first-found depth, or room left for held-back
 -- records), or the level's own (the barrier: budgets, max_ahead 0, or max_ahead reached).
+-- Where it hangs on the count of held-back records, that count is read when first asked
+-- for (ALLOWED nil till then): a URL at the level or above goes either way (allows), so a
+-- run that releases none deeper reads no count.
 local function refresh_allowed()
   if LEVEL_STALE then
     LEVEL = level_now()
@@ -59,9 +62,17 @@ local function refresh_allowed()
   end
   if not EXACT then
     ALLOWED = math.huge
-  elseif STRICT or held_back() >= AHEAD then
+  elseif STRICT then
     ALLOWED = LEVEL
   else
-    ALLOWED = math.huge
+    ALLOWED = nil
   end
+end
+local function allowed()
+  if ALLOWED == nil then ALLOWED = held_back() >= AHEAD and LEVEL or math.huge end
+  return ALLOWED
+end
+-- Whether a URL of depth `d` may be released now.
+local function allows(d)
+  return d <= LEVEL or d <= allowed()
 end

@@ -107,7 +107,7 @@ local function schedule(key)
     return
   end
   local s = tonumber(head[2])
-  if s >= 0 and split_score(s) > ALLOWED then
+  if s >= 0 and not allows(split_score(s)) then
     drop_turn(key)
     redis.call('SADD', blocked, key)
     return
@@ -220,7 +220,7 @@ local function release(room, out)
           end
         else
           local d, p = split_score(s)
-          if d <= ALLOWED then
+          if allows(d) then
             dequeue(key, url)
             redis.call('HINCRBY', counters, 'held', -1)
             if redis.call('HEXISTS', inflight, url) == 1 then
