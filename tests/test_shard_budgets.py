@@ -75,7 +75,7 @@ def test_max_host_share_over_two_shards_counts_the_whole_crawl(redis_url, second
     small = [f"http://b{h}.test/{i}" for h in range(10) for i in range(15)]
     control.start(shards.connect(urls[0]), "sh", cfg, small)
     first = CrawlState(shards.connect(urls[0]), "sh", cfg)
-    first.seed([f"http://a.test/{i}" for i in range(300)])
+    first.seed_step([f"http://a.test/{i}" for i in range(300)])
     with redis.Redis.from_url(urls[0]) as conn:
         big = int(conn.hget(keys.CrawlKeys("sh").host_pages, "a.test"))
     with redis.Redis.from_url(urls[1]) as conn:
