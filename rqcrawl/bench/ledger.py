@@ -175,7 +175,7 @@ class LedgerWorker(CrawlWorker):
     goes to $RQCRAWL_LEDGER/<pid>.json when it stops (warm stop: the bench's end)."""
 
     _opened: tuple[dict, int] | None = None  # (the account, the process clock) at the start
-    _last_end = 0  # the process clock when the last job ended
+    _closed: tuple[dict, int] | None = None  # the same when the last job ended
 
     def __init__(self, *args, **kwargs) -> None:
         install()
@@ -187,7 +187,9 @@ class LedgerWorker(CrawlWorker):
         try:
             super().execute_job(job, queue)
         finally:
-            self._last_end = time.process_time_ns()
+            # both clocks stop together: the idle dequeue after the last job (and the
+            # threads' polling while the bench winds down) is outside the span on both sides
+            self._closed = (totals(), time.process_time_ns())
 
     def work(self, *args, **kwargs) -> bool:
         try:
@@ -198,15 +200,14 @@ class LedgerWorker(CrawlWorker):
 
     def account(self) -> dict:
         """What the jobs' span cost, stage by stage (see totals), and its CPU (`cpu` ns)."""
-        if self._opened is None:
+        if self._opened is None or self._closed is None:
             return {"cpu": {"ns": 0}}
-        before, started = self._opened
-        now = totals()
+        (before, started), (after, ended) = self._opened, self._closed
         out = {
             part: {key: n - before[part].get(key, 0) for key, n in values.items()}
-            for part, values in now.items()
+            for part, values in after.items()
         }
-        return out | {"cpu": {"ns": self._last_end - started}}
+        return out | {"cpu": {"ns": ended - started}}
 
 
 def read_ledgers(directory: Path) -> dict[str, dict[str, int]]:
