@@ -43,11 +43,14 @@ class RetryUntilStopped(Retry):
         clone._backoff = copy.deepcopy(self._backoff, memo)
         return clone
 
-    def call_with_retry(self, do, fail, is_retryable=None, with_failure_count=False):
+    def call_with_retry(self, do, fail, is_retryable=None, **options):
+        """(`options`: redis-py 8's `with_failure_count`, passed on only when given: redis-py 7
+        has no such parameter.)"""
+
         def retryable(error: Exception) -> bool:
             return not self.stopping.is_set() and (is_retryable is None or is_retryable(error))
 
-        return super().call_with_retry(do, fail, retryable, with_failure_count)
+        return super().call_with_retry(do, fail, retryable, **options)
 
 
 class StopWithoutRedis(SystemExit):
