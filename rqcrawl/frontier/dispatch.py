@@ -48,6 +48,7 @@ from rqcrawl.defaults import (
 )
 from rqcrawl.fetch.robots import Robots, site_of
 from rqcrawl.frontier import keys, levels, requisites, shards, sitemaps
+from rqcrawl.frontier.jobmeta import meta_for
 from rqcrawl.frontier.messages import (
     RENDER_TURN,
     Claim,
@@ -428,6 +429,7 @@ class Frontier(Recovery, CrawlState):
             result_ttl=0,
             failure_ttl=self.cfg.failure_ttl,
             timeout=self.cfg.job_timeout,
+            meta=meta_for(WAKER_FUNC),
         )
 
     def await_deferred(self) -> int:
@@ -531,7 +533,9 @@ class Frontier(Recovery, CrawlState):
             queue, func = (
                 (self.render_queue, RENDER_FUNC) if rendered else (self.queue, _crawl_func(u))
             )
-            data = Queue.prepare_data(func, at_front=at_front, **self._job_kwargs(u, e))
+            data = Queue.prepare_data(
+                func, at_front=at_front, meta=meta_for(func), **self._job_kwargs(u, e)
+            )
             by_queue.setdefault(queue, []).append(data)
             if e.attempt or e.turn:
                 parked.append(data.job_id)
