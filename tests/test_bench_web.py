@@ -190,4 +190,7 @@ def test_bench_card_prints_jobs_per_page_and_the_longest_gaps():
     assert int(started[1]) == sum(int(n) for n in re.findall(r" (\d+)", finished)), proc.stdout
     gaps = [float(g) for g in re.findall(r"([\d.]+) s \(at \+", proc.stdout)]
     assert len(gaps) == 3 and all(g >= 0.99 for g in gaps), proc.stdout  # the 1 s pace
+    # an exact crawl of the site's pages within depth 3, each requested once
+    assert "pages at their shortest depth: 10 of 10 (deeper 0, missing 0, unexpected 0); " \
+        "requests of one URL at most 1" in proc.stdout, proc.stdout  # fmt: skip
     assert "reproduce: rqcrawl bench --card --pages 10" in proc.stdout

@@ -9,8 +9,9 @@ seeds together, as the card shows; --delay and --max-depth when given) and two p
 `rq worker crawl`, RQ's forking worker. Printed: pages, wall time from the workers' start to
 the crawl's end, RQ jobs executed per fetched page (the workers' own log lines, one per job
 started) and the deferrals among them (jobs whose result says `deferred`, from RQ's
-finished-job registry), the longest gaps between two request starts at the server, and each
-host's seconds a page against its pace (issue 45: a host's slot covers its request).
+finished-job registry), the longest gaps between two request starts at the server, each
+host's seconds a page against its pace (issue 45: a host's slot covers its request), and
+whether every page was requested once and recorded at its shortest depth.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from rq import Queue
 from rq.job import Job
 from rq.registry import FinishedJobRegistry
 
+from rqcrawl.api import records
 from rqcrawl.config import CrawlConfig
 from rqcrawl.frontier.dispatch import Frontier
 from rqcrawl.ops import stats
@@ -203,11 +205,24 @@ def report(run: CardRun) -> None:
             final = stats.status(conn, name)
             stop_workers(procs)
             started, kinds = started_jobs(Path(tmp)), outcomes(conn)
+            depths = {r["url"]: r["depth"] for r in records(conn, name) if r["status"] == 200}
         finally:
             stop_workers(procs)
             redis_server.stop()
         log = list(web.log)
-    print_figures(run, Figures(final, wall, over, started, kinds, log), load, t0)
+    expected = {}
+    for origin in web.origins:
+        expected |= spec.depths_at(origin, run.max_depth)
+    figures = Figures(final, wall, over, started, kinds, log, off_depth(depths, expected))
+    print_figures(run, figures, load, t0)
+
+
+def off_depth(depths: dict[str, int], expected: dict[str, int]) -> Counter[str]:
+    """How the recorded pages (URL -> depth) differ from an exact crawl's (`expected`)."""
+    return Counter(
+        "missing" if url not in depths else "deeper" if depths[url] > d else "exact"
+        for url, d in expected.items()
+    ) + Counter("unexpected" for url in depths if url not in expected)
 
 
 @dataclass(frozen=True)
@@ -220,6 +235,7 @@ class Figures:
     started: Counter[str]
     kinds: Counter[str]
     log: list[Entry]
+    depths: Counter[str]  # off_depth's count
 
 
 def print_figures(run: CardRun, f: Figures, load: str, t0: float) -> None:
@@ -249,6 +265,12 @@ def print_figures(run: CardRun, f: Figures, load: str, t0: float) -> None:
         f"{jobs / fetched:.2f} per fetched page; deferrals "
         f"{deferred}: {deferred / fetched:.2f} per page; finished jobs by kind: "
         + ", ".join(f"{kind} {n}" for kind, n in sorted(f.kinds.items()))
+    )
+    targets = Counter((e.host, e.target) for e in f.log)
+    click.echo(
+        f"pages at their shortest depth: {f.depths['exact']} of {sum(f.depths.values())} "
+        f"(deeper {f.depths['deeper']}, missing {f.depths['missing']}, unexpected "
+        f"{f.depths['unexpected']}); requests of one URL at most {max(targets.values(), default=0)}"
     )
     longest = gaps(starts)[:GAPS_SHOWN]
     click.echo(

@@ -26,6 +26,7 @@ import posixpath
 import random
 import signal
 import socket
+from collections import deque
 from dataclasses import dataclass
 from urllib.parse import parse_qs, urlsplit
 
@@ -64,6 +65,19 @@ class SiteSpec:
     def urls_at(self, origin: str) -> list[str]:
         """Every page's URL, as the memory measures seed them."""
         return [canonicalize(origin + page_path(i)) for i in range(self.pages)]
+
+    def depths_at(self, origin: str, max_depth: int) -> dict[str, int]:
+        """Canonical URL -> shortest depth from the start page, for every page within
+        `max_depth` (what an exact crawl records)."""
+        targets, depth, todo = link_targets(self), {0: 0}, deque([0])
+        while todo:
+            i = todo.popleft()
+            for j in targets[i]:
+                if j not in depth:
+                    depth[j] = depth[i] + 1
+                    todo.append(j)
+        urls = self.urls_at(origin)
+        return {urls[i]: d for i, d in depth.items() if d <= max_depth}
 
 
 @dataclass(frozen=True)
