@@ -87,7 +87,6 @@ def test_failures_by_reason_in_status_failures_and_the_dashboard(
         "status": 404,
         "error": "HTTP 404",
         "attempts": 1,
-        "preload": "rqcrawl.workers.jobs",  # frontier.jobmeta: a forking worker's import
     }
     ok = json.loads(get_json(f"{dashboard}/job/{by_url[http.base + '/ok']}.json")["metadata"])
     assert ok["outcome"] == "fetched" and ok["status"] == 200

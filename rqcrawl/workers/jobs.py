@@ -31,7 +31,7 @@ from rqcrawl.defaults import FORK_LEAD, TABLE_WAIT
 from rqcrawl.fetch import warc
 from rqcrawl.fetch.http import FetchError
 from rqcrawl.fetch.robots import site_of
-from rqcrawl.frontier import keys, requisites, sitemaps
+from rqcrawl.frontier import jobmeta, keys, requisites, sitemaps
 from rqcrawl.frontier.dispatch import JOB_FUNC, RENDER_FUNC, REQUISITE_FUNC, SITEMAP_FUNC
 from rqcrawl.frontier.leases import renewer
 from rqcrawl.frontier.messages import Claim, Slot
@@ -287,7 +287,10 @@ def _describe(job: Job, c: Crawl, outcome: str | dict) -> None:
     (worker.CrawlJob); a stock worker's job saves it itself, in one round trip that also
     notes for `status` that a forking worker ran it. A failed page's job is kept for
     `failed_job_ttl` rather than `job_ttl`, so the dashboard's links to it stay alive; a
-    job that passed its URL on (Passed) is deleted as it ends."""
+    job that passed its URL on (Passed) is deleted as it ends. The preload marker
+    (frontier.jobmeta) has done its work once the job runs: an ended job's hash, kept for
+    `job_ttl`, does not carry it."""
+    job.meta.pop(jobmeta.META_KEY, None)
     if isinstance(outcome, dict):  # (inert: rq-dashboard shows meta unescaped)
         shown = {k: outcome.get(k) for k in META_FIELDS if outcome.get(k) is not None}
         job.meta.update({k: inert(v) if isinstance(v, str) else v for k, v in shown.items()})
