@@ -131,12 +131,14 @@ def test_a_killed_worker_frees_its_host_slot_in_seconds(redis_url, conn, tmp_pat
     with HTTPSite(site.handle, max_requests=400, max_seconds=300) as http:
         seed_local(redis_url, http.base + "/p0.html", "h", 3)
         with LocalWorkers(redis_url, 2, log_dir=tmp_path) as workers, ExitStack() as orphans:
-            kill_when_busy(conn, workers, 6, http, orphans)  # every page takes 0.3 s
-            killed_at = time.monotonic()
+            killed_at, _ = kill_when_busy(conn, workers, 6, http, orphans)  # 0.3 s a page
             s = finished_untouched(conn, "h", timeout=240)
-            after_kill = time.monotonic() - killed_at
     assert s["admitted"] == len(expected_paths(site, 3)) and s["in_flight"] == 0
-    assert after_kill < 35, f"finished {after_kill:.1f} s after the kill"  # 12 s of work
+    # The host's next request after the kill: its slot's lease (6 s) and a recovery pass (every
+    # 5 s), not the 45 s download timeout. (Measured at the server, not as the crawl's end,
+    # which adds the pages' own 12 s and stretches with a loaded machine.)
+    waited = min(t for t, _ in http.log if t > killed_at) - killed_at
+    assert waited < 30, f"the host's next request came {waited:.1f} s after the kill"
 
 
 def test_restarting_redis_with_aof_resumes_without_refetching(tmp_path):
