@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import codecs
 import subprocess
-from collections import deque
 from http.server import BaseHTTPRequestHandler
 
 import pytest
@@ -17,6 +16,7 @@ from helpers import BIN, rqcrawl, seed_local, wait_finished, worker_names
 from servers import HTTPSite, reply
 
 from rqcrawl import api
+from rqcrawl.bench.site import shortest_depths
 from rqcrawl.config import CrawlConfig
 from rqcrawl.parse.extract import decode, parse
 from rqcrawl.workers.runner import LocalWorkers
@@ -202,14 +202,7 @@ def xhtml_page(i: int, links: list[int]) -> bytes:
 
 
 def expected_depths(links: dict[int, list[int]]) -> dict[str, int]:
-    depth, todo = {0: 0}, deque([0])
-    while todo:
-        i = todo.popleft()
-        for j in links[i]:
-            if j not in depth:
-                depth[j] = depth[i] + 1
-                todo.append(j)
-    return {page_path(i): d for i, d in depth.items()}
+    return {page_path(i): d for i, d in shortest_depths(links).items()}
 
 
 def test_a_site_of_xhtml_served_as_html_is_crawled_whole_at_exact_depths(redis_url, conn):

@@ -13,8 +13,9 @@ from __future__ import annotations
 import json
 import random
 import threading
-from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from .site import shortest_depths
 
 APP_JS = b"""
 fetch('/api' + location.pathname).then(r => r.json()).then(page => {
@@ -47,14 +48,8 @@ class JSSite:
 
     def expected(self, max_depth: int) -> dict[str, int]:
         """Path -> shortest depth from page 0, for every page within max_depth."""
-        depth, todo = {0: 0}, deque([0])
-        while todo:
-            i = todo.popleft()
-            for j in self.links[i]:
-                if j not in depth:
-                    depth[j] = depth[i] + 1
-                    todo.append(j)
-        return {f"/p{i}": d for i, d in depth.items() if d <= max_depth}
+        depths = shortest_depths(self.links)
+        return {f"/p{i}": d for i, d in depths.items() if d <= max_depth}
 
     def _page(self, i: int) -> dict:
         return {"title": f"Page {i}", "text": _TEXT, "links": [f"/p{j}" for j in self.links[i]]}

@@ -27,6 +27,7 @@ import random
 import signal
 import socket
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import parse_qs, urlsplit
 
@@ -69,15 +70,9 @@ class SiteSpec:
     def depths_at(self, origin: str, max_depth: int) -> dict[str, int]:
         """Canonical URL -> shortest depth from the start page, for every page within
         `max_depth` (what an exact crawl records)."""
-        targets, depth, todo = link_targets(self), {0: 0}, deque([0])
-        while todo:
-            i = todo.popleft()
-            for j in targets[i]:
-                if j not in depth:
-                    depth[j] = depth[i] + 1
-                    todo.append(j)
         urls = self.urls_at(origin)
-        return {urls[i]: d for i, d in depth.items() if d <= max_depth}
+        depths = shortest_depths(link_targets(self))
+        return {urls[i]: d for i, d in depths.items() if d <= max_depth}
 
 
 @dataclass(frozen=True)
@@ -119,6 +114,19 @@ def _link_page(title: str, hrefs: list[str]) -> bytes:
     links = "".join(f'<li><a href="{h}">{h}</a></li>' for h in hrefs)
     page = f"<!doctype html><html><head><title>{title}</title></head><body><ul>{links}</ul>"
     return (page + "</body></html>").encode()
+
+
+def shortest_depths(links: Mapping[int, list[int]] | list[list[int]]) -> dict[int, int]:
+    """Page -> its shortest depth from page 0, by a breadth-first walk of `links` (page ->
+    the pages it links to), for every page reachable."""
+    depth, todo = {0: 0}, deque([0])
+    while todo:
+        i = todo.popleft()
+        for j in links[i]:
+            if j not in depth:
+                depth[j] = depth[i] + 1
+                todo.append(j)
+    return depth
 
 
 def link_targets(spec: SiteSpec) -> list[list[int]]:
