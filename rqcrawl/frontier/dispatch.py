@@ -47,7 +47,7 @@ from rqcrawl.defaults import (
     WAKER_YIELD,
 )
 from rqcrawl.fetch.robots import Robots, site_of
-from rqcrawl.frontier import keys, levels, requisites, shards, sitemaps
+from rqcrawl.frontier import keys, levels, piggyback, requisites, shards, sitemaps
 from rqcrawl.frontier.jobmeta import meta_for
 from rqcrawl.frontier.messages import (
     RENDER_TURN,
@@ -227,7 +227,7 @@ class Frontier(Recovery, CrawlState):
         it sent to the outbox, the level's coordination over shards, the records left to
         settle, a recovery pass; and tell the release thread when the host it freed may go
         next."""
-        self._enqueue(ended.released)
+        self._enqueue(ended.released, last=True)
         _tell_due(ended.next_at)
         if ended.sent:
             self.drain()
@@ -521,9 +521,10 @@ class Frontier(Recovery, CrawlState):
             placed.setdefault(self.peers[self.shard_of(row[0])], []).append(row)
         return placed
 
-    def _enqueue(self, entries: Released, at_front: bool = False) -> None:
+    def _enqueue(self, entries: Released, at_front: bool = False, last: bool = False) -> None:
         """Create the RQ jobs of released URLs in one pipeline, the highest priority first
-        (`at_front`: at the head of the queue, for a URL that already waited)."""
+        (`at_front`: at the head of the queue, for a URL that already waited); `last`: the
+        job's last write, which may ride on the worker's success (piggyback)."""
         if not entries:
             return
         by_queue: dict[Queue, list] = {}
@@ -539,10 +540,11 @@ class Frontier(Recovery, CrawlState):
             by_queue.setdefault(queue, []).append(data)
             if e.attempt or e.turn:
                 parked.append(data.job_id)
+
         # No MULTI/EXEC (two commands a page): one connection's commands run in order, so a
         # job's hash is there before its id is in a queue; one that never gets there is a
         # lost job, which recovery requeues like any other.
-        with self.redis.pipeline(transaction=False) as pipe:
+        def write(pipe: Pipeline) -> None:
             # A job id comes back when a paused URL is released again: its finished
             # predecessor's hash (and expiry) must not outlive into the new job.
             for queue, datas in by_queue.items():
@@ -550,7 +552,8 @@ class Frontier(Recovery, CrawlState):
                 queue.enqueue_many(datas, pipeline=pipe)
             if parked:  # shown in the deferred registry while they waited (_show_parked)
                 pipe.zrem(self.deferred_registry.key, *parked)
-            pipe.execute()
+
+        piggyback.send(self.redis, write, last)
 
     def _rendered(self, url: str) -> bool:
         """Whether `url` goes straight to the render queue (a `render` pattern names it)."""

@@ -50,7 +50,7 @@ from rqcrawl.defaults import (
     SLOT_UNBLOCK_S,
     SUSPENSION_EVERY,
 )
-from rqcrawl.frontier import scripts
+from rqcrawl.frontier import piggyback, scripts
 from rqcrawl.ops.metrics import port_from_env as metrics_port_from_env
 from rqcrawl.ops.metrics import serve_from_env as serve_metrics
 from rqcrawl.quickexit import skip_final_collection
@@ -269,11 +269,13 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
         """SimpleWorker's, with the heartbeat after the job sent in one round trip with the
         `idle` state (which set_state sends only once the worker waits; the work loop's own
         heartbeat then finds it recent), unless the job's success already did
-        (handle_job_success). A job cut short by a lost Redis is marked failed once Redis is
-        back, so that the crawl's recovery pass brings its URL back at once rather than when
-        RQ finds it abandoned."""
+        (handle_job_success), which also carries the RQ jobs of the URLs the page released
+        (piggyback). A job cut short by a lost Redis is marked failed once Redis is back, so
+        that the crawl's recovery pass brings its URL back at once rather than when RQ finds
+        it abandoned."""
         try:
-            self.perform_job(job, queue, self.prepare_execution(job))
+            with piggyback.carried(self.connection):
+                self.perform_job(job, queue, self.prepare_execution(job))
             if self.get_state() != WorkerStatus.IDLE:
                 with self.connection.pipeline(transaction=False) as pipe:
                     self.set_state(WorkerStatus.IDLE, pipeline=pipe)
@@ -355,6 +357,7 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
         value (its outcome, which its `meta` holds too: jobs._describe) gets no RQ result
         of its own: two writes a page fewer."""
         with self.connection.pipeline(transaction=False) as pipe:
+            piggyback.take(pipe)  # the RQ jobs of the URLs the page released
             self.increment_successful_job_count(pipeline=pipe)
             self.increment_total_working_time(job.ended_at - job.started_at, pipe)
             result_ttl = job.get_result_ttl(self.default_result_ttl)
