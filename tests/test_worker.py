@@ -10,11 +10,12 @@ import threading
 import time
 
 from helpers import command_calls, wait_until
+from redis.client import Pipeline
 from rq import Callback, Queue
 from rq.job import Job, JobStatus
 from rq.registry import FailedJobRegistry, FinishedJobRegistry
 from rq.suspension import resume, suspend
-from rq.utils import str_to_date
+from rq.utils import now, str_to_date
 from rq.worker import BaseWorker, WorkerStatus
 from servers import HTTPSite, reply
 
@@ -22,6 +23,7 @@ from rqcrawl.config import CrawlConfig
 from rqcrawl.frontier import keys, scripts
 from rqcrawl.frontier.dispatch import JOB_FUNC
 from rqcrawl.frontier.messages import HostPace
+from rqcrawl.frontier.recovery import LOST_AFTER
 from rqcrawl.ops import control, stats
 from rqcrawl.workers import jobs
 from rqcrawl.workers.crawljob import CrawlJob
@@ -115,16 +117,22 @@ def test_between_two_jobs_the_worker_stays_busy_in_redis_and_says_idle_once_it_w
     assert written.count(WorkerStatus.BUSY) <= 2 and written.count(WorkerStatus.IDLE) <= 2
 
 
-def test_a_crawl_jobs_success_is_one_hset_with_its_meta_and_expires_only_its_own_keys(conn):
+def test_a_crawl_jobs_success_is_one_hset_of_what_its_end_changed_and_expires_its_own_keys(
+    conn,
+):
     job = CrawlJob.create(JOB_FUNC, args=("c", "http://a.test/", 0), connection=conn)
     job.save()
     job.meta["outcome"] = "fetched"
+    job.ended_at = now()
+    fields = conn.hgetall(job.key)
     before = {c: command_calls(conn, c) for c in ("hset", "expire")}
     with conn.pipeline() as pipe, job.succeeding():
         job._handle_success(30, pipe, worker_name="w")
         job.cleanup(30, pipeline=pipe, remove_from_queue=False)
         pipe.execute()
-    assert command_calls(conn, "hset") - before["hset"] == 1  # status, fields and meta at once
+    assert command_calls(conn, "hset") - before["hset"] == 1  # status, end and meta at once
+    changed = {k: v for k, v in conn.hgetall(job.key).items() if fields.get(k) != v}
+    assert set(changed) == {b"status", b"ended_at", b"meta"}  # the rest as enqueued
     assert command_calls(conn, "expire") - before["expire"] == 2  # the job and its result
     stored = Job.fetch(job.id, connection=conn)
     assert stored.get_status() == JobStatus.FINISHED and stored.meta == {"outcome": "fetched"}
@@ -165,9 +173,9 @@ def run_crawl_worker(conn, name: str, until) -> None:
         thread.join(15)
 
 
-def one_host_crawl(conn, site: HTTPSite, name: str) -> None:
+def one_host_crawl(conn, site: HTTPSite, name: str, delay: float = 0.4) -> None:
     cfg = CrawlConfig(
-        scope_hosts=[f"{site.host}:{site.port}"], allow_private=True, delay=0.4, max_depth=1,
+        scope_hosts=[f"{site.host}:{site.port}"], allow_private=True, delay=delay, max_depth=1,
         obey_robots=False, sitemaps=False,
     )  # fmt: skip
     control.start(conn, name, cfg, [site.base + "/"])
@@ -198,6 +206,65 @@ def test_a_pages_claim_goes_with_its_jobs_start_and_its_slot_is_freed_as_it_ends
     assert claims.runs == ["queued", "own round trip", "queued", "queued"]
     host = f"{site.host}:{site.port}"
     assert conn.zcard(keys.CrawlKeys("ride").host_leases(host)) == 0
+
+
+def test_the_jobs_a_page_released_ride_with_its_jobs_success(conn, monkeypatch):
+    """The RQ jobs of the URLs a page's links released (its host free at once: no delay)
+    are written in the pipeline of the page's success, not in a round trip of their own:
+    every pipeline of the worker's job thread that pushes a job to the crawl queue also
+    records a success."""
+    sent: list[tuple[int, list[str]]] = []
+    execute = Pipeline.execute
+
+    def noted(pipe, *args, **kwargs):
+        commands = [" ".join(map(str, c[0])).upper() for c in pipe.command_stack]
+        sent.append((threading.get_ident(), commands))
+        return execute(pipe, *args, **kwargs)
+
+    monkeypatch.setattr(Pipeline, "execute", noted)
+    pages = {"/": b'<a href="/a">a</a><a href="/b">b</a>', "/a": b"a", "/b": b"b"}
+
+    def handle(req):
+        found = req.path in pages
+        reply(req, 200 if found else 404, b"<html>" + pages.get(req.path, b"") + b"</html>")
+
+    with HTTPSite(handle, max_requests=20, max_seconds=60) as site:
+        one_host_crawl(conn, site, "ride-along", delay=0)
+        run_crawl_worker(
+            conn, "ride-along", lambda: stats.status(conn, "ride-along")["state"] == "finished"
+        )
+    successes = [(t, p) for t, p in sent if any("SUCCESSFUL_JOB_COUNT" in c for c in p)]
+    assert len(successes) == 3
+    worker_thread = successes[0][0]
+    push = f"RPUSH {Queue(keys.QUEUE_NAME, connection=conn).key} ".upper()
+    pushes = [(t, p) for t, p in sent if t == worker_thread and any(push in c for c in p)]
+    assert pushes  # the root page released /a and /b
+    assert all(push in successes for push in pushes)
+
+
+def test_a_pages_released_jobs_are_sent_when_its_job_fails_after_its_finish(conn, monkeypatch):
+    """A job that fails after its page's finish step has no success to carry what the page
+    released: those RQ jobs are sent as the job ends, not left to the recovery pass."""
+    describe = jobs._describe
+
+    def broken(job, c, outcome):
+        if job.args[1].endswith(":" + str(site.port) + "/"):
+            raise RuntimeError("the root page's description failed")
+        describe(job, c, outcome)
+
+    monkeypatch.setattr(jobs, "_describe", broken)
+    pages = {"/": b'<a href="/a">a</a>', "/a": b"a"}
+
+    def handle(req):
+        found = req.path in pages
+        reply(req, 200 if found else 404, b"<html>" + pages.get(req.path, b"") + b"</html>")
+
+    with HTTPSite(handle, max_requests=20, max_seconds=60) as site:
+        one_host_crawl(conn, site, "ride-failed", delay=0)  # /a released by the finish
+        started = time.time()
+        run_crawl_worker(conn, "ride-failed", lambda: len(site.log) == 2)
+    assert time.time() - started < LOST_AFTER  # /a was queued by its job, not recovered
+    assert sorted(path for _, path in site.log) == ["/", "/a"]
 
 
 def test_a_pages_job_is_listed_finished_with_its_outcome_in_meta_and_no_rq_result(conn):

@@ -8,6 +8,7 @@ from datetime import datetime
 
 from redis.client import Pipeline
 from rq.job import Job, JobStatus
+from rq.utils import utcformat
 
 from rqcrawl.frontier.dispatch import JOB_FUNC, RENDER_FUNC, REQUISITE_FUNC, SITEMAP_FUNC
 
@@ -17,9 +18,10 @@ CLAIMING = (*CRAWL_QUEUE_FUNCS, RENDER_FUNC)
 
 
 class CrawlJob(Job):
-    """An RQ job whose success is written in one HSET: its status, its fields and its `meta`
-    (the page's outcome, see jobs._describe). RQ's own writes the status on its own, then
-    the job without `meta`, and `job.save_meta()` would cost a round trip per page. A crawl
+    """An RQ job whose success is written in one HSET of what the job's end changed: its
+    status, `ended_at` and `meta` (the page's outcome, see jobs._describe). RQ's own writes
+    the status on its own, then every field but `meta` again (the arguments compressed anew),
+    and `job.save_meta()` would cost a round trip per page. A crawl
     job's expiry (or deletion) leaves out the keys of dependencies and dependents, which it
     never has, and its start writes its heartbeat once (see heartbeat)."""
 
@@ -59,7 +61,18 @@ class CrawlJob(Job):
         include_meta: bool = True,
         include_result: bool = True,
     ) -> None:
-        super().save(pipeline, include_meta or self._succeeding, include_result)
+        """RQ's; but a success writes only what the job's end changed: its enqueue wrote
+        the other fields, its start (prepare_for_execution) the start's."""
+        if not self._succeeding:
+            super().save(pipeline, include_meta, include_result)
+            return
+        conn = pipeline if pipeline is not None else self.connection
+        ended = {
+            "status": self._status,
+            "ended_at": utcformat(self.ended_at) if self.ended_at else "",
+            "meta": self.serializer.dumps(self.meta),
+        }
+        conn.hset(self.key, mapping=ended)
 
     def cleanup(
         self,
