@@ -10,6 +10,7 @@ import hashlib
 import inspect
 import re
 import signal
+from functools import cached_property
 from pathlib import Path
 
 import pytest
@@ -138,7 +139,8 @@ def overrides() -> set[str]:
     for label, classes, rqs in OVERRIDING:
         for ours in classes:
             for name, value in vars(ours).items():
-                if callable(getattr(rqs, name, None)) or isinstance(value, property):
+                overriding = isinstance(value, property | cached_property)
+                if callable(getattr(rqs, name, None)) or overriding:
                     if name != "death_penalty_class":  # an attribute RQ reads, not a method
                         found.add(f"{label}.{name}")
     return found

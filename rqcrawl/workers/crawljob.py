@@ -5,12 +5,20 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from datetime import datetime
+from functools import cached_property
 
 from redis.client import Pipeline
 from rq.job import Job, JobStatus
+from rq.registry import FinishedJobRegistry, StartedJobRegistry
 from rq.utils import utcformat
 
-from rqcrawl.frontier.dispatch import JOB_FUNC, RENDER_FUNC, REQUISITE_FUNC, SITEMAP_FUNC
+from rqcrawl.frontier.dispatch import (
+    JOB_FUNC,
+    RENDER_FUNC,
+    REQUISITE_FUNC,
+    SITEMAP_FUNC,
+    handed,
+)
 
 # the jobs of the crawl queue, and those that claim a URL (jobs._job)
 CRAWL_QUEUE_FUNCS = (JOB_FUNC, SITEMAP_FUNC, REQUISITE_FUNC)
@@ -38,6 +46,20 @@ class CrawlJob(Job):
             yield
         finally:
             self._succeeding = False
+
+    @cached_property
+    def started_job_registry(self) -> StartedJobRegistry:
+        """RQ's, made once a job (its start and its end each ask), the serializer `handed`."""
+        return StartedJobRegistry(
+            self.origin, self.connection, job_class=type(self), serializer=handed(self.serializer)
+        )
+
+    @cached_property
+    def finished_job_registry(self) -> FinishedJobRegistry:
+        """RQ's, the serializer `handed`."""
+        return FinishedJobRegistry(
+            self.origin, self.connection, job_class=type(self), serializer=handed(self.serializer)
+        )
 
     def heartbeat(
         self, timestamp: datetime, ttl: int, pipeline: Pipeline | None = None, xx: bool = False

@@ -12,6 +12,7 @@ from rq.queue import Queue
 from rq.utils import as_text, backend_class, get_version
 
 from rqcrawl.frontier import scripts
+from rqcrawl.frontier.dispatch import handed
 
 _waiting = threading.local()  # what this thread's worker does before its dequeue blocks
 
@@ -38,7 +39,7 @@ class CrawlQueue(Queue):
         serializer: object = None,
         death_penalty_class: type | None = None,
     ) -> tuple[Job, Queue] | None:
-        queues = list(queues)
+        queues, serializer = list(queues), handed(serializer)
         if len(queues) == 1 and get_version(connection) >= (6, 2, 0):
             job_cls = backend_class(cls, "job_class", override=job_class)
             queue_key = queues[0].key
