@@ -181,6 +181,19 @@ def one_host_crawl(conn, site: HTTPSite, name: str, delay: float = 0.4) -> None:
     control.start(conn, name, cfg, [site.base + "/"])
 
 
+THREE_PAGES = {"/": b'<a href="/a">a</a><a href="/b">b</a>', "/a": b"a", "/b": b"b"}
+
+
+def pages_of(pages: dict[str, bytes]):
+    """A site's handler: each path's page, 404 for others."""
+
+    def handle(req):
+        found = req.path in pages
+        reply(req, 200 if found else 404, b"<html>" + pages.get(req.path, b"") + b"</html>")
+
+    return handle
+
+
 def test_a_pages_claim_goes_with_its_jobs_start_and_its_slot_is_freed_as_it_ends(conn, monkeypatch):
     """The claim of a page's URL rides in the round trip that starts its job; its host's
     slot is freed in the step that ends the URL: the pace is kept (requests `delay` apart)
@@ -188,13 +201,7 @@ def test_a_pages_claim_goes_with_its_jobs_start_and_its_slot_is_freed_as_it_ends
     claim is sent again by the job."""
     claims = Spy(scripts.CLAIM)
     monkeypatch.setattr(scripts, "CLAIM", claims)
-    pages = {"/": b'<a href="/a">a</a><a href="/b">b</a>', "/a": b"a", "/b": b"b"}
-
-    def handle(req):
-        found = req.path in pages
-        reply(req, 200 if found else 404, b"<html>" + pages.get(req.path, b"") + b"</html>")
-
-    with HTTPSite(handle, max_requests=20, max_seconds=60) as site:
+    with HTTPSite(pages_of(THREE_PAGES), max_requests=20, max_seconds=60) as site:
         one_host_crawl(conn, site, "ride")
         conn.script_flush()
         run_crawl_worker(conn, "ride", lambda: stats.status(conn, "ride")["state"] == "finished")
@@ -222,13 +229,7 @@ def test_the_jobs_a_page_released_ride_with_its_jobs_success(conn, monkeypatch):
         return execute(pipe, *args, **kwargs)
 
     monkeypatch.setattr(Pipeline, "execute", noted)
-    pages = {"/": b'<a href="/a">a</a><a href="/b">b</a>', "/a": b"a", "/b": b"b"}
-
-    def handle(req):
-        found = req.path in pages
-        reply(req, 200 if found else 404, b"<html>" + pages.get(req.path, b"") + b"</html>")
-
-    with HTTPSite(handle, max_requests=20, max_seconds=60) as site:
+    with HTTPSite(pages_of(THREE_PAGES), max_requests=20, max_seconds=60) as site:
         one_host_crawl(conn, site, "ride-along", delay=0)
         run_crawl_worker(
             conn, "ride-along", lambda: stats.status(conn, "ride-along")["state"] == "finished"
@@ -254,12 +255,7 @@ def test_a_pages_released_jobs_are_sent_when_its_job_fails_after_its_finish(conn
 
     monkeypatch.setattr(jobs, "_describe", broken)
     pages = {"/": b'<a href="/a">a</a>', "/a": b"a"}
-
-    def handle(req):
-        found = req.path in pages
-        reply(req, 200 if found else 404, b"<html>" + pages.get(req.path, b"") + b"</html>")
-
-    with HTTPSite(handle, max_requests=20, max_seconds=60) as site:
+    with HTTPSite(pages_of(pages), max_requests=20, max_seconds=60) as site:
         one_host_crawl(conn, site, "ride-failed", delay=0)  # /a released by the finish
         started = time.time()
         run_crawl_worker(conn, "ride-failed", lambda: len(site.log) == 2)
