@@ -249,4 +249,9 @@ def test_bench_profile_prints_where_a_pages_cpu_goes_stage_by_stage():
     total = float(rows[TOTAL][0])
     assert total > 0 and float(rows[UNATTRIBUTED][0]) > -0.05 * total, proc.stdout
     assert re.search(r"Redis: [\d.]+ ms CPU/page, [\d.]+ commands/page", proc.stdout)
+    # each page's job dequeued, claimed and finished by one script call each
+    scripts = re.search(r"Redis time in scripts a page.*: \d+ us: (.*)", proc.stdout)
+    calls = dict(re.findall(r"(\w+) ([\d.]+) \(", scripts[1]))
+    for name in ("DEQUEUE", "CLAIM", "FINISH"):
+        assert 1 <= float(calls[name]) <= 1.3, (name, scripts[0])
     assert "reproduce: rqcrawl bench --profile --pages 30 --workers 1" in proc.stdout

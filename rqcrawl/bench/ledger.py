@@ -16,7 +16,7 @@ collection, threads of RQ and redis-py) is the process's CPU clock from its firs
 to its last job's end minus the probes' sum over that span, shown as `unattributed`.
 Redis's side is INFO deltas of the same run: its CPU and commandstats; per stage, the
 commands each stage sent (a script counts as one, the commands it runs inside are only in
-the server's totals).
+the server's totals); and each script's time, from a SLOWLOG that logs every call.
 """
 
 from __future__ import annotations
@@ -246,6 +246,19 @@ def stage_table(account: dict, pages: int) -> list[str]:
     return lines
 
 
+def script_line(times: dict[str, list[int]], pages: int) -> str:
+    """Redis's time in each script a page (SLOWLOG of the probed run, every call logged)."""
+    parts = [
+        f"{name} {calls / pages:.2f} ({us / pages:.0f} us, {us / max(calls, 1):.0f} a call)"
+        for name, (calls, us) in sorted(times.items(), key=lambda kv: -kv[1][1])
+    ]
+    total = sum(us for _, us in times.values()) / pages
+    return (
+        f"Redis time in scripts a page, the commands they run included (SLOWLOG of the "
+        f"probed run, every call logged): {total:.0f} us: " + ", ".join(parts)
+    )
+
+
 def report(spec: SiteSpec, workers: list[int], site_procs: int) -> None:
     """For each worker count: one crawl without probes, one with, and the ledger of the
     second beside the first's CPU (the probes' distortion)."""
@@ -271,6 +284,7 @@ def report(spec: SiteSpec, workers: list[int], site_procs: int) -> None:
             f"without probes {plain.redis['cpu_s'] * 1000 / max(plain.pages, 1):.2f} ms, "
             f"{plain.redis['commands'] / max(plain.pages, 1):.1f})"
         )
+        click.echo(script_line(rd.get("scripts", {}), pages))
         click.echo(command_breakdown(profiled))
         click.echo(
             f"all rqcrawl processes (workers + Redis), without probes: "

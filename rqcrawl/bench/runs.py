@@ -21,7 +21,7 @@ from rq import Worker
 
 from rqcrawl import api
 from rqcrawl.config import CrawlConfig
-from rqcrawl.frontier import configs
+from rqcrawl.frontier import configs, scripts
 from rqcrawl.frontier.dispatch import Frontier
 from rqcrawl.frontier.keys import CrawlKeys
 from rqcrawl.ops import stats
@@ -77,6 +77,32 @@ def redis_numbers(conn: Redis) -> dict:
     }
 
 
+def time_every_call(conn: Redis, pages: int) -> None:
+    """From now on, SLOWLOG every call of a crawl of about `pages` pages (a profiled run's:
+    Redis spends some CPU on it), for script_times."""
+    conn.config_set("slowlog-max-len", SLOWLOG_PER_PAGE * pages)
+    conn.config_set("slowlog-log-slower-than", 0)
+    conn.slowlog_reset()
+
+
+SLOWLOG_PER_PAGE = 200  # SLOWLOG entries kept a page: a page sends about 60 calls
+
+
+def script_times(conn: Redis) -> dict[str, list[int]]:
+    """Script name -> [calls, µs] of the calls SLOWLOG kept since time_every_call, the
+    commands inside a script counted in its time (Redis logs the EVALSHA, not them)."""
+    names = scripts.names_by_sha()
+    found: dict[str, list[int]] = {}
+    for entry in conn.slowlog_get(conn.slowlog_len()):
+        verb, sha, *_ = entry["command"].split(b" ", 2) + [b""]  # (arguments may be binary)
+        if verb.upper() == b"EVALSHA":
+            name = names.get(sha.decode("ascii", "replace"), "unknown script")
+            totals = found.setdefault(name, [0, 0])
+            totals[0] += 1
+            totals[1] += entry["duration"]
+    return found
+
+
 def key_bytes(conn: Redis, names: list[str]) -> int:
     return sum(conn.memory_usage(n, samples=0) or 0 for n in names)
 
@@ -102,7 +128,8 @@ def run_rqcrawl(
     each) of the `crawler`'s kind (the recommended worker, or stock ones; NATIVE: the
     recommended worker on the native Bloom filter of `bloom_module`) against a private Redis,
     at most `host_concurrency` requests at a time (Scrapy's per-domain cap). With
-    `ledger_dir`, the recommended worker runs with the probes of `--profile` (ledger.py).
+    `ledger_dir`, the recommended worker runs with the probes of `--profile` (ledger.py),
+    and Redis times every script call (`redis["scripts"]`, script_times).
     `http_client` is the crawl's setting of that name."""
     server = SiteServer(spec, latency, site_procs).start()
     native = crawler == NATIVE
@@ -125,6 +152,8 @@ def run_rqcrawl(
             cpu0 = sum(proc_cpu_s(p.pid) for p in pool.procs)
             site0 = sum(proc_cpu_s(pid) for pid in server.pids)
             before = redis_numbers(conn)
+            if ledger_dir:
+                time_every_call(conn, getattr(spec, "pages", 20_000))
             cfg = replace(
                 crawl_config(server, host_concurrency=host_concurrency, http_client=http_client),
                 bloom_filter="native" if native else "lua",
@@ -136,6 +165,7 @@ def run_rqcrawl(
             rss = sum(proc_peak_rss_kb(p.pid) for p in pool.procs)
             site_cpu = sum(proc_cpu_s(pid) for pid in server.pids) - site0
             after = redis_numbers(conn)
+            timed = {"scripts": script_times(conn)} if ledger_dir else {}
             final = stats.status(conn, CRAWL)
             pool.stop()
             answered = page_set(conn, server.origin)
@@ -155,7 +185,7 @@ def run_rqcrawl(
         cpu,
         rss,
         site_cpu,
-        redis_deltas(before, after) | memory,
+        redis_deltas(before, after) | memory | timed,
         answered,
     )
 

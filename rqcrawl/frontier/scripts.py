@@ -90,6 +90,11 @@ class Script:
         pipe.evalsha(self.sha, *self._flat(named, tail_keys, tail_args))
 
 
+def names_by_sha() -> dict[str, str]:
+    """Each script's sha -> its name here (what the bench's profile reads SLOWLOG by)."""
+    return {v.sha: k for k, v in globals().items() if isinstance(v, Script)}
+
+
 def load(redis: Redis, *scripts: Script) -> None:
     """Load `scripts` into the server, for a pipeline that failed with NoScriptError."""
     for script in scripts:
