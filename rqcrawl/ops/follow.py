@@ -39,7 +39,7 @@ from rqcrawl.redisurl import REDIS_DOWN
 
 BATCH = 500  # records taken from a shard in one read
 BATCH_BYTES = 16_000_000  # and about as many bytes of them (records with `content` are big)
-WAIT_MS = 200  # how long an idle read waits for a new record
+WAIT_MS = 50  # how long an idle read waits for a new record: the most a crawl's end waits for it
 
 log = logging.getLogger(__name__)
 
