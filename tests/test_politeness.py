@@ -4,16 +4,21 @@ two workers crawl four hosts in parallel, budgets and trap rules."""
 from __future__ import annotations
 
 import itertools
+import json
 import re
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
+from dataclasses import asdict
 from http.server import BaseHTTPRequestHandler
 
 import redis
 from helpers import read_jsonl, rqcrawl, seed_local, status, wait_finished, wait_until
 from servers import HTTPSite, reply
 
+from rqcrawl.config import CrawlConfig
+from rqcrawl.fetch.robots import Robots, RobotsCache
+from rqcrawl.frontier.keys import CrawlKeys
 from rqcrawl.workers.runner import LocalWorkers
 
 
@@ -353,6 +358,26 @@ def test_urls_of_a_site_taken_at_once_wait_for_one_robots_txt_fetch(redis_url):
     assert http.hits["/robots.txt"] == 1, http.log
     assert "/private" not in http.hits
     assert s["fetched"] == 7 and s["skipped_total"] == 1
+
+
+def test_a_robots_fetch_that_ended_between_a_look_and_the_turn_is_not_made_again(conn):
+    """The race the test above met under load: job B found no verdict, job A's fetch then
+    ended (verdict written, turn freed), then B asked for the turn. B gets A's verdict and
+    no turn: the site's robots.txt is not fetched twice. A verdict that is due still gives
+    the turn."""
+    cache = RobotsCache(conn, CrawlKeys("race"), CrawlConfig())
+    site, fetcher = "http://race.test", CrawlKeys("race").robots_fetcher("http://race.test")
+    assert cache.get(site) is None  # B looks
+    assert cache.take_fetch(site, "job A") == (True, None)
+    fresh = Robots("allow", time.time() + 3600)
+    conn.hset(cache.key, site, json.dumps(asdict(fresh)))  # A's fetch ends
+    conn.delete(fetcher)
+    assert cache.take_fetch(site, "job B") == (False, fresh)
+    assert conn.get(fetcher) is None  # the turn given back
+    due = Robots("allow", time.time() - 1)
+    conn.hset(cache.key, site, json.dumps(asdict(due)))
+    assert cache.take_fetch(site, "job C") == (True, due)
+    assert conn.get(fetcher) == b"job C"
 
 
 def test_a_nul_in_robots_txt_does_not_void_its_group(redis_url, tmp_path):

@@ -139,11 +139,23 @@ class RobotsCache:
             known = self._local.put(site, Robots(**json.loads(raw)))
         return known
 
-    def take_fetch(self, site: str, holder: str) -> bool:
-        """Whether `holder` may fetch the site's robots.txt now: one fetch per site at a time
-        across the fleet. The turn ends with the fetch, or by itself if its holder dies."""
+    def take_fetch(self, site: str, holder: str) -> tuple[bool, Robots | None]:
+        """Whether `holder` may fetch the site's robots.txt now (one fetch per site at a time
+        across the fleet; the turn ends with the fetch, or by itself if its holder dies), and
+        the site's verdict as the turn was asked for. A fetch that ended between the caller's
+        `get` and this ask left a verdict that is not due: the turn is then given back, and
+        the site's robots.txt is not fetched twice."""
         ttl = math.ceil(self.cfg.download_timeout) + 5
-        return bool(self.redis.set(self.keys.robots_fetcher(site), holder, nx=True, ex=ttl))
+        fetcher = self.keys.robots_fetcher(site)
+        with self.redis.pipeline(transaction=False) as pipe:
+            pipe.set(fetcher, holder, nx=True, ex=ttl)
+            pipe.hget(self.key, site)  # (after the SET: a fetch ends by writing, then freeing)
+            taken, raw = pipe.execute()
+        latest = None if raw is None else self._local.put(site, Robots(**json.loads(raw)))
+        if taken and latest is not None and not latest.due(time.time()):
+            self.redis.delete(fetcher)
+            return False, latest
+        return bool(taken), latest
 
     def fetch(self, site: str, previous: Robots | None, pace_hop: HopCheck) -> Robots:
         """Download the site's robots.txt now, share the verdict and end the fetch turn

@@ -92,15 +92,17 @@ def through(
     if c.cfg.obey_robots:
         robots = c.robots.get(site)
         if robots is None or robots.due(time.time()):
-            if not c.robots.take_fetch(site, job.id):  # another job is fetching it
+            taken, robots = c.robots.take_fetch(site, job.id)
+            if taken:
+                pacer = HopPacer(c, key, job.id)
+                try:
+                    robots = c.robots.fetch(site, robots, pacer)
+                finally:
+                    pacer.ended()
+                if c.cfg.sitemaps and robots.kind != "unavailable":
+                    c.frontier.sitemaps_named(site, robots)
+            elif robots is None or robots.due(time.time()):  # another job is fetching it
                 return settle.defer(c, url, entry, time.time() + CLAIM_POLL, Slot(key))
-            pacer = HopPacer(c, key, job.id)
-            try:
-                robots = c.robots.fetch(site, robots, pacer)
-            finally:
-                pacer.ended()
-            if c.cfg.sitemaps and robots.kind != "unavailable":
-                c.frontier.sitemaps_named(site, robots)
         gave_up = _given_up(c, robots) if robots.kind == "unavailable" else ""
         if gave_up is None:  # complete disallow until the next ask
             until = _wake_at(c, robots, time.time())
