@@ -405,6 +405,35 @@ def test_a_drain_that_read_an_empty_outbox_leaves_links_pushed_since_pending(
     assert b.level_view().lowest == 1
 
 
+def test_a_link_pushed_while_a_drain_holds_the_outbox_is_drained_by_that_drain(
+    redis_url, second_redis_url, monkeypatch
+):
+    """A page ends while a drain holds the outbox: its link goes in, and its own drain finds
+    the lock taken. The holder reads the outbox again as it frees the lock, so the link is
+    not left for a drain that may never come (CI saw bare `rq worker crawl` workers leave a
+    two-shard crawl `running`, every page fetched, with no job left to drain it)."""
+    a, b = two_shard_crawl([redis_url, second_redis_url])
+    page = {"url": "http://a.test/", "outcome": "fetched", "depth": 0}
+    children = [(None, "http://b.test/x"), (None, "http://a.test/y")]
+    a.finish_step("http://a.test/", Ending({keys.FETCHED: 1}, page, children, 1))
+    admit, meanwhile = Frontier.admit, []
+
+    def admit_while_a_page_ends(frontier, group):
+        if not meanwhile:  # /y ends with a link to b.test, and its drain finds the lock
+            page_y = {"url": "http://a.test/y", "outcome": "fetched", "depth": 1}
+            ended = a.finish_step(
+                "http://a.test/y", Ending({keys.FETCHED: 1}, page_y, [(None, "http://b.test/z")], 2)
+            )
+            meanwhile.append((ended.sent, a.drain()))
+        return admit(frontier, group)
+
+    monkeypatch.setattr(Frontier, "admit", admit_while_a_page_ends)
+    assert a.drain() == 2
+    assert meanwhile == [(1, 0)]
+    assert a.level_view().outbox == 0
+    assert b.redis.hget(b.keys.counters, keys.ADMITTED) == b"2"  # /x and /z, on b
+
+
 def test_a_sitemap_url_of_another_shard_keeps_its_source(redis_url, second_redis_url):
     """A sitemap of a.test lists a page of b.test: admitted on b through the outbox, noted as
     a sitemap's there (its record says `source: "sitemap"`)."""

@@ -361,16 +361,16 @@ class Admission:
             locked, raw = pipe.execute()
         return [Outgoing.parse(r) for r in raw] if locked else None
 
-    def trim_outbox(self, token: str, n: int) -> bool:
+    def trim_outbox(self, token: str, n: int) -> int | None:
         """Drop the `n` links read under `token` (all admitted) and free the lock, if the
-        lock is still `token`'s; the lock stays otherwise (see scripts.TRIM_OUTBOX)."""
+        lock is still `token`'s: the links left in the outbox then; None (the lock stays)
+        otherwise (see scripts.TRIM_OUTBOX)."""
         k = self.keys
-        return bool(
-            scripts.TRIM_OUTBOX(
-                self.redis, outbox=k.outbox, lock=k.outbox_lock, pending=k.pending,
-                token=token, n=n,
-            )
+        trimmed = scripts.TRIM_OUTBOX(
+            self.redis, outbox=k.outbox, lock=k.outbox_lock, pending=k.pending,
+            token=token, n=n,
         )  # fmt: skip
+        return int(trimmed) - 1 if trimmed else None
 
     def level_view(self) -> LevelView:
         """This shard as the level coordinator sees it, in one round trip."""

@@ -333,8 +333,9 @@ class Frontier(Recovery, CrawlState):
         other shards' hosts, and links sent again one deeper when their page was found
         shorter) and queue what that releases there, then drop them from the outbox: a
         drain that dies in between leaves them to the next one, whose admissions are no-ops
-        of the Bloom filter. Returns how many links were moved (0 also when another drain
-        holds the outbox)."""
+        of the Bloom filter. Links pushed while this drain holds the outbox (whose own drain
+        found it taken) are read by this one before it ends. Returns how many links were
+        moved (0 also when another drain holds the outbox)."""
         moved = 0
         while True:
             token = uuid.uuid4().hex
@@ -351,9 +352,9 @@ class Frontier(Recovery, CrawlState):
             if not all([self.peers[shard].replicated() for shard in by_shard]):
                 self.trim_outbox(token, 0)  # kept: the next drain admits them again
                 return moved
-            self.trim_outbox(token, len(links))
+            left = self.trim_outbox(token, len(links))
             moved += len(links)
-            if len(links) < DRAIN_BATCH:
+            if not left:  # (None: the lock ran out, and the drain that took it reads on)
                 return moved
 
     def advance(self, level: int) -> None:

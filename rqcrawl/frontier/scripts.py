@@ -192,7 +192,8 @@ ADVANCE = Script(
 # lock is no longer that drain's (it ran out: another drain reads the same entries again, and
 # their second admission is a no-op). With n = 0 only the lock goes: LRANGE 0 -1 would name
 # the whole list, entries pushed since the drain read it included.
-# Returns 1 if trimmed.
+# Returns 0 if not, else 1 + the links left, read in the same step as the lock is freed: a
+# drain that found the lock taken left its links to the holder, which then reads again.
 TRIM_OUTBOX = Script(
     keys=("outbox", "lock", "pending"),
     args=("token", "n"),
