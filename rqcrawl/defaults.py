@@ -50,6 +50,7 @@ SETTLE_PAUSE = 0.02  # between two of them
 DUE_BATCH = 500  # parked URLs brought back per call
 PUMP_BATCH = 500  # due URLs taken from the task table per transaction
 DRAIN_BATCH = 500  # links moved from a shard's outbox to their shards per round
+DRAIN_ROUNDS = 8  # rounds of one drain at most: it ends while other pages keep pushing links
 PAGE_BLOCK = 50  # max_pages over shards: pages a shard takes at a time, a round trip per block
 
 # --- What one process keeps (workers live for months and meet many crawls) ----------------

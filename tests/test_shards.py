@@ -20,6 +20,7 @@ from servers import HTTPSite, reply
 
 from rqcrawl import api, config
 from rqcrawl.config import ConfigError, CrawlConfig
+from rqcrawl.defaults import DRAIN_ROUNDS
 from rqcrawl.frontier import configs, keys, levels, shards, state
 from rqcrawl.frontier.dispatch import Frontier
 from rqcrawl.frontier.messages import Ending, Outgoing
@@ -432,6 +433,27 @@ def test_a_link_pushed_while_a_drain_holds_the_outbox_is_drained_by_that_drain(
     assert meanwhile == [(1, 0)]
     assert a.level_view().outbox == 0
     assert b.redis.hget(b.keys.counters, keys.ADMITTED) == b"2"  # /x and /z, on b
+
+
+def test_a_drain_ends_while_other_pages_keep_pushing_links(
+    redis_url, second_redis_url, monkeypatch
+):
+    """Pages that push a link to the outbox at every round of a drain do not hold that
+    drain (and the job that runs it) for ever: it stops after DRAIN_ROUNDS rounds, the
+    last link left to the next drain."""
+    a, b = two_shard_crawl([redis_url, second_redis_url])
+    page = {"url": "http://a.test/", "outcome": "fetched", "depth": 0}
+    a.finish_step("http://a.test/", Ending({keys.FETCHED: 1}, page, [(None, "http://b.test/0")], 1))
+    entry = a.redis.lindex(a.keys.outbox, 0).decode()
+    admit, pushed = Frontier.admit, iter(range(1, 1000))
+
+    def admit_while_pages_push(frontier, group):
+        a.redis.rpush(a.keys.outbox, entry.replace("/0", f"/{next(pushed)}"))
+        return admit(frontier, group)
+
+    monkeypatch.setattr(Frontier, "admit", admit_while_pages_push)
+    assert a.drain() == DRAIN_ROUNDS
+    assert a.level_view().outbox == 1
 
 
 def test_a_sitemap_url_of_another_shard_keeps_its_source(redis_url, second_redis_url):

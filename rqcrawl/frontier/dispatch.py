@@ -42,6 +42,7 @@ from rq.serializers import DefaultSerializer, Serializer
 from rqcrawl.config import CrawlConfig
 from rqcrawl.defaults import (
     DRAIN_BATCH,
+    DRAIN_ROUNDS,
     PUMP_BATCH,
     PUMP_EVERY,
     WAKER_SPAN,
@@ -334,10 +335,11 @@ class Frontier(Recovery, CrawlState):
         shorter) and queue what that releases there, then drop them from the outbox: a
         drain that dies in between leaves them to the next one, whose admissions are no-ops
         of the Bloom filter. Links pushed while this drain holds the outbox (whose own drain
-        found it taken) are read by this one before it ends. Returns how many links were
-        moved (0 also when another drain holds the outbox)."""
+        found it taken) are read by this one before it ends, within DRAIN_ROUNDS rounds:
+        past them, pages still ending meanwhile drain what they push. Returns how many links
+        were moved (0 also when another drain holds the outbox)."""
         moved = 0
-        while True:
+        for _ in range(DRAIN_ROUNDS):
             token = uuid.uuid4().hex
             links = self.read_outbox(token, DRAIN_BATCH)
             if links is None:
@@ -356,6 +358,7 @@ class Frontier(Recovery, CrawlState):
             moved += len(links)
             if not left:  # (None: the lock ran out, and the drain that took it reads on)
                 return moved
+        return moved
 
     def advance(self, level: int) -> None:
         """Raise this shard's level to `level` (rqcrawl.frontier.levels), settle the records
