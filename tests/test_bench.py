@@ -215,6 +215,17 @@ def test_a_probe_charges_a_stage_with_its_own_cpu_not_its_nested_stages():
     assert calls == {"inner": 2, "outer": 1}
 
 
+def test_a_profile_whose_calls_outran_the_slowlog_gives_script_times_a_call_only():
+    """A long crawl's SLOWLOG holds only its last calls: a figure a page from them would be
+    a fraction of the truth, so each script's time a call is given instead."""
+    from rqcrawl.bench.ledger import script_line
+
+    times = {"FINISH": [10, 3000], "CLAIM": [10, 1000]}
+    assert "FINISH 1.00 (300 us, 300 a call)" in script_line(times, True, 10)
+    cut = script_line(times, False, 10_000)
+    assert "FINISH 300 us a call, CLAIM 100 us a call" in cut and "a page)" in cut
+
+
 def test_bench_profile_prints_where_a_pages_cpu_goes_stage_by_stage():
     """Every page passes each stage once; the probes' sum stays within the worker CPU that
     /proc measured (a stage counted twice would exceed it); Redis's side and the command."""

@@ -44,7 +44,7 @@ from rqcrawl.workers import gate, jobs, settle, visit
 from rqcrawl.workers.worker import CrawlWorker, Tender
 
 from .report import command_breakdown
-from .runs import run_rqcrawl
+from .runs import SLOWLOG_KEPT, run_rqcrawl
 from .site import SiteSpec
 
 LEDGER_ENV = "RQCRAWL_LEDGER"  # the directory where each worker process writes its ledger
@@ -246,11 +246,21 @@ def stage_table(account: dict, pages: int) -> list[str]:
     return lines
 
 
-def script_line(times: dict[str, list[int]], pages: int) -> str:
-    """Redis's time in each script a page (SLOWLOG of the probed run, every call logged)."""
+def script_line(times: dict[str, list[int]], whole: bool, pages: int) -> str:
+    """Redis's time in each script a page (SLOWLOG of the probed run, every call logged);
+    a crawl whose calls outran what SLOWLOG keeps (not `whole`: runs.SLOWLOG_KEPT) gets
+    each script's time a call, from its last calls."""
+    ranked = sorted(times.items(), key=lambda kv: -kv[1][1])
+    if not whole:
+        parts = [f"{name} {us / max(calls, 1):.0f} us a call" for name, (calls, us) in ranked]
+        return (
+            f"Redis time in scripts, the commands they run included (SLOWLOG of the probed "
+            f"run, its last {SLOWLOG_KEPT:,} calls only; fewer --pages give each script's "
+            f"time a page): " + ", ".join(parts)
+        )
     parts = [
         f"{name} {calls / pages:.2f} ({us / pages:.0f} us, {us / max(calls, 1):.0f} a call)"
-        for name, (calls, us) in sorted(times.items(), key=lambda kv: -kv[1][1])
+        for name, (calls, us) in ranked
     ]
     total = sum(us for _, us in times.values()) / pages
     return (
@@ -284,7 +294,7 @@ def report(spec: SiteSpec, workers: list[int], site_procs: int) -> None:
             f"without probes {plain.redis['cpu_s'] * 1000 / max(plain.pages, 1):.2f} ms, "
             f"{plain.redis['commands'] / max(plain.pages, 1):.1f})"
         )
-        click.echo(script_line(rd.get("scripts", {}), pages))
+        click.echo(script_line(rd["scripts"], rd["slowlog_whole"], pages))
         click.echo(command_breakdown(profiled))
         click.echo(
             f"all rqcrawl processes (workers + Redis), without probes: "

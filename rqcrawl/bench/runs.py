@@ -77,30 +77,35 @@ def redis_numbers(conn: Redis) -> dict:
     }
 
 
-def time_every_call(conn: Redis, pages: int) -> None:
-    """From now on, SLOWLOG every call of a crawl of about `pages` pages (a profiled run's:
-    Redis spends some CPU on it), for script_times."""
-    conn.config_set("slowlog-max-len", SLOWLOG_PER_PAGE * pages)
+def time_every_call(conn: Redis) -> None:
+    """From now on, SLOWLOG every call (a profiled run's: Redis spends some CPU on it), for
+    script_times; the last SLOWLOG_KEPT calls are kept."""
+    conn.config_set("slowlog-max-len", SLOWLOG_KEPT)
     conn.config_set("slowlog-log-slower-than", 0)
     conn.slowlog_reset()
 
 
-SLOWLOG_PER_PAGE = 200  # SLOWLOG entries kept a page: a page sends about 60 calls
+# SLOWLOG entries kept: a page sends about 60 calls, its script calls with up to 32
+# arguments of up to 128 bytes each, so a crawl of `--pages 20000` (the default) logged
+# whole would hold hundreds of MB in the bench's Redis; this many is tens of MB at most.
+SLOWLOG_KEPT = 200_000
 
 
-def script_times(conn: Redis) -> dict[str, list[int]]:
-    """Script name -> [calls, µs] of the calls SLOWLOG kept since time_every_call, the
-    commands inside a script counted in its time (Redis logs the EVALSHA, not them)."""
+def script_times(conn: Redis) -> dict:
+    """`scripts`: script name -> [calls, µs] of the calls SLOWLOG kept since
+    time_every_call, the commands inside a script counted in its time (Redis logs the
+    EVALSHA, not them); `slowlog_whole`: whether it kept every call."""
     names = scripts.names_by_sha()
+    kept = conn.slowlog_len()
     found: dict[str, list[int]] = {}
-    for entry in conn.slowlog_get(conn.slowlog_len()):
+    for entry in conn.slowlog_get(kept):
         verb, sha, *_ = entry["command"].split(b" ", 2) + [b""]  # (arguments may be binary)
         if verb.upper() == b"EVALSHA":
             name = names.get(sha.decode("ascii", "replace"), "unknown script")
             totals = found.setdefault(name, [0, 0])
             totals[0] += 1
             totals[1] += entry["duration"]
-    return found
+    return {"scripts": found, "slowlog_whole": kept < SLOWLOG_KEPT}
 
 
 def key_bytes(conn: Redis, names: list[str]) -> int:
@@ -129,7 +134,7 @@ def run_rqcrawl(
     recommended worker on the native Bloom filter of `bloom_module`) against a private Redis,
     at most `host_concurrency` requests at a time (Scrapy's per-domain cap). With
     `ledger_dir`, the recommended worker runs with the probes of `--profile` (ledger.py),
-    and Redis times every script call (`redis["scripts"]`, script_times).
+    and Redis times every script call (script_times).
     `http_client` is the crawl's setting of that name."""
     server = SiteServer(spec, latency, site_procs).start()
     native = crawler == NATIVE
@@ -153,7 +158,7 @@ def run_rqcrawl(
             site0 = sum(proc_cpu_s(pid) for pid in server.pids)
             before = redis_numbers(conn)
             if ledger_dir:
-                time_every_call(conn, getattr(spec, "pages", 20_000))
+                time_every_call(conn)
             cfg = replace(
                 crawl_config(server, host_concurrency=host_concurrency, http_client=http_client),
                 bloom_filter="native" if native else "lua",
@@ -165,7 +170,7 @@ def run_rqcrawl(
             rss = sum(proc_peak_rss_kb(p.pid) for p in pool.procs)
             site_cpu = sum(proc_cpu_s(pid) for pid in server.pids) - site0
             after = redis_numbers(conn)
-            timed = {"scripts": script_times(conn)} if ledger_dir else {}
+            timed = script_times(conn) if ledger_dir else {}
             final = stats.status(conn, CRAWL)
             pool.stop()
             answered = page_set(conn, server.origin)
