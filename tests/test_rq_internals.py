@@ -62,7 +62,8 @@ def test_rq_methods_rqcrawl_restates_are_unchanged(function):
 
 def test_rq_has_the_private_attributes_rqcrawl_uses(conn):
     """`_stop_requested` (read and set: StopBetweenDequeues), a job's `_status` (set after a
-    crawl job's success), the scheduler's `_process` (stop_scheduler) and the worker's
+    crawl job's success) and `_serialize_meta` (its meta as a success writes it), the
+    scheduler's `_process` (stop_scheduler) and the worker's
     connection pool's `connection_kwargs` (CrawlWorker._tune_pool)."""
     worker = SimpleWorker([Queue("q", connection=conn)], connection=conn)
     assert worker._stop_requested is False
@@ -72,6 +73,8 @@ def test_rq_has_the_private_attributes_rqcrawl_uses(conn):
     job = Job.create(len, args=("a",), connection=conn)
     job._status = JobStatus.FINISHED
     assert job.get_status(refresh=False) == JobStatus.FINISHED
+    job.meta["outcome"] = "fetched"  # (CrawlJob.save writes a success's meta with it)
+    assert job.serializer.loads(job._serialize_meta()) == {"outcome": "fetched"}
     assert RQScheduler([], connection=conn)._process is None
 
 

@@ -92,7 +92,7 @@ class CrawlJob(Job):
         ended = {
             "status": self._status,
             "ended_at": utcformat(self.ended_at) if self.ended_at else "",
-            "meta": self.serializer.dumps(self.meta),
+            "meta": self._serialize_meta(),  # (RQ's: a meta it could not read goes back as read)
         }
         conn.hset(self.key, mapping=ended)
 
