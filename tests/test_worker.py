@@ -243,6 +243,93 @@ def test_the_jobs_a_page_released_ride_with_its_jobs_success(conn, monkeypatch):
     assert all(push in successes for push in pushes)
 
 
+def test_a_pages_next_job_is_dequeued_with_its_success(conn, monkeypatch):
+    """The worker's next job comes with the pipeline of the page's success, not in a round
+    trip of its own: the root page's success carries the jobs of /a and /b and takes /a,
+    and /a's takes /b."""
+    taken: list[tuple[list[str], object]] = []
+    execute = Pipeline.execute
+
+    def noted(pipe, *args, **kwargs):
+        commands = [" ".join(map(str, c[0])).upper() for c in pipe.command_stack]
+        replies = execute(pipe, *args, **kwargs)
+        if any("SUCCESSFUL_JOB_COUNT" in c for c in commands):
+            taken.append(replies[-1])
+        return replies
+
+    monkeypatch.setattr(Pipeline, "execute", noted)
+    with HTTPSite(pages_of(THREE_PAGES), max_requests=20, max_seconds=60) as site:
+        one_host_crawl(conn, site, "ahead", delay=0)
+        run_crawl_worker(conn, "ahead", lambda: stats.status(conn, "ahead")["state"] == "finished")
+    assert len(taken) == 3
+    urls = [Job.fetch(found[0].decode(), connection=conn).args[1] for found in taken[:2]]
+    assert sorted(urls) == [site.base + "/a", site.base + "/b"]
+    assert not taken[2]  # the queue was empty after /b: the worker waits on it as RQ's does
+
+
+def test_a_pages_success_stands_when_redis_forgot_the_dequeue_script(conn):
+    """Redis forgets its scripts (a restart, SCRIPT FLUSH) during a page: the page's
+    success, which ends with the dequeue script, is still recorded, and the crawl goes on."""
+
+    def forgetful(req):
+        if req.path == "/":
+            conn.script_flush()
+        pages_of(THREE_PAGES)(req)
+
+    with HTTPSite(forgetful, max_requests=20, max_seconds=60) as site:
+        one_host_crawl(conn, site, "forgot", delay=0)
+        run_crawl_worker(
+            conn, "forgot", lambda: stats.status(conn, "forgot")["state"] == "finished"
+        )
+    assert FailedJobRegistry(keys.QUEUE_NAME, connection=conn).get_job_ids() == []
+    assert sorted(path for _, path in site.log) == ["/", "/a", "/b"]
+
+
+def ahead_of_a_slow_root(conn, name: str, during_root, **work) -> None:
+    """A worker (`work`: its work's arguments) on a crawl of THREE_PAGES whose root page
+    takes 1.5 s, during which `during_root()` is called; the root's success queues the job of
+    /a or /b (the host's one request at a time) and dequeues it ahead. Checks that the job
+    is then back in the crawl queue, not run."""
+
+    def slow_root(req):
+        if req.path == "/":
+            time.sleep(1.5)
+        pages_of(THREE_PAGES)(req)
+
+    queue = Queue(keys.QUEUE_NAME, connection=conn)
+    with HTTPSite(slow_root, max_requests=20, max_seconds=60) as site:
+        one_host_crawl(conn, site, name, delay=0)
+        worker = threaded_class(CrawlWorker)([queue], connection=conn, name=f"{name}-worker")
+        kwargs = {"logging_level": "WARNING", **work}
+        thread = threading.Thread(target=worker.work, kwargs=kwargs)
+        thread.start()
+        try:
+            wait_until(lambda: site.log, 10, "the root's request")
+            during_root()
+            wait_until(lambda: len(queue) == 1, 10, "the job back in the crawl queue")
+            assert conn.llen(queue.intermediate_queue_key) == 0
+            assert [path for _, path in site.log] == ["/"]  # neither ran
+        finally:
+            worker._stop_requested = True
+            thread.join(15)
+
+
+def test_a_job_dequeued_ahead_goes_back_to_its_queue_when_the_worker_ends(conn):
+    """A worker that ends after a page (here its `--max-jobs`) puts the job its success
+    dequeued ahead back in the crawl queue, not in RQ's intermediate list, where nobody
+    would run it until RQ's maintenance failed it."""
+    ahead_of_a_slow_root(conn, "ahead-end", lambda: None, max_jobs=1)
+
+
+def test_a_job_dequeued_ahead_goes_back_to_its_queue_while_rq_suspend_holds_the_worker(conn):
+    """`rq suspend` during a page: the worker takes no job after it, and the one its
+    success dequeued ahead goes back to the crawl queue while the suspension lasts."""
+    try:
+        ahead_of_a_slow_root(conn, "ahead-suspend", lambda: suspend(conn))
+    finally:
+        resume(conn)
+
+
 def test_a_pages_released_jobs_are_sent_when_its_job_fails_after_its_finish(conn, monkeypatch):
     """A job that fails after its page's finish step has no success to carry what the page
     released: those RQ jobs are sent as the job ends, not left to the recovery pass."""

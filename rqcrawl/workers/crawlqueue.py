@@ -1,4 +1,5 @@
-"""CrawlQueue: RQ's Queue, whose dequeue takes a job and its hash in one round trip."""
+"""CrawlQueue: RQ's Queue, whose dequeue takes a job and its hash in one round trip, or in
+none: with the round trip of the worker's last success (ask_ahead)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import threading
 from collections.abc import Callable, Iterable
 
 from redis import Redis
+from redis.client import Pipeline
 from rq.intermediate_queue import IntermediateQueue
 from rq.job import Job
 from rq.queue import Queue
@@ -15,6 +17,7 @@ from rqcrawl.frontier import scripts
 from rqcrawl.frontier.dispatch import handed
 
 _waiting = threading.local()  # what this thread's worker does before its dequeue blocks
+_ahead = threading.local()  # this thread's worker's next job, dequeued ahead (ask_ahead)
 
 
 def before_waiting(hook: Callable[[], None]) -> None:
@@ -23,11 +26,52 @@ def before_waiting(hook: Callable[[], None]) -> None:
     _waiting.hook = hook
 
 
+def ask_ahead(pipe: Pipeline, queue: Queue, job_class: type[Job]) -> None:
+    """Queue in `pipe`, last, the dequeue of this thread's worker's next job from `queue`
+    (the one queue it serves): sent with the success of the job it ends, it spares the
+    next dequeue its round trip. Its reply is the pipeline's last; `hold` keeps it."""
+    prefix = job_class.redis_job_namespace_prefix
+    scripts.DEQUEUE.queue(
+        pipe, queue=queue.key, intermediate=queue.intermediate_queue_key, prefix=prefix
+    )
+
+
+def hold(queue: Queue, found: list | None) -> None:
+    """Keep the reply of ask_ahead's dequeue for this thread's next dequeue of `queue`."""
+    _ahead.held = (queue.key, found) if found else None
+
+
+def put_back(redis: Redis) -> None:
+    """A job this thread's worker dequeued ahead and will not run (it stops, or `rq
+    suspend` holds it) goes back to the head of its queue; one whose hash is gone leaves
+    RQ's intermediate list, as RQ's dequeue passes over it."""
+    held, _ahead.held = getattr(_ahead, "held", None), None
+    if held is None:
+        return
+    queue_key, found = held
+    job_id = found[0]
+    with redis.pipeline() as pipe:  # (MULTI: in one list or the other, never both)
+        pipe.lrem(IntermediateQueue(queue_key, redis).key, 1, job_id)
+        if len(found) > 1:
+            pipe.lpush(queue_key, job_id)
+        pipe.execute()
+
+
+def _held(queue_key: str) -> list | None:
+    """The job dequeued ahead from `queue_key`, taken (None: none)."""
+    held = getattr(_ahead, "held", None)
+    if held is None or held[0] != queue_key:
+        return None  # (another queue's stays held, for put_back)
+    _ahead.held = None
+    return held[1]
+
+
 class CrawlQueue(Queue):
     """RQ's Queue, but a worker's dequeue of one queue that has a job waiting takes the job
     id and reads its hash in one round trip (scripts.DEQUEUE) instead of two (LMOVE, then
-    HGETALL); an empty queue is left to RQ's blocking dequeue, before which the thread's
-    worker may act (before_waiting)."""
+    HGETALL), or takes the one its worker dequeued ahead (ask_ahead); an empty queue is
+    left to RQ's blocking dequeue, before which the thread's worker may act
+    (before_waiting)."""
 
     @classmethod
     def dequeue_any(
@@ -45,7 +89,7 @@ class CrawlQueue(Queue):
             queue_key = queues[0].key
             intermediate = IntermediateQueue(queue_key, connection).key
             prefix = job_cls.redis_job_namespace_prefix
-            while found := scripts.DEQUEUE(
+            while found := _held(queue_key) or scripts.DEQUEUE(
                 connection, queue=queue_key, intermediate=intermediate, prefix=prefix
             ):
                 if len(found) == 1:  # its hash is gone: RQ passes over it too

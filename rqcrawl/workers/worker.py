@@ -9,7 +9,8 @@ URLs then wait for a job start or the crawl's wake-up job, up to a second late.
 
 It also trims RQ's per-job bookkeeping, which at crawl speed costs more Redis round trips than
 the crawl itself (docs/changelog.md has the counts): a waiting job is dequeued with its hash
-in one round trip instead of two (CrawlQueue), a crawl job's claim of its URL goes with its
+in one round trip instead of two (CrawlQueue), and with the success of the job before it in
+none of its own, a crawl job's claim of its URL goes with its
 start (CrawlJob.claimed), a heartbeat within seconds of one that gave the worker's key its
 full time-to-live is skipped (also the shorter one RQ sends before every job) and the others
 go in one round trip instead of three, the worker's state is written only when it changes
@@ -38,7 +39,7 @@ from rq.exceptions import StopRequested
 from rq.executions import Execution
 from rq.job import Job, JobStatus
 from rq.queue import Queue
-from rq.utils import now
+from rq.utils import get_version, now
 from rq.worker import SimpleWorker, WorkerStatus
 
 from rqcrawl.config import ConfigError
@@ -57,7 +58,7 @@ from rqcrawl.quickexit import skip_final_collection
 from rqcrawl.redisurl import REDIS_DOWN, server_key
 from rqcrawl.workers import slot_name
 from rqcrawl.workers.crawljob import CLAIMING, CRAWL_QUEUE_FUNCS, CrawlJob
-from rqcrawl.workers.crawlqueue import CrawlQueue, before_waiting
+from rqcrawl.workers.crawlqueue import CrawlQueue, ask_ahead, before_waiting, hold, put_back
 from rqcrawl.workers.crawls import claim_call
 from rqcrawl.workers.jobs import abandon
 from rqcrawl.workers.resilience import (
@@ -235,8 +236,10 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
 
     def teardown(self) -> None:
         """RQ's (the worker's death registered); with Redis gone, a stopping worker leaves
-        its key to expire (its TTL) rather than wait for Redis."""
+        its key to expire (its TTL) rather than wait for Redis. A job it dequeued ahead goes
+        back to its queue."""
         try:
+            put_back(self.connection)
             super().teardown()
         except REDIS_DOWN as exc:
             if not self._stopping.is_set():
@@ -355,7 +358,9 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
         """RQ's handle_job_success without its dependents and repeats, and with the `idle`
         state, in one round trip (no MULTI/EXEC, as prepare_execution's). The job's return
         value (its outcome, which its `meta` holds too: jobs._describe) gets no RQ result
-        of its own: two writes a page fewer."""
+        of its own: two writes a page fewer. The pipeline ends with the dequeue of the
+        worker's next job (crawlqueue.ask_ahead), whose own round trip it spares."""
+        ahead = self._dequeues_ahead()
         with self.connection.pipeline(transaction=False) as pipe:
             piggyback.take(pipe)  # the RQ jobs of the URLs the page released
             self.increment_successful_job_count(pipeline=pipe)
@@ -370,7 +375,24 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
             self.cleanup_execution(job, pipeline=pipe, execution=execution)
             self.set_state(WorkerStatus.IDLE, pipeline=pipe)
             self.heartbeat(pipeline=pipe)
-            pipe.execute()
+            if ahead:
+                ask_ahead(pipe, self.queues[0], self.job_class)
+            replies = pipe.execute(raise_on_error=False)
+        if ahead:
+            *replies, found = replies
+            if not isinstance(found, Exception):  # (a script Redis forgot: the next
+                hold(self.queues[0], found)  # dequeue loads it again)
+        raise_first_error(replies)
+
+    def _dequeues_ahead(self) -> bool:
+        """Whether the worker's next job is dequeued with this job's success (ask_ahead):
+        for a worker of one queue that goes on."""
+        return (
+            len(self.queues) == 1
+            and issubclass(self.queue_class, CrawlQueue)
+            and not self.stop_asked()
+            and get_version(self.connection) >= (6, 2, 0)
+        )
 
     @riding_out_redis
     def _fail_cut_short(self, job: Job, queue: Queue, exc: Exception) -> None:
@@ -420,6 +442,8 @@ class CrawlWorker(StopBetweenDequeues, SimpleWorker):
         has, and `idle` only when the worker waits: before a dequeue that blocks (a worker
         of CrawlQueue: before_waiting), so that between two jobs Redis keeps `busy`."""
         self._state = state
+        if state == WorkerStatus.SUSPENDED:  # (`rq suspend`: nobody would run it meanwhile)
+            put_back(self.connection)
         if state == WorkerStatus.IDLE and issubclass(self.queue_class, CrawlQueue):
             return  # (sent by send_idle)
         self._send_state(pipeline)
