@@ -9,11 +9,12 @@ from rq.job import Job
 
 from rqcrawl.config import CrawlConfig
 from rqcrawl.defaults import LEASE
-from rqcrawl.frontier import configs, keys
+from rqcrawl.frontier import configs, keys, recovery, scripts
 from rqcrawl.frontier.dispatch import Frontier
 from rqcrawl.frontier.leases import Renewer
 from rqcrawl.frontier.messages import Ending, Slot
 from rqcrawl.frontier.state import InFlight
+from rqcrawl.workers.crawlqueue import ask_ahead
 
 URL = "http://127.0.0.1:9/a/page.html"
 
@@ -78,6 +79,24 @@ def test_a_recovered_url_goes_to_the_head_of_the_queue(conn):
     expire(frontier)
     assert frontier.reap() == 1
     assert frontier.queue.job_ids[0] == entry_of(frontier).job_id("h", URL)
+
+
+def test_a_job_dequeued_ahead_by_a_worker_killed_before_it_started_comes_back(conn, monkeypatch):
+    """The worst moment for a worker that dequeues ahead (crawlqueue.ask_ahead): killed
+    after its last success took the next job into RQ's intermediate list, before the job
+    started. The job is `queued` in no queue: the recovery pass takes its URL back as its
+    next attempt once its release is LOST_AFTER old."""
+    frontier, job_id = seeded(conn, "k")
+    scripts.load(conn, scripts.DEQUEUE)  # (by the worker's first dequeue, a plain call)
+    with conn.pipeline(transaction=False) as pipe:  # the success pipeline's last step
+        ask_ahead(pipe, frontier.queue, Job)
+        (found,) = pipe.execute()
+    assert found[0].decode() == job_id and frontier.queue.job_ids == []
+    assert frontier.reap() == 0  # (released just now: its job may still start)
+    monkeypatch.setattr(recovery, "LOST_AFTER", 0)
+    assert frontier.reap() == 1
+    assert entry_of(frontier).attempt == 1
+    assert conn.hget(frontier.keys.counters, keys.RECOVERED) == b"1"
 
 
 def renew(frontier: Frontier) -> None:
