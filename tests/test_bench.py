@@ -1,11 +1,13 @@
 """`rqcrawl bench --stock`: the stock forking `rq worker crawl` (with and without the preload)
 measured beside the recommended worker in one run; `rqcrawl bench --revisit-memory`: what a
 crawl with revisits keeps per known URL; `rqcrawl bench --skewed`: both depth modes on a skewed
-two-host site; `rqcrawl bench --one-page`: the phases of a one-page crawl."""
+two-host site; `rqcrawl bench --one-page`: the phases of a one-page crawl; `rqcrawl bench
+--redis-instructions`: Redis's instructions a page."""
 
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 
 import pytest
@@ -266,3 +268,24 @@ def test_bench_profile_prints_where_a_pages_cpu_goes_stage_by_stage():
     for name in ("DEQUEUE", "CLAIM", "FINISH"):
         assert 1 <= float(calls[name]) <= 1.3, (name, scripts[0])
     assert "reproduce: rqcrawl bench --profile --pages 30 --workers 1" in proc.stdout
+
+
+@pytest.mark.skipif(not shutil.which("valgrind"), reason="valgrind is not installed")
+def test_bench_counts_redis_instructions_a_page_under_callgrind(tmp_path):
+    """The count comes from callgrind's own totals (no valgrind'd server: no count); the
+    profile is kept for callgrind_annotate."""
+    proc = subprocess.run(
+        [str(BIN / "rqcrawl"), "bench", "--redis-instructions", "--pages", "30",
+         "--workers", "1"],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    m = re.search(r"Redis instructions a page: ([\d.]+) M .*commands a page ([\d.]+)", proc.stdout)
+    assert m, proc.stdout
+    # a page's scripts and RQ's commands are millions of instructions; the server's start and
+    # the 17 MB Bloom filter's allocation, spread over 30 pages, are not tens of millions
+    assert 1 < float(m[1]) < 20, proc.stdout
+    assert 50 < float(m[2]) < 150, proc.stdout
+    kept = (tmp_path / "redis-callgrind.out").read_text()
+    assert re.search(r"^totals: \d+", kept, re.M)
+    assert "reproduce: rqcrawl bench --redis-instructions --pages 30" in proc.stdout

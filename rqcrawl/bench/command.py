@@ -129,6 +129,11 @@ def peers(ctx: click.Context, asked: dict[str, bool], explicit_only: bool = Fals
 @click.option("--profile", is_flag=True,
               help="Instead: where a page's CPU goes, per stage, in the recommended worker "
                    "and in Redis, for each --workers count (rqcrawl.bench.ledger).")  # fmt: skip
+@click.option("--redis-instructions", is_flag=True,
+              help="Instead: the instructions Redis executes a page (valgrind's callgrind, "
+                   "the same count run after run where CPU time moves with the machine) "
+                   "while the largest --workers crawl --pages; medians of --repeat runs "
+                   "(rqcrawl.bench.instructions).")  # fmt: skip
 @click.option("--render-workers", type=click.IntRange(min=1), default=1, show_default=True,
               help="With --render: render worker processes (one browser each).")  # fmt: skip
 @click.option("--one-page", is_flag=True,
@@ -166,7 +171,7 @@ def bench(
     tree, stock,
     repeat, site_procs, revisit_memory, db_url, task_table, skewed, fan_pages, crawl_delay,
     chain_pages, shard_counts, hosts, bloom_module, render, render_workers, one_page, profile,
-    web_hosts, card, card_delay, card_depth, card_timeout, content_dirs,
+    redis_instructions, web_hosts, card, card_delay, card_depth, card_timeout, content_dirs,
 ) -> None:  # fmt: skip
     """Benchmark rqcrawl against Scrapy on a generated local site (or a static tree) and print
     one table."""
@@ -201,6 +206,11 @@ def bench(
         from .ledger import report as ledger_report
 
         ledger_report(SiteSpec(pages=pages), workers, site_procs)
+        return
+    if redis_instructions:
+        from .instructions import report as instructions_report
+
+        instructions_report(SiteSpec(pages=pages), max(workers), site_procs, repeat)
         return
     if task_table:
         from .tasktable import report as table_report  # SQLAlchemy only for this one

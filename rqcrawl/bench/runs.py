@@ -128,6 +128,7 @@ def run_rqcrawl(
     host_concurrency: int = SCRAPY_CONCURRENCY,
     ledger_dir: Path | None = None,
     http_client: str = "requests",
+    redis_launcher: tuple[str, ...] = (),
 ) -> Result:
     """Crawl the site (or tree) with `workers` local worker processes (of `threads` workers
     each) of the `crawler`'s kind (the recommended worker, or stock ones; NATIVE: the
@@ -135,12 +136,13 @@ def run_rqcrawl(
     at most `host_concurrency` requests at a time (Scrapy's per-domain cap). With
     `ledger_dir`, the recommended worker runs with the probes of `--profile` (ledger.py),
     and Redis times every script call (script_times).
-    `http_client` is the crawl's setting of that name."""
+    `http_client` is the crawl's setting of that name; Redis runs under `redis_launcher`
+    (instructions.py's valgrind), if given."""
     server = SiteServer(spec, latency, site_procs).start()
     native = crawler == NATIVE
     with tempfile.TemporaryDirectory(prefix="rqcrawl-bench-") as tmp:
         module = ("--loadmodule", str(bloom_module)) if native else ()
-        redis_server = EmbeddedRedis(Path(tmp), extra=module).start()
+        redis_server = EmbeddedRedis(Path(tmp), extra=module, launcher=redis_launcher).start()
         conn = Redis.from_url(redis_server.url)
         stock = crawler in (STOCK, PRELOADED)
         recommended = LEDGER_WORKER_CLASS if ledger_dir else WORKER_CLASS

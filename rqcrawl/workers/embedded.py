@@ -36,9 +36,10 @@ def server_binary() -> Path:
 
 
 class EmbeddedRedis:
-    def __init__(self, data_dir: Path, extra: tuple[str, ...] = ()):
+    def __init__(self, data_dir: Path, extra: tuple[str, ...] = (), launcher: tuple[str, ...] = ()):
         self.data_dir = data_dir.resolve()
         self.extra = extra  # more server arguments (the bench's `--loadmodule`)
+        self.launcher = launcher  # a command the server runs under (the bench's valgrind)
         self.socket = self.data_dir / "redis.sock"
         self.proc: subprocess.Popen | None = None
 
@@ -60,6 +61,7 @@ class EmbeddedRedis:
         self.socket.unlink(missing_ok=True)
         self.proc = subprocess.Popen(
             [
+                *self.launcher,
                 str(server_binary()),
                 "--port", "0",
                 "--unixsocket", str(self.socket),
