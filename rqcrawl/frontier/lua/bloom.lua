@@ -13,6 +13,7 @@
 -- shard_bits 0 means the native filter (bloom.NativeBloomFilter): KEYS[shard_key0] is one
 -- RedisBloom filter, `size` is "error_rate capacity" for its BF.RESERVE, k is 1 and `pos`
 -- holds one fingerprint per URL, checked and added by BF.MADD (1: it was not there).
+--#include args
 local BITFIELD_OPS = 512  -- 4 arguments each, well within Lua's unpack limit (8000)
 
 local function bloom_alloc(shard_key0, shard_bits, size)
@@ -54,24 +55,26 @@ local function bloom_check(shard_key0, shard_bits, k, pos, first, count, add)
     for i = 1, count do seen[i] = 1 - seen[i] end
     return seen
   end
-  local old, groups = {}, {}
+  -- (the offsets go as text, see lua/args.lua: a shard-0 position is its own offset)
+  local op, old, groups = add and 'SET' or 'GET', {}, {}
   local function flush(shard, g)
-    local got = redis.call('BITFIELD', KEYS[shard_key0 + shard], unpack(g.args))
-    for j, i in ipairs(g.at) do old[i] = got[j] end
+    local got = redis.call('BITFIELD', KEYS[shard_key0 + shard], unpack(g.args, 1, g.n))
+    for j = 1, g.ops do old[g.at[j]] = got[j] end
     groups[shard] = nil
   end
   for i = first, first + count * k - 1 do
-    local p = tonumber(pos[i])
+    local offset = pos[i]
+    local p = tonumber(offset)
     local shard = math.floor(p / shard_bits)
-    local g = groups[shard] or {at = {}, args = {}}
+    if shard > 0 then offset = int(p - shard * shard_bits) end
+    local g = groups[shard] or {at = {}, args = {}, ops = 0, n = 0}
     groups[shard] = g
-    g.at[#g.at + 1] = i
-    local a = g.args
-    a[#a + 1] = add and 'SET' or 'GET'
-    a[#a + 1] = 'u1'
-    a[#a + 1] = p % shard_bits
-    if add then a[#a + 1] = 1 end
-    if #g.at == BITFIELD_OPS then flush(shard, g) end
+    local a, n = g.args, g.n
+    g.ops = g.ops + 1
+    g.at[g.ops] = i
+    a[n + 1], a[n + 2], a[n + 3] = op, 'u1', offset
+    if add then a[n + 4], g.n = '1', n + 4 else g.n = n + 3 end
+    if g.ops == BITFIELD_OPS then flush(shard, g) end
   end
   for shard, g in pairs(groups) do flush(shard, g) end
   local new, cleared = {}, 0
@@ -81,6 +84,6 @@ local function bloom_check(shard_key0, shard_bits, k, pos, first, count, add)
       if old[i] == 0 then new[u], cleared = 1, cleared + 1 end
     end
   end
-  if add and cleared > 0 then redis.call('INCRBY', KEYS[#KEYS], cleared) end
+  if add and cleared > 0 then redis.call('INCRBY', KEYS[#KEYS], int(cleared)) end
   return new
 end

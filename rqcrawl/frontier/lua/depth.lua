@@ -38,7 +38,7 @@ local function correct(key, url, d)
   if entry then
     local old = tonumber(redis.call('HGET', lowered, url) or string.match(entry, '^(%S+)'))
     if old > d then
-      redis.call('HSET', lowered, url, d)
+      redis.call('HSET', lowered, url, int(d))
       pend(old, -1)
       pend(d, 1)
       corrected = corrected + 1

@@ -108,15 +108,15 @@ for i = 1, kids do
       skip = skip or cjson.decode(skip_record)
       skip.url, skip.outcome, skip.depth = url, verdict, cd
       refused[#refused + 1] = {url, cjson.encode(skip)}
-      redis.call('HINCRBY', counters, skip_prefix .. verdict, 1)
+      redis.call('HINCRBY', counters, skip_prefix .. verdict, '1')
     end
   elseif fresh[i] == 0 and EXACT then
     correct(key, url, cd)
   end
 end
 for key, scored in pairs(by_key) do hold_all(key, scored, cd) end
-for host, count in pairs(by_host) do redis.call('HINCRBY', host_pages, host, count) end
-if admitted > 0 then redis.call('HINCRBY', counters, 'admitted', admitted) end
+for host, count in pairs(by_host) do redis.call('HINCRBY', host_pages, host, int(count)) end
+if admitted > 0 then redis.call('HINCRBY', counters, 'admitted', int(admitted)) end
 if cut ~= '' and shift > 0 then push_links(cjson.decode(cut), cd, child_priority, child_via) end
 
 if foreign ~= '' then
@@ -129,10 +129,10 @@ if foreign ~= '' then
   for i = 1, #entries, 1000 do  -- unpack's stack is bounded
     redis.call('RPUSH', outbox, unpack(entries, i, math.min(i + 999, #entries)))
   end
-  redis.call('HINCRBY', counters, 'outboxed', #entries)
+  redis.call('HINCRBY', counters, 'outboxed', int(#entries))
   sent = sent + #entries
 end
-if corrected > 0 then redis.call('HINCRBY', counters, 'lowered', corrected) end
+if corrected > 0 then redis.call('HINCRBY', counters, 'lowered', int(corrected)) end
 
 -- records: now or held back, once the level is known after this end
 refresh_allowed()

@@ -22,6 +22,7 @@
 -- adaptive throttle, seconds ahead of its key's turn a URL may be released: its entry's time
 -- is then its turn, which its job waits for); levels: "exact strict max_ahead sharded
 -- max_depth shard".
+--#include args
 --#include time
 local T = tonumber(now)
 local PACE = {}

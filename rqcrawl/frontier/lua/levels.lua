@@ -1,7 +1,7 @@
 -- The levels of exact depth: URLs pending per depth, the settled level, the deepest
 -- URL that may be released.
 local function pend(d, n)
-  local left = redis.call('HINCRBY', pending, d, n)
+  local left = redis.call('HINCRBY', pending, int(d), int(n))
   if left <= 0 then redis.call('HDEL', pending, d) end
   if left <= 0 or left == n then LEVEL_STALE = true end  -- a depth went, or came
 end

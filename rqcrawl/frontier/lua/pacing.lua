@@ -36,7 +36,7 @@ local function save_host(key, h)
   redis.call('HSET', hosts, key, PACED[key])
 end
 local function live(key)
-  LIVE[key] = LIVE[key] or redis.call('ZCOUNT', lprefix .. key, T, '+inf')
+  LIVE[key] = LIVE[key] or redis.call('ZCOUNT', lprefix .. key, now, '+inf')
   return LIVE[key]
 end
 local function take_slot(key, holder, expiry)
@@ -68,7 +68,7 @@ end
 -- with it, the head once the first is taken
 local function head_of(key)
   if HEADS[key] == nil then
-    local two = redis.call('ZRANGE', qprefix .. key, 0, 1, 'WITHSCORES')
+    local two = redis.call('ZRANGE', qprefix .. key, '0', '1', 'WITHSCORES')
     HEADS[key], NEXTS[key] = {two[1], two[2]}, {two[3], two[4]}
   end
   return HEADS[key]
@@ -133,7 +133,7 @@ local function hold_all(key, scored, d)
   end
   HEADS[key], NEXTS[key] = nil, nil
   redis.call('SADD', qkeys, key)
-  redis.call('HINCRBY', counters, 'held', #scored / 2)
+  redis.call('HINCRBY', counters, 'held', int(#scored / 2))
   pend(d, #scored / 2)
   touched[key] = true
 end
@@ -183,7 +183,7 @@ end
 -- when more are due than there is room, those whose first URL is the shallowest, then of the
 -- highest priority (its score), among the first due.
 local function first_due(horizon, room)
-  local due = redis.call('ZRANGEBYSCORE', ready, '-inf', horizon, 'LIMIT', 0, 2 * room + 64)
+  local due = redis.call('ZRANGEBYSCORE', ready, '-inf', horizon, 'LIMIT', '0', int(2 * room + 64))
   if #due <= room then return due end
   local heads = {}
   for _, key in ipairs(due) do
@@ -222,7 +222,7 @@ local function release(room, out)
           local d, p = split_score(s)
           if allows(d) then
             dequeue(key, url)
-            redis.call('HINCRBY', counters, 'held', -1)
+            redis.call('HINCRBY', counters, 'held', '-1')
             if redis.call('HEXISTS', inflight, url) == 1 then
               pend(d, -1)  -- (in flight already: this copy goes)
             else
@@ -256,7 +256,7 @@ end
 -- them in the counters' `field`, schedule the keys they touched and release what is due.
 -- Returns {n, released url, entry...}.
 local function held_then_released(n, field)
-  if n > 0 then redis.call('HINCRBY', counters, field, n) end
+  if n > 0 then redis.call('HINCRBY', counters, field, int(n)) end
   schedule_touched()
   local out = {n}
   release(room(), out)
@@ -267,7 +267,7 @@ end
 -- paused crawl: it then settles with nothing in flight).
 local function take_due(limit)
   if later_count() == 0 then return end
-  for _, url in ipairs(redis.call('ZRANGEBYSCORE', later, '-inf', T, 'LIMIT', 0, limit)) do
+  for _, url in ipairs(redis.call('ZRANGEBYSCORE', later, '-inf', now, 'LIMIT', '0', int(limit))) do
     redis.call('ZREM', later, url)
     LATER_N = nil
     local key = redis.call('HGET', parked, url)
@@ -281,7 +281,7 @@ local function take_due(limit)
         redis.call('HDEL', lowered, url)
         pend(d, -1)
         hold(key, url, d, p or 0)
-        redis.call('HINCRBY', counters, 'put_back', 1)
+        redis.call('HINCRBY', counters, 'put_back', '1')
       else
         requeue(key, url)
       end

@@ -11,15 +11,15 @@ end
 -- held-back records (see above); each entry carries `o`, the bytes of records appended to the
 -- stream up to it, so that trimming it (ACK_RECORDS) says how many bytes left
 local function emit(record)
-  local o = redis.call('HINCRBY', counters, 'record_bytes', #record)
+  local o = redis.call('HINCRBY', counters, 'record_bytes', int(#record))
   APPENDED = o
-  redis.call('XADD', items, '*', 'r', record, 'o', o)
+  redis.call('XADD', items, '*', 'r', record, 'o', int(o))
 end
 local function with_depth(record, d)
   return (string.gsub(record, '"depth":%-?%d+', '"depth":' .. d, 1))
 end
 local function hold_back(url, d, payload)
-  redis.call('HSET', spec, url, d)
+  redis.call('HSET', spec, url, int(d))
   SPEC_N = nil
   redis.call('HSET', sprefix .. d, url, payload)
 end
@@ -38,7 +38,7 @@ local function settle(budget)
     local cursor = '0'
     repeat
       if n >= budget then return true end
-      local scan = redis.call('HSCAN', h, cursor, 'COUNT', 100)
+      local scan = redis.call('HSCAN', h, cursor, 'COUNT', '100')
       cursor = scan[1]
       local kv = scan[2]
       for i = 1, #kv, 2 do
@@ -49,7 +49,7 @@ local function settle(budget)
         n = n + 1
       end
     until cursor == '0'
-    if d <= stored + 1 then redis.call('HSET', counters, 'settled', d) end
+    if d <= stored + 1 then redis.call('HSET', counters, 'settled', int(d)) end
   end
   return false
 end
