@@ -1,8 +1,9 @@
 -- The levels of exact depth: URLs pending per depth, the settled level, the deepest
 -- URL that may be released.
 local function pend(d, n)
-  local left = redis.call('HINCRBY', pending, int(d), int(n))
-  if left <= 0 then redis.call('HDEL', pending, d) end
+  local field = int(d)
+  local left = redis.call('HINCRBY', pending, field, int(n))
+  if left <= 0 then redis.call('HDEL', pending, field) end
   if left <= 0 or left == n then LEVEL_STALE = true end  -- a depth went, or came
 end
 local function min_pending()
