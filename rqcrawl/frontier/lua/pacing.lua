@@ -11,9 +11,11 @@ local function parse_host(raw)
   end
   return h
 end
+-- (parsed once a run, and again from what each save wrote: callers change the table they
+-- get, then save it)
 local function load_host(key)
-  if PACED[key] == nil then PACED[key] = redis.call('HGET', hosts, key) or false end
-  return parse_host(PACED[key])
+  if PACED[key] == nil then PACED[key] = parse_host(redis.call('HGET', hosts, key) or false) end
+  return PACED[key]
 end
 local function base_of(h)
   return h.base >= 0 and h.base or PACE.delay
@@ -31,9 +33,10 @@ local function in_force(h)
 end
 local function save_host(key, h)
   local delay, why = in_force(h)
-  PACED[key] = at(h.ready) .. ' '
+  local saved = at(h.ready) .. ' '
     .. string.format('%.6f %.6f %.6f %.6f ', h.fetch, h.backoff, h.base, delay) .. why
-  redis.call('HSET', hosts, key, PACED[key])
+  redis.call('HSET', hosts, key, saved)
+  PACED[key] = parse_host(saved)
 end
 local function live(key)
   LIVE[key] = LIVE[key] or redis.call('ZCOUNT', lprefix .. key, now, '+inf')
@@ -56,9 +59,11 @@ local function turn_of(key)
   if TURNS[key] == nil then TURNS[key] = tonumber(redis.call('ZSCORE', ready, key)) or false end
   return TURNS[key]
 end
+-- Put `key` in `ready` at `when` (stored as `at` writes it)
 local function set_turn(key, when)
-  redis.call('ZADD', ready, when, key)
-  TURNS[key] = tonumber(when)
+  when = on_us(when)
+  redis.call('ZADD', ready, string.format('%.6f', when), key)
+  TURNS[key] = when
 end
 local function drop_turn(key)
   if TURNS[key] ~= false then redis.call('ZREM', ready, key) end
@@ -90,7 +95,7 @@ end
 local function wait_from_now(k, h)
   h.ready = math.max(h.ready, T + in_force(h))
   save_host(k, h)
-  if turn_of(k) then set_turn(k, at(h.ready)) end
+  if turn_of(k) then set_turn(k, h.ready) end
 end
 
 -- Put `key` in `ready` (at its next start), in `blocked`, or in neither (no free slot).
@@ -113,7 +118,7 @@ local function schedule(key)
     return
   end
   redis.call('SREM', blocked, key)
-  set_turn(key, at(load_host(key).ready))
+  set_turn(key, load_host(key).ready)
 end
 local function schedule_touched()
   for key in pairs(touched) do
@@ -207,7 +212,8 @@ local function release(room, out)
     repeat  -- the key's URLs while it has slots free now (host_concurrency, no delay)
       if taken >= room then return end
       local head = head_of(key)
-      local turn = at(math.max(T, turn_of(key) or T))
+      local start = on_us(math.max(T, turn_of(key) or T))
+      local turn = string.format('%.6f', start)
       local entry = nil
       if #head > 0 and live(key) < PACE.conc then
         local url, s = head[1], tonumber(head[2])
@@ -243,8 +249,8 @@ local function release(room, out)
       -- when a request ends: a URL that robots.txt refuses costs its host no turn)
       local again = turn_of(key)
       if entry and again then
-        again = math.max(again, tonumber(turn) + in_force(load_host(key)))
-        set_turn(key, at(again))
+        again = math.max(again, start + in_force(load_host(key)))
+        set_turn(key, again)
       end
     until not (entry and again and again <= horizon)
   end
