@@ -146,6 +146,8 @@ def notes(results: list[Result]) -> list[str]:
                 f"latency {lat * 1000:.0f} ms: best rqcrawl ({workers_label(a)}) / best Scrapy "
                 f"({b.procs} concurrent) pages/s = {rate(a) / rate(b):.2f}x"
             )
+            if a.redis and b.cpu_s:
+                out.append(f"latency {lat * 1000:.0f} ms: {cpu_share(a, b)}")
         for r in results:
             for kind in (STOCK, PRELOADED):
                 stock = by.get((kind, r.procs, 1, lat))
@@ -216,6 +218,19 @@ def command_usec(rd: dict) -> int:
     wrappers' time is left out, since it holds the time of the commands they ran (and a
     script's interpretation, which only Redis CPU shows)."""
     return sum(us for name, us in rd["usec"].items() if name not in WRAPPERS)
+
+
+def cpu_share(ours: Result, scrapy: Result) -> str:
+    """rqcrawl's CPU a page, Redis's included, as a share of Scrapy's in the same run: a
+    machine twice as slow doubles both, so the share compares runs on different machines
+    where milliseconds do not."""
+    theirs = scrapy.cpu_s / max(scrapy.pages, 1)
+    pages = max(ours.pages, 1)
+    whole, redis = (ours.cpu_s + ours.redis["cpu_s"]) / pages, ours.redis["cpu_s"] / pages
+    return (
+        f"rqcrawl's CPU a page with Redis's / Scrapy's = {whole / theirs:.2f} "
+        f"(Redis's alone {redis / theirs:.3f})"
+    )
 
 
 def command_breakdown(r: Result) -> str:
