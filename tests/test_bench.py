@@ -76,6 +76,26 @@ def test_the_notes_say_where_a_pages_redis_commands_and_time_go():
     assert row(r)[[name for name, _ in COLUMNS].index("Redis us/pg")] == "7"
 
 
+def test_bench_prints_what_a_script_call_and_an_operation_inside_one_cost(monkeypatch):
+    """Every case measured on a real embedded Redis: a positive CPU time a call or an
+    operation, the composed scripts' cases named with their functions' count. (Fewer calls
+    than the command makes: the numbers are the benchmark's business, not the test's.)"""
+    from click.testing import CliRunner
+
+    from rqcrawl.bench import scriptcost
+    from rqcrawl.bench.command import bench
+
+    monkeypatch.setattr(scriptcost, "CALLS", 1_000)
+    monkeypatch.setattr(scriptcost, "INSIDE_CALLS", 100)  # (CPU time is read in ticks)
+    result = CliRunner().invoke(bench, ["--script-costs", "--repeat", "2"])
+    assert result.exit_code == 0, result.output
+    rows = dict(re.findall(r"^  (\S.*?)\s+(\d+\.\d\d)  \(", result.output, re.M))
+    assert len(rows) == 3 + len(scriptcost.INSIDE), result.output
+    assert re.search(r"the frontier's header and \d\d functions defined", result.output)
+    assert all(float(v) > 0 for label, v in rows.items() if label != "nothing (the loop)")
+    assert "reproduce: rqcrawl bench --script-costs --repeat 2" in result.output
+
+
 def test_the_notes_give_rqcrawls_cpu_a_page_as_a_share_of_scrapys():
     """The same run's Scrapy CPU a page is the yardstick: 1.1 s of rqcrawl and its Redis
     over 100 pages against Scrapy's 4.4 s over 200."""

@@ -134,6 +134,10 @@ def peers(ctx: click.Context, asked: dict[str, bool], explicit_only: bool = Fals
                    "the same count run after run where CPU time moves with the machine) "
                    "while the largest --workers crawl --pages; medians of --repeat runs "
                    "(rqcrawl.bench.instructions).")  # fmt: skip
+@click.option("--script-costs", is_flag=True,
+              help="Instead: Redis's CPU a frontier script call before its work, a command "
+                   "inside a script and Lua's own operations, on an embedded Redis of its "
+                   "own; medians of --repeat rounds (rqcrawl.bench.scriptcost).")  # fmt: skip
 @click.option("--render-workers", type=click.IntRange(min=1), default=1, show_default=True,
               help="With --render: render worker processes (one browser each).")  # fmt: skip
 @click.option("--one-page", is_flag=True,
@@ -171,7 +175,8 @@ def bench(
     tree, stock,
     repeat, site_procs, revisit_memory, db_url, task_table, skewed, fan_pages, crawl_delay,
     chain_pages, shard_counts, hosts, bloom_module, render, render_workers, one_page, profile,
-    redis_instructions, web_hosts, card, card_delay, card_depth, card_timeout, content_dirs,
+    redis_instructions, script_costs, web_hosts, card, card_delay, card_depth, card_timeout,
+    content_dirs,
 ) -> None:  # fmt: skip
     """Benchmark rqcrawl against Scrapy on a generated local site (or a static tree) and print
     one table."""
@@ -211,6 +216,11 @@ def bench(
         from .instructions import report as instructions_report
 
         instructions_report(SiteSpec(pages=pages), max(workers), site_procs, repeat)
+        return
+    if script_costs:
+        from .scriptcost import report as script_costs_report
+
+        script_costs_report(repeat)
         return
     if task_table:
         from .tasktable import report as table_report  # SQLAlchemy only for this one
