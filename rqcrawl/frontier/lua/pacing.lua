@@ -61,9 +61,8 @@ local function turn_of(key)
 end
 -- Put `key` in `ready` at `when` (stored as `at` writes it)
 local function set_turn(key, when)
-  when = on_us(when)
-  redis.call('ZADD', ready, string.format('%.6f', when), key)
-  TURNS[key] = when
+  redis.call('ZADD', ready, at(when), key)
+  TURNS[key] = on_us(when)
 end
 local function drop_turn(key)
   if TURNS[key] ~= false then redis.call('ZREM', ready, key) end
@@ -212,8 +211,8 @@ local function release(room, out)
     repeat  -- the key's URLs while it has slots free now (host_concurrency, no delay)
       if taken >= room then return end
       local head = head_of(key)
-      local start = on_us(math.max(T, turn_of(key) or T))
-      local turn = string.format('%.6f', start)
+      local first = math.max(T, turn_of(key) or T)
+      local start, turn = on_us(first), at(first)
       local entry = nil
       if #head > 0 and live(key) < PACE.conc then
         local url, s = head[1], tonumber(head[2])
