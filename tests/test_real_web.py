@@ -63,7 +63,6 @@ def test_a_pushing_back_host_a_hanging_robots_txt_and_a_hanging_page_hold_no_oth
         }
         seeds = [http[n].base + "/" for n in ("push", "robots", "slow")]
         seeds.append(http["chain"].base + "/c0")
-        began = time.time()
         proc = subprocess.run(
             [str(BIN / "rqcrawl"), "crawl", *seeds, "-o", str(out), "--allow-private",
              "--max-depth", str(CHAIN), "--data-dir", str(tmp_path / "data")],
@@ -75,12 +74,15 @@ def test_a_pushing_back_host_a_hanging_robots_txt_and_a_hanging_page_hold_no_oth
 
     # The chain went at its own pace (the default delay of 1 s) from its first page to its
     # last, while the others pushed back, hung or waited: no gap of 2 s between two of its
-    # requests, although each of its pages is a level deeper than the one before.
+    # requests, although each of its pages is a level deeper than the one before; and it
+    # ended within its pace and a hang of the crawl's first request to any host (timed from
+    # there, not from the command's start: a loaded CI machine took 5.9 s to start it).
     assert sum(path.startswith("/c") for _, path in http["chain"].log) == CHAIN + 1
     starts = [t for t, path in http["chain"].log if path != "/robots.txt"]  # (and sitemaps)
     gaps = [b - a for a, b in itertools.pairwise(starts)]
     assert max(gaps) < 2.0, gaps
-    assert starts[-1] - began < CHAIN * 1.0 + HANG, (starts[-1] - began, gaps)
+    first = min(t for site in http.values() for t, _ in site.log)
+    assert starts[-1] - first < CHAIN * 1.0 + HANG, (starts[-1] - first, gaps)
 
     # Each slow host was slow for itself alone, and ended with all its pages.
     for name in ("push", "robots", "slow"):
