@@ -66,11 +66,17 @@ def proc_peak_rss_kb(pid: int) -> int:
     return 0
 
 
+def redis_cpu_s(conn: Redis) -> float:
+    """Redis's CPU seconds so far, user and system."""
+    cpu = conn.info("cpu")
+    return cpu["used_cpu_sys"] + cpu["used_cpu_user"]
+
+
 def redis_numbers(conn: Redis) -> dict:
     """The Redis counters the bench takes deltas of."""
-    cpu, st = conn.info("cpu"), conn.info("stats")
+    st = conn.info("stats")
     return {
-        "cpu_s": cpu["used_cpu_sys"] + cpu["used_cpu_user"],
+        "cpu_s": redis_cpu_s(conn),
         "commands": st["total_commands_processed"],
         "rss": conn.info("memory")["used_memory_rss"],
         "commandstats": conn.info("commandstats"),

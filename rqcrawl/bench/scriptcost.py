@@ -26,6 +26,8 @@ from rqcrawl.frontier import scripts
 from rqcrawl.frontier.dispatch import Frontier
 from rqcrawl.workers.embedded import EmbeddedRedis
 
+from .runs import redis_cpu_s
+
 CALLS = 20_000  # script calls a case
 BATCH = 500  # calls a pipeline
 OPS = 1_000  # operations a call, for those inside a script
@@ -46,20 +48,15 @@ INSIDE = {
 }
 
 
-def cpu_us(r: Redis) -> float:
-    cpu = r.info("cpu")
-    return (cpu["used_cpu_user"] + cpu["used_cpu_sys"]) * 1e6
-
-
 def per_call(r: Redis, queue_one: Callable[[Pipeline], None], calls: int) -> float:
     """Redis's CPU µs a call, over `calls` calls that `queue_one` adds to pipelines."""
-    before = cpu_us(r)
+    before = redis_cpu_s(r)
     for start in range(0, calls, BATCH):
         pipe = r.pipeline(transaction=False)
         for _ in range(min(BATCH, calls - start)):
             queue_one(pipe)
         pipe.execute()
-    return (cpu_us(r) - before) / calls
+    return (redis_cpu_s(r) - before) * 1e6 / calls
 
 
 def calls_of(r: Redis) -> dict[str, Callable[[Pipeline], None]]:
