@@ -162,12 +162,6 @@ def client_flags(conn: redis.Redis, name: str) -> str:
     return "".join(c["flags"] for c in conn.client_list() if c["name"] == name)
 
 
-def blocked_clients(conn: redis.Redis) -> int:
-    """Connections blocked in a command (a worker's dequeue), from CLIENT LIST."""
-    listing = conn.client_list(_type="normal")
-    return sum("b" in client["flags"] for client in listing)
-
-
 def test_an_idle_worker_stops_at_once(redis_url, tmp_path):
     """SIGTERM to exit of an idle worker, blocked on the queue: its slots' dequeues are ended
     by CLIENT UNBLOCK (not after the rest of their STOP_CHECK_S), and its interpreter skips
@@ -188,7 +182,7 @@ def test_an_idle_worker_stops_at_once(redis_url, tmp_path):
                     lambda pid=proc.pid: any(w.pid == pid for w in Worker.all(connection=conn)),
                     30, "the worker to register",
                 )  # fmt: skip
-                wait_until(lambda: blocked_clients(conn) == DEFAULT_SLOTS, 30,
+                wait_until(lambda: len(blocked_ids(conn)) == DEFAULT_SLOTS, 30,
                            "each of the worker's slots blocked on the queue")  # fmt: skip
                 blocked = blocked_ids(conn)
                 conn.config_set("slowlog-max-len", 100_000)
@@ -217,7 +211,8 @@ def test_an_idle_worker_stops_at_once(redis_url, tmp_path):
 
 
 def blocked_ids(conn: redis.Redis) -> set[int]:
-    """The ids of the connections blocked in a command, from CLIENT LIST."""
+    """The ids of the connections blocked in a command (a worker's dequeue), from CLIENT
+    LIST."""
     return {int(c["id"]) for c in conn.client_list(_type="normal") if "b" in c["flags"]}
 
 
