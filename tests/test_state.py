@@ -530,6 +530,44 @@ def test_scripts_take_named_arguments_and_survive_a_script_flush(conn):
         conn.evalsha(scripts.DUE.sha, 0)
 
 
+def test_a_script_keeps_only_the_shared_functions_it_reaches():
+    source = (
+        "local function a()\n  return 1\nend\n"  # kept: b names it
+        "local function b(x)\n  return a() + x\nend\n"
+        "local function c()\n  return 3\nend\n"  # only d names it: both go
+        "local function d()\n  return c()\nend\n"
+        "local function e()\n  return 5\nend\n"  # named in a comment only
+        "-- e() is not called\n"
+        "return b(2)\n"
+    )
+    kept = scripts.reached(source)
+    assert scripts.FUNCTION.findall(kept) == ["a", "b"] and kept.endswith("return b(2)\n")
+    assert "c()" not in kept and "local function e" not in kept
+
+
+def test_every_shared_function_is_a_block_the_composer_can_cut():
+    """`reached` cuts a function at the first line that is `end` alone: every `local function`
+    at a line's start must be such a block, its body indented (so no inner `end` ends it),
+    and its name the only one of its kind (a script keeps a function by its name)."""
+    names = []
+    for path in scripts.LUA_DIR.glob("*.lua"):
+        text = path.read_text(encoding="utf-8") + "\n"
+        blocks = scripts.FUNCTION.findall(text)
+        names += blocks
+        starts = [line for line in text.splitlines() if line.startswith("local function ")]
+        assert len(blocks) == len(starts), path.name
+        for match in scripts.FUNCTION.finditer(text):
+            body = match.group(0).splitlines()[1:-1]
+            assert all(not line or line[0] in " \t" for line in body), (path.name, match[1])
+    assert len(names) == len(set(names)) > 50
+
+
+def test_every_script_loads_with_what_it_reaches(conn):
+    for name, script in vars(scripts).items():
+        if isinstance(script, scripts.Script):
+            assert conn.script_load(script.source) == script.sha, name
+
+
 def test_the_skip_template_is_a_record_without_its_url_and_outcome():
     template = json.loads(skip_template(3))
     assert template["depth"] == 3 and template["attempts"] == 0 and "url" not in template

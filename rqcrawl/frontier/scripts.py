@@ -2,7 +2,8 @@
 
 The Lua lives in .lua files under frontier/lua/, one a script and one a concern of the shared
 code (bloom, levels, pacing, records, depth, composed by lua/frontier.lua); a line
-`--#include NAME` puts lua/NAME.lua in its place, each file once per script.
+`--#include NAME` puts lua/NAME.lua in its place, each file once per script, and a script
+keeps only the shared functions it reaches (`reached`).
 A `Script` declares the names of its KEYS and ARGV; a prelude generated from them binds each
 name to its position, so the script's body and its callers use names only. A script that takes
 a variable number of keys or arguments (the Bloom filter's shards, a page's links) gets them
@@ -15,6 +16,7 @@ Redis forgets them). Scripts sent in a pipeline are loaded first by `load`.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from collections.abc import Sequence
@@ -27,6 +29,11 @@ from redis.exceptions import NoScriptError
 
 LUA_DIR = Path(__file__).parent / "lua"
 INCLUDE = re.compile(r"^--#include (\w+)$", re.M)
+# A shared function: `local function NAME(` at the start of a line to the first line that is
+# `end` alone (the body is indented; tests/test_state.py checks every file keeps to that).
+FUNCTION = re.compile(r"^local function (\w+)\(.*\n(?:(?!end\n).*\n)*end\n", re.M)
+COMMENT = re.compile(r"--[^\n]*")
+WORD = re.compile(r"\w+")
 
 
 def lua_source(name: str, included: set[str] | None = None) -> str:
@@ -40,6 +47,38 @@ def lua_source(name: str, included: set[str] | None = None) -> str:
         return "" if other in included else lua_source(other, included).rstrip("\n")
 
     return INCLUDE.sub(expand, (LUA_DIR / f"{name}.lua").read_text(encoding="utf-8"))
+
+
+def reached(source: str) -> str:
+    """`source` with only the functions its own code names, and those they name in turn.
+
+    Why: Redis runs a script's whole text at every call, so each `local function` in it is
+    made again, with its upvalues, at every call, and is garbage after it (docs/benchmarks.md).
+    A composed script includes all of the frontier's functions; few scripts reach them all.
+    """
+    blocks = list(FUNCTION.finditer(source))
+    index = {block[1]: i for i, block in enumerate(blocks)}
+    between = outside(source, [block.span() for block in blocks])
+    todo = [index[word] for word in words_in(between) if word in index]
+    kept: set[int] = set()
+    while todo:
+        if (i := todo.pop()) not in kept:
+            kept.add(i)
+            todo += [index[word] for word in words_in(blocks[i][0]) if word in index]
+    return outside(source, [block.span() for i, block in enumerate(blocks) if i not in kept])
+
+
+def outside(source: str, spans: list[tuple[int, int]]) -> str:
+    """`source` without the text of `spans` (in order, not overlapping)."""
+    edges = [0, *(edge for span in spans for edge in span), len(source)]
+    return "".join(source[a:b] for a, b in zip(edges[::2], edges[1::2], strict=True))
+
+
+@functools.cache
+def words_in(code: str) -> frozenset[str]:
+    """The words of `code` outside its comments (a function's text recurs in every script
+    that includes it: read once)."""
+    return frozenset(WORD.findall(COMMENT.sub("", code)))
 
 
 class Script:
@@ -62,8 +101,16 @@ class Script:
             prelude.append(f"local {key_tail} = {len(self.keys) + 1}")
         if arg_tail:
             prelude.append(f"local {arg_tail} = {len(self.args) + 1}")
-        self.source = "\n".join(prelude) + "\n" + lua_source(lua)
-        self.sha = hashlib.sha1(self.source.encode()).hexdigest()
+        self.prelude, self.lua = "\n".join(prelude) + "\n", lua
+
+    @functools.cached_property
+    def source(self) -> str:
+        """The script's text, composed at its first use (a process runs few of them)."""
+        return reached(self.prelude + lua_source(self.lua))
+
+    @functools.cached_property
+    def sha(self) -> str:
+        return hashlib.sha1(self.source.encode()).hexdigest()
 
     def _flat(self, named: dict[str, Any], tail_keys: Sequence, tail_args: Sequence) -> list:
         unknown = named.keys() - set(self.keys) - set(self.args)
