@@ -78,7 +78,7 @@ def test_the_notes_say_where_a_pages_redis_commands_and_time_go():
 
 def test_bench_prints_what_a_script_call_and_an_operation_inside_one_cost(monkeypatch):
     """Every case measured on a real embedded Redis: a positive CPU time a call or an
-    operation, the composed scripts' cases named with their functions' count. (Fewer calls
+    operation, CLAIM's case named with the count of functions it makes. (Fewer calls
     than the command makes: the numbers are the benchmark's business, not the test's.)"""
     from click.testing import CliRunner
 
@@ -91,7 +91,7 @@ def test_bench_prints_what_a_script_call_and_an_operation_inside_one_cost(monkey
     assert result.exit_code == 0, result.output
     rows = dict(re.findall(r"^  (\S.*?)\s+(\d+\.\d\d)  \(", result.output, re.M))
     assert len(rows) == 3 + len(scriptcost.INSIDE), result.output
-    assert re.search(r"the frontier's header and \d\d functions defined", result.output)
+    assert re.search(r"CLAIM .* \((\d\d) of the frontier's (\d\d) functions made\)", result.output)
     assert all(float(v) > 0 for label, v in rows.items() if label != "nothing (the loop)")
     assert "reproduce: rqcrawl bench --script-costs --repeat 2" in result.output
 

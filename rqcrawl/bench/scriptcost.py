@@ -62,17 +62,21 @@ def per_call(r: Redis, queue_one: Callable[[Pipeline], None], calls: int) -> flo
 def calls_of(r: Redis) -> dict[str, Callable[[Pipeline], None]]:
     """The composed-call cases, by label: a call queued. CLAIM's keys and arguments are a
     crawl's at default settings; its URL is held by no job, so the call does its reads and
-    nothing else. The other two take the same, and define one function (lua/args.lua) or the
-    frontier's all (lua/frontier.lua), and do nothing."""
+    nothing else. The other two take the same and do nothing: one binds them only
+    (lua/args.lua), one runs the frontier's header too (lua/frontier.lua: its functions are
+    left out, as from any script that calls none of them)."""
     claim = Frontier(r, "script-costs", CrawlConfig()).claim_call("http://127.0.0.1/p", "j-1-0")
     keys, args = scripts.CLAIM.keys, scripts.CLAIM.args
-    one = scripts.Script(keys, args, lua="args")
-    defined = scripts.Script(keys, args, lua="frontier")
+    made = len(scripts.FUNCTION.findall(scripts.CLAIM.source))
+    of = len(scripts.FUNCTION.findall(scripts.lua_source("frontier")))
     cases = {
-        f"a call with CLAIM's {len(keys) + len(args)} keys and arguments, 1 function": one,
-        f"the same, the frontier's header and {defined.source.count('local function')} "
-        "functions defined": defined,
-        "CLAIM of a URL no job holds": scripts.CLAIM,
+        f"a call with CLAIM's {len(keys) + len(args)} keys and arguments": scripts.Script(
+            keys, args, lua="args"
+        ),
+        "the same, running the frontier's header": scripts.Script(keys, args, lua="frontier"),
+        f"CLAIM of a URL no job holds ({made} of the frontier's {of} functions made)": (
+            scripts.CLAIM
+        ),
     }
     scripts.load(r, *cases.values())
     return {label: partial(script.queue, **claim) for label, script in cases.items()}
