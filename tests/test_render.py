@@ -99,6 +99,15 @@ def test_the_plain_worker_never_imports_playwright():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+def test_the_browsers_offline_wrapper_is_removed_when_its_process_exits():
+    code = "from rqcrawl.render.browser import offline; print(offline('/usr/bin/chromium'))"
+    launched = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+    wrapper = Path(launched.stdout.decode().strip())
+    if wrapper == CHROMIUM:
+        pytest.skip("no network namespace on this machine: no wrapper is written")
+    assert wrapper.name == "chromium-offline" and not wrapper.parent.exists()
+
+
 # -- crawls ------------------------------------------------------------------------------------
 
 

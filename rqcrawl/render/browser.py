@@ -19,6 +19,7 @@ once its processes use `render_recycle_mb` MB.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import hashlib
 import logging
@@ -345,7 +346,9 @@ def offline(executable: str) -> str:
             unshare
             and subprocess.run([unshare, *flags, "true"], capture_output=True).returncode == 0
         ):
-            wrapper = Path(tempfile.mkdtemp(prefix="rqcrawl-browser-")) / "chromium-offline"
+            directory = tempfile.mkdtemp(prefix="rqcrawl-browser-")
+            atexit.register(shutil.rmtree, directory, ignore_errors=True)  # not left in /tmp
+            wrapper = Path(directory) / "chromium-offline"
             wrapper.write_text(
                 f'#!/bin/sh\nexec {unshare} {" ".join(flags)} -- {executable} "$@"\n'
             )
