@@ -60,6 +60,12 @@ def test_a_polite_log_passes_every_check():
     assert all(not bad for bad in verdicts(polite_log()).values()), verdicts(polite_log())
 
 
+def test_the_hosts_no_page_of_which_was_answered_are_named():
+    log = [*polite_log(), entry(1, "/robots.txt", 0.0, 0.1), entry(1, "/", 0.1, 0.2, 503)]
+    judge = Judge(build(SMALL, ORIGINS), log, delay=1.0, t0=0.0)
+    assert judge.unvisited() == [1, 3, 4, 5]  # host 1: robots.txt and a 503 only
+
+
 def test_the_floor_with_back_off_adds_what_a_pushing_back_host_is_owed():
     """Host 0 (pace 1 s) answers 503 twice, then 200 three times: the plain floor spaces its
     requests 1 s apart; the floor with back-off 2 s, then 4 s (doubled), then 2 s (halved),
@@ -154,6 +160,7 @@ def test_rqcrawl_crawls_a_small_web_at_defaults_within_the_rules():
     pages = {e.target for e in r.judge.by_host[0] if not is_robots(e.target)}
     assert "/" in pages and "/p1.html" in pages  # the hung robots.txt did not stop the host
     assert not [e for e in r.judge.by_host[3] if not is_robots(e.target)]  # robots.txt 500
+    assert r.judge.unvisited() == [3]  # every other host crawled
     floor, _ = r.judge.floor()
     assert 0 < floor <= r.wall_s  # the floor is a lower bound of a polite crawl
     assert r.connections >= 1 and r.requests >= r.connections

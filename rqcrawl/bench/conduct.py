@@ -206,6 +206,15 @@ class Judge:
             total = max(total, self.patience)
         return total
 
+    def unvisited(self) -> list[int]:
+        """The hosts none of whose pages was answered 2xx: the hosts the crawl lost (or, like
+        a robots.txt that answers 5xx for good, had to leave)."""
+        return [
+            h.index
+            for h in self.hosts
+            if not any(e.status and 200 <= e.status < 300 for e in self.pages(h.index))
+        ]
+
     def last_hosts(self, count: int) -> list[tuple[int, float, float, float]]:
         """The `count` hosts whose last answer came last: (host, first request, last answer,
         the host's own floor), times from t0: what the crawl's end waited for."""

@@ -141,6 +141,12 @@ def summary(r: WebRun) -> list[str]:
         f"  {r.requests} requests over {r.connections} TCP connections: "
         f"{r.requests / max(r.connections, 1):.2f} requests per connection",
     ]
+    unvisited = r.judge.unvisited()
+    lines.append(
+        f"  hosts with a page answered 2xx: {len(r.judge.hosts) - len(unvisited)} of "
+        f"{len(r.judge.hosts)}"
+        + (f" (none from {', '.join(f'127.0.0.{i + 1}' for i in unvisited)})" if unvisited else "")
+    )
     for i, first, last, own in r.judge.last_hosts(LAST_SHOWN):
         lines.append(
             f"  ended late: host 127.0.0.{i + 1} requests from +{first:.1f} s to +{last:.1f} s "
