@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
 
 import pytest
@@ -560,6 +561,30 @@ def test_every_shared_function_is_a_block_the_composer_can_cut():
             body = match.group(0).splitlines()[1:-1]
             assert all(not line or line[0] in " \t" for line in body), (path.name, match[1])
     assert len(names) == len(set(names)) > 50
+
+
+LUA_TOKEN = re.compile(r"'(?:\\.|[^'\\])*'|\"(?:\\.|[^\"\\])*\"|--")
+
+
+def strings_holding_a_comment_mark(line: str) -> list[str]:
+    """The string literals of a Lua line, before its comment, that hold `--`."""
+    found = []
+    for token in LUA_TOKEN.findall(line):
+        if token == "--":
+            break
+        if "--" in token:
+            found.append(token)
+    return found
+
+
+def test_no_lua_string_holds_what_the_composer_would_read_as_a_comment():
+    """`reached` reads from `--` to the line's end as a comment: a function named after
+    `--` inside a string would be left out of a script that calls it."""
+    assert strings_holding_a_comment_mark("x = '--' .. f() -- a 'note'") == ["'--'"]
+    assert strings_holding_a_comment_mark("x = 'a' -- f('--')") == []
+    for path in scripts.LUA_DIR.glob("*.lua"):
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            assert not strings_holding_a_comment_mark(line), (path.name, n, line)
 
 
 def test_every_script_loads_with_what_it_reaches(conn):
